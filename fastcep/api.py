@@ -1,0 +1,62 @@
+"""``fastcep.fit``: one entry point for every model and method."""
+
+from . import _validation as V
+from .regression import MODELS as REGRESSION_MODELS
+from .regression import fit_regression
+
+MODELS = REGRESSION_MODELS
+
+
+def fit(X, y, model="probit", method="cep1", **options):
+    """Fit a Bayesian model by conditional expectation propagation (or a baseline method).
+
+    Regression: ``fit(X, y, model="probit" | "logistic", method="cep1" | "cep2" | "ep")``.
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+        Features (finite; converted to C-contiguous float64).
+    y : array of shape (n,)
+        Labels in {0, 1}, {-1, 1} or bool.
+    model : {"probit", "logistic"}
+    method : {"cep1", "cep2", "ep"}
+        CEP with first- or second-order Taylor expectation, or factorised EP (analytic for
+        probit, 2-D Gauss-Hermite for logistic).
+    prior_var : float > 0 or array of shape (d,), default 1.0
+        Variance of the zero-mean Gaussian prior on each weight.
+    damping : float in (0, 1], default 0.5
+        ``msg <- (1 - damping) msg + damping new`` after every sweep.
+    max_iter : int >= 1, default 500
+        Cap on the number of sweeps.
+    tol : float >= 0, default 1e-5
+        Stopping threshold. With ``stopping="posterior"``: the largest change of a posterior
+        mean in units of its posterior standard deviation, or of a posterior variance relative
+        to itself, over one sweep. With ``stopping="paper"``: the mean over data points of the
+        summed squared change of the sites' precision-times-means (the rule of the authors'
+        code, which can stop long before convergence; use a tol such as 1e-5 with it).
+    schedule : {"parallel", "sequential"}, default "parallel"
+        Parallel: all messages from one posterior, then damped and summed (multi-threaded).
+        Sequential: the posterior refreshed after every data point (single-threaded).
+    stopping : {"posterior", "paper"}, default "posterior"
+    n_nodes : int, default 9
+        Gauss-Hermite nodes of the logistic conditional moments (per dimension for EP).
+    n_threads : int or None
+        Threads for this call (``None``: numba's current setting). Results do not depend on it.
+    callback : callable or None
+        Called as ``callback(info)`` after every sweep with an ``IterationInfo``; returning
+        True stops the fit.
+    seed : int, Generator or None
+        Accepted for a uniform API; CEP and EP are deterministic.
+    init_state : RegressionState or None
+        Resume from ``res.state`` of an earlier fit on the same data.
+    verbose : bool, default False
+        Print one line per sweep to stderr.
+
+    Returns
+    -------
+    RegressionResult
+        ``posterior.mean``, ``posterior.var`` (d,), ``predict_proba(X_new)``,
+        ``log_likelihood(X, y)``, ``n_iter``, ``converged``, ``trace``.
+    """
+    V.check_choice(model, "model", "fit", MODELS)
+    return fit_regression(X, y, model, method, **options)

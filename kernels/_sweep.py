@@ -1,0 +1,151 @@
+"""Schedules shared by the fully factorised regression kernels.
+
+A *row function* updates the d messages of one data point in place and has the signature::
+
+    row_fn(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n) -> n_skipped
+
+x (d,) features, s = +-1 label sign, tau_r/nu_r (d,) the row's site precisions and
+precision-times-means (overwritten with the damped new values), T/N (d,) the posterior natural
+parameters the cavities are taken from, mu/v (d,) the posterior means/variances, rho the damping,
+nodes/weights the normalised probabilists' Gauss-Hermite rule (ignored by analytic factors),
+acc_t/acc_n (d,) partial sums that receive the new site values.
+
+The factories below turn a row function into the two schedules of DESIGN.md section 3:
+a damped parallel sweep (all messages from one posterior, fused with the posterior rebuild
+through fixed-size chunks) and a sequential sweep (posterior refreshed after every row).
+"""
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ._config import LEAF, PARALLEL, SERIAL
+
+
+@njit(**LEAF)
+def message_from_moments(tc, nc, delta, a):
+    """New site (tau*, nu*, ok) from tilted mean mc + delta and variance vc (1 - a).
+
+    tau* = 1/var - tc and nu* = mean/var - nc, written so that weak factors (a -> 0) lose no
+    precision: tau* = tc a / (1 - a), nu* = (delta tc + nc a) / (1 - a). ok is False when the
+    new precision would be negative (a < 0), the variance not positive (a >= 1) or a value is
+    not finite; such a message must not be applied. a == 0 with delta == 0 is the flat message
+    of a factor whose information underflowed (e.g. phi(z)/Phi(z) = 0 for z > 38): it is exact
+    to double precision and is applied, so that a stale strong message does not linger.
+    """
+    if a == 0.0 and delta == 0.0:
+        return 0.0, 0.0, True
+    if not (a > 0.0 and a < 1.0):
+        return 0.0, 0.0, False
+    inv = 1.0 / (1.0 - a)
+    t_new = tc * a * inv
+    n_new = (delta * tc + nc * a) * inv
+    ok = math.isfinite(t_new) and math.isfinite(n_new) and t_new > 0.0
+    return t_new, n_new, ok
+
+
+@njit(**LEAF)
+def damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n):
+    """Damped update msg <- (1 - rho) msg + rho new of site m if ok; returns 1 if skipped."""
+    skipped = 0
+    if ok:
+        tau_r[m] = (1.0 - rho) * tau_r[m] + rho * t_new
+        nu_r[m] = (1.0 - rho) * nu_r[m] + rho * n_new
+    else:
+        skipped = 1
+    acc_t[m] += tau_r[m]
+    acc_n[m] += nu_r[m]
+    return skipped
+
+
+def make_parallel_sweep(row_fn):
+    """Damped parallel sweep over all rows, fused with the partial sums of the new sites.
+
+    Chunks of ``chunk`` rows are the unit of parallel work; chunk c writes only its rows of
+    tau/nu and row c of pT/pN/skipped, so the sweep is race-free and its result does not depend
+    on the number of threads.
+    """
+
+    @njit(**PARALLEL)
+    def sweep(X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped):
+        n = X.shape[0]
+        n_chunks = pT.shape[0]
+        for c in prange(n_chunks):
+            lo = c * chunk
+            hi = min(n, lo + chunk)
+            acc_t = pT[c]
+            acc_n = pN[c]
+            acc_t[:] = 0.0
+            acc_n[:] = 0.0
+            k = 0
+            for i in range(lo, hi):
+                k += row_fn(X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, acc_t, acc_n)
+            skipped[c] = k
+
+    return sweep
+
+
+def make_sequential_sweep(row_fn):
+    """Sequential sweep: rows in the given order, the posterior refreshed after every row."""
+
+    @njit(**SERIAL)
+    def sweep(X, s, tau, nu, T, N, mu, v, rho, nodes, weights, order, old_t, old_n, scr_t, scr_n):
+        d = X.shape[1]
+        k = 0
+        for ii in range(order.shape[0]):
+            i = order[ii]
+            old_t[:] = tau[i]
+            old_n[:] = nu[i]
+            k += row_fn(X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, scr_t, scr_n)
+            for m in range(d):
+                dt = tau[i, m] - old_t[m]
+                dn = nu[i, m] - old_n[m]
+                if dt != 0.0 or dn != 0.0:
+                    T[m] += dt
+                    N[m] += dn
+                    mu[m] = N[m] / T[m]
+                    v[m] = 1.0 / T[m]
+        return k
+
+    return sweep
+
+
+@njit(**PARALLEL)
+def reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v):
+    """T = prior_T + sum_c pT[c], N likewise (fixed order over chunks), then mu = N/T, v = 1/T."""
+    d = T.shape[0]
+    n_chunks = pT.shape[0]
+    for m in prange(d):
+        t = prior_T[m]
+        nn = prior_N[m]
+        for c in range(n_chunks):
+            t += pT[c, m]
+            nn += pN[c, m]
+        T[m] = t
+        N[m] = nn
+        mu[m] = nn / t
+        v[m] = 1.0 / t
+
+
+@njit(**SERIAL)
+def rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v):
+    """Posterior from scratch, summing sites in the same chunked order as the parallel sweep."""
+    n, d = tau.shape
+    T[:] = prior_T
+    N[:] = prior_N
+    pt = np.zeros(d)
+    pn = np.zeros(d)
+    for lo in range(0, n, chunk):
+        pt[:] = 0.0
+        pn[:] = 0.0
+        for i in range(lo, min(n, lo + chunk)):
+            for m in range(d):
+                pt[m] += tau[i, m]
+                pn[m] += nu[i, m]
+        for m in range(d):
+            T[m] += pt[m]
+            N[m] += pn[m]
+    for m in range(d):
+        mu[m] = N[m] / T[m]
+        v[m] = 1.0 / T[m]

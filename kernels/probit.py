@@ -1,0 +1,154 @@
+"""Probit regression factor f(w) = Phi(s x.w), fully factorised Gaussian messages.
+
+Leaves: ``probit_cep_site`` (CEP-1 / CEP-2 conditional moments of one site) and the
+row functions of EP and CEP; drivers: parallel and sequential sweeps made from those rows by
+``_sweep``; the predictive distribution. DESIGN.md section 3.1 has the formulas.
+"""
+
+import math
+
+from numba import njit, prange
+
+from ._config import LEAF, PARALLEL
+from ._sweep import damp_site, make_parallel_sweep, make_sequential_sweep, message_from_moments
+from .special import inv_mills, log_ndtr
+
+
+@njit(**LEAF)
+def probit_tail_derivs(z, r):
+    """r''(z) and r'''(z) of the inverse Mills ratio r = phi/Phi, given z and r(z)."""
+    r2 = r * ((z + r) * (z + 2.0 * r) - 1.0)
+    rr = r * r
+    r3 = r * z * (3.0 - z * z) + rr * (4.0 - 7.0 * z * z) - 12.0 * z * rr * r - 6.0 * rr * rr
+    return r2, r3
+
+
+@njit(**LEAF)
+def probit_cep_site(x, s, tc, nc, b, q, second):
+    """CEP message (tau*, nu*, ok) of one site of a probit factor.
+
+    x: feature x_im (non-zero); s: label sign; tc, nc: cavity precision and
+    precision-times-mean of w_m; b = sum_{l != m} x_il E[w_l]; q = sum_{l != m} x_il^2 Var[w_l]
+    (used when ``second`` is True: CEP-2 adds 0.5 q d^2/db^2 of the conditional mean and variance).
+    """
+    vc = 1.0 / tc
+    mc = nc * vc
+    den2 = 1.0 + x * x * vc
+    den = math.sqrt(den2)
+    z = s * (x * mc + b) / den
+    r = inv_mills(z)
+    delta = s * x * vc * r / den
+    a = x * x * vc * r * (z + r) / den2
+    if second and q > 0.0:
+        r2, r3 = probit_tail_derivs(z, r)
+        c1 = s / den
+        c1sq = c1 * c1
+        delta += 0.5 * q * x * vc * c1 * c1sq * r2
+        a -= 0.5 * q * x * x * vc * c1sq * c1sq * r3
+    return message_from_moments(tc, nc, delta, a)
+
+
+@njit(**LEAF)
+def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, acc_t, acc_n):
+    """CEP update of the d sites of one row; the other weights enter through q, not the cavity."""
+    d = x.shape[0]
+    xmu = 0.0
+    xxv = 0.0
+    for m in range(d):
+        xmu += x[m] * mu[m]
+        xxv += x[m] * x[m] * v[m]
+    k = 0
+    for m in range(d):
+        xm = x[m]
+        if xm == 0.0:  # the factor does not involve w_m: its exact message is flat
+            k += damp_site(tau_r, nu_r, m, 0.0, 0.0, True, rho, acc_t, acc_n)
+            continue
+        tc = T[m] - tau_r[m]
+        nc = N[m] - nu_r[m]
+        if tc > 0.0:
+            b = xmu - xm * mu[m]
+            q = max(xxv - xm * xm * v[m], 0.0)
+            t_new, n_new, ok = probit_cep_site(xm, s, tc, nc, b, q, second)
+        else:
+            t_new, n_new, ok = 0.0, 0.0, False
+        k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
+    return k
+
+
+@njit(**LEAF)
+def cep1_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n):
+    """Probit CEP-1 row update (see ``_sweep`` for the signature)."""
+    return _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, False, acc_t, acc_n)
+
+
+@njit(**LEAF)
+def cep2_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n):
+    """Probit CEP-2 row update (see ``_sweep`` for the signature)."""
+    return _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, True, acc_t, acc_n)
+
+
+@njit(**LEAF)
+def ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n):
+    """Analytic factorised EP update of one row: moments of each w_m under the joint tilted."""
+    d = x.shape[0]
+    m_eta = 0.0
+    v_eta = 0.0
+    proper = True
+    for m in range(d):
+        tc = T[m] - tau_r[m]
+        if not tc > 0.0:
+            proper = False
+        vc = 1.0 / tc
+        m_eta += x[m] * (N[m] - nu_r[m]) * vc
+        v_eta += x[m] * x[m] * vc
+    den2 = 1.0 + v_eta
+    den = math.sqrt(den2)
+    z = s * m_eta / den
+    r = inv_mills(z)
+    kappa = r * (z + r) / den2
+    k = 0
+    for m in range(d):
+        xm = x[m]
+        if xm == 0.0:
+            k += damp_site(tau_r, nu_r, m, 0.0, 0.0, True, rho, acc_t, acc_n)
+            continue
+        if proper:
+            tc = T[m] - tau_r[m]
+            nc = N[m] - nu_r[m]
+            vc = 1.0 / tc
+            t_new, n_new, ok = message_from_moments(
+                tc, nc, s * xm * vc * r / den, xm * xm * vc * kappa
+            )
+        else:
+            t_new, n_new, ok = 0.0, 0.0, False
+        k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
+    return k
+
+
+cep1_parallel = make_parallel_sweep(cep1_row)
+cep2_parallel = make_parallel_sweep(cep2_row)
+ep_parallel = make_parallel_sweep(ep_row)
+cep1_sequential = make_sequential_sweep(cep1_row)
+cep2_sequential = make_sequential_sweep(cep2_row)
+ep_sequential = make_sequential_sweep(ep_row)
+
+
+@njit(**PARALLEL)
+def predictive(X, mu, v, out_p, out_logp, y_sign):
+    """P(y=1 | x) = Phi(x.mu / sqrt(1 + sum x^2 v)) per row; log P(y | x) too when y_sign given.
+
+    X (n, d); mu, v (d,); out_p, out_logp (n,); y_sign (n,) of +-1 (ignored if of length 0).
+    """
+    n, d = X.shape
+    with_y = y_sign.shape[0] == n
+    for i in prange(n):
+        mean = 0.0
+        var = 1.0
+        for m in range(d):
+            mean += X[i, m] * mu[m]
+            var += X[i, m] * X[i, m] * v[m]
+        z = mean / math.sqrt(var)
+        out_p[i] = math.exp(log_ndtr(z))
+        if with_y:
+            out_logp[i] = log_ndtr(y_sign[i] * z)
+

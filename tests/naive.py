@@ -1,0 +1,190 @@
+"""Slow textbook versions of every fast kernel, written straight from the paper's formulas.
+
+Plain Python and NumPy/SciPy, one site at a time, in the original scale (no rescaling tricks):
+the fast kernels are compared against these on small random data.
+"""
+
+import math
+
+import numpy as np
+from scipy.special import expit, log_ndtr
+
+LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def mills(z):
+    """phi(z)/Phi(z) through scipy's log_ndtr."""
+    return math.exp(-0.5 * z * z - LOG_SQRT_2PI - float(log_ndtr(z)))
+
+
+# ---------------------------------------------------------------- probit
+def probit_conditional_moments(x, s, mc, vc, b):
+    """Mean and variance of N(w | mc, vc) Phi(s (x w + b)) (supplement 1.3.2)."""
+    den = math.sqrt(1 + x * x * vc)
+    z = s * (x * mc + b) / den
+    r = mills(z)
+    mean = mc + s * x * vc * r / den
+    var = vc - x * x * vc * vc * r * (z + r) / den**2
+    return mean, var, z, r
+
+
+def probit_cep_site(x, s, tc, nc, b, q, second):
+    """CEP-1/CEP-2 message (tau*, nu*) of one probit site, with the supplement's T1 and T2."""
+    vc, mc = 1 / tc, nc / tc
+    mean, var, z, r = probit_conditional_moments(x, s, mc, vc, b)
+    if second:
+        c1 = s / math.sqrt(1 + x * x * vc)
+        t1 = (z * z - 1) * r + 3 * z * r**2 + 2 * r**3
+        t2 = z * (3 - z * z) * r + (4 - 7 * z * z) * r**2 - 12 * z * r**3 - 6 * r**4
+        mean += 0.5 * q * t1 * c1**3 * vc * x
+        var += 0.5 * q * t2 * c1**4 * vc**2 * x * x
+    return 1 / var - tc, mean / var - nc
+
+
+def probit_ep_row(x, s, tc, nc):
+    """Factorised EP messages (tau*, nu*) of one probit row from its cavities tc, nc (d,)."""
+    vc, mc = 1 / tc, nc / tc
+    m_eta = float(x @ mc)
+    v_eta = float(x * x @ vc)
+    den = math.sqrt(1 + v_eta)
+    z = s * m_eta / den
+    r = mills(z)
+    mean = mc + s * x * vc * r / den
+    var = vc - x * x * vc * vc * r * (z + r) / (1 + v_eta)
+    return 1 / var - tc, mean / var - nc
+
+
+# ---------------------------------------------------------------- logistic
+def logistic_conditional_moments(x, s, mc, vc, b, nodes, weights):
+    """E0..E2 quadrature of N(w | mc, vc) sigmoid(s (x w + b)) and their b-derivatives."""
+    gam = mc + math.sqrt(vc) * nodes
+    g = expit(s * (x * gam + b))
+    g1 = s * g * (1 - g)
+    g2 = g * (1 - g) * (1 - 2 * g)
+    E = [np.sum(weights * gam**k * g) for k in range(3)]
+    E1d = [np.sum(weights * gam**k * g1) for k in range(3)]
+    E2d = [np.sum(weights * gam**k * g2) for k in range(3)]
+    return E, E1d, E2d
+
+
+def _ratio_dd(num, num1, num2, den, den1, den2):
+    """Second derivative of num/den from the values and derivatives of both."""
+    return num2 / den - 2 * num1 * den1 / den**2 - num * den2 / den**2 + 2 * num * den1**2 / den**3
+
+
+def logistic_cep_site(x, s, tc, nc, b, q, second, nodes, weights):
+    """CEP-1/CEP-2 message of one logistic site (section 4.2 and supplement 1.2.2)."""
+    vc, mc = 1 / tc, nc / tc
+    E, Ed, Edd = logistic_conditional_moments(x, s, mc, vc, b, nodes, weights)
+    mean = E[1] / E[0]
+    var = E[2] / E[0] - mean**2
+    if second:
+        mean1 = (Ed[1] * E[0] - E[1] * Ed[0]) / E[0] ** 2
+        mean2 = _ratio_dd(E[1], Ed[1], Edd[1], E[0], Ed[0], Edd[0])
+        sq2 = _ratio_dd(E[2], Ed[2], Edd[2], E[0], Ed[0], Edd[0])
+        var2 = sq2 - 2 * mean1**2 - 2 * mean * mean2
+        mean += 0.5 * q * mean2
+        var += 0.5 * q * var2
+    return 1 / var - tc, mean / var - nc
+
+
+def logistic_ep_row(x, s, tc, nc, nodes, weights):
+    """Factorised EP messages of one logistic row by the supplement's 2-D Gauss-Hermite rule.
+
+    For site m the cavity is projected to eta = (x_m w_m, sum_{l != m} x_l w_l); the tilted
+    mean and covariance of eta come from the product rule, the cavity is divided out in eta
+    space and the (1, 1) entry is projected back (supplement 1.2.1).
+    """
+    vc, mc = 1 / tc, nc / tc
+    d = x.size
+    tau = np.zeros(d)
+    nu = np.zeros(d)
+    for m in range(d):
+        rest = np.arange(d) != m
+        M = np.array([x[m] * mc[m], x[rest] @ mc[rest]])
+        Vd = np.array([x[m] ** 2 * vc[m], x[rest] ** 2 @ vc[rest]])
+        e1 = M[0] + np.sqrt(Vd[0]) * nodes[:, None] + 0 * nodes[None, :]
+        e2 = M[1] + np.sqrt(Vd[1]) * nodes[None, :] + 0 * nodes[:, None]
+        W = weights[:, None] * weights[None, :]
+        g = expit(s * (e1 + e2))
+        E0 = np.sum(W * g)
+        m1 = np.sum(W * g * e1) / E0
+        v1 = np.sum(W * g * e1 * e1) / E0 - m1**2
+        # message on eta_1 (diagonal cavity, so the (1, 1) entries decouple)
+        prec = 1 / v1 - 1 / Vd[0]
+        pm = m1 / v1 - M[0] / Vd[0]
+        tau[m] = prec * x[m] ** 2
+        nu[m] = pm * x[m]
+    return tau, nu
+
+
+# ---------------------------------------------------------------- sweeps
+def _site_messages(model, method, X, s, tau, nu, T, N, nodes, weights):
+    """All new messages from one posterior (T, N); NaN where a message is invalid."""
+    n, d = X.shape
+    mu, v = N / T, 1 / T
+    new_t = np.full((n, d), np.nan)
+    new_n = np.full((n, d), np.nan)
+    for i in range(n):
+        tc = T - tau[i]
+        nc = N - nu[i]
+        if method == "ep":
+            if model == "probit":
+                t, nn = probit_ep_row(X[i], s[i], tc, nc)
+            else:
+                t, nn = logistic_ep_row(X[i], s[i], tc, nc, nodes, weights)
+            new_t[i], new_n[i] = t, nn
+            continue
+        for m in range(d):
+            b = X[i] @ mu - X[i, m] * mu[m]
+            q = (X[i] ** 2) @ v - X[i, m] ** 2 * v[m]
+            if model == "probit":
+                t, nn = probit_cep_site(X[i, m], s[i], tc[m], nc[m], b, q, method == "cep2")
+            else:
+                t, nn = logistic_cep_site(X[i, m], s[i], tc[m], nc[m], b, q, method == "cep2", nodes, weights)
+            new_t[i, m], new_n[i, m] = t, nn
+    return new_t, new_n
+
+
+def parallel_sweep(model, method, X, s, tau, nu, prior_T, rho, nodes, weights):
+    """One damped parallel sweep: new messages from the current posterior, damped, summed."""
+    T = prior_T + tau.sum(0)
+    N = nu.sum(0)
+    new_t, new_n = _site_messages(model, method, X, s, tau, nu, T, N, nodes, weights)
+    ok = (new_t > 0) & np.isfinite(new_t) & np.isfinite(new_n)
+    tau = np.where(ok, (1 - rho) * tau + rho * new_t, tau)
+    nu = np.where(ok, (1 - rho) * nu + rho * new_n, nu)
+    return tau, nu, int((~ok).sum())
+
+
+def sequential_sweep(model, method, X, s, tau, nu, prior_T, rho, nodes, weights):
+    """One sequential sweep: rows in order, the posterior recomputed after each row."""
+    tau = tau.copy()
+    nu = nu.copy()
+    skipped = 0
+    for i in range(X.shape[0]):
+        T = prior_T + tau.sum(0)
+        N = nu.sum(0)
+        new_t, new_n = _site_messages(model, method, X[i : i + 1], s[i : i + 1], tau[i : i + 1],
+                                      nu[i : i + 1], T, N, nodes, weights)
+        ok = (new_t[0] > 0) & np.isfinite(new_t[0]) & np.isfinite(new_n[0])
+        tau[i] = np.where(ok, (1 - rho) * tau[i] + rho * new_t[0], tau[i])
+        nu[i] = np.where(ok, (1 - rho) * nu[i] + rho * new_n[0], nu[i])
+        skipped += int((~ok).sum())
+    return tau, nu, skipped
+
+
+# ---------------------------------------------------------------- prediction
+def probit_predictive(X, mu, v):
+    """P(y = 1 | x) = Phi(x.mu / sqrt(1 + sum x^2 v))."""
+    return np.exp(log_ndtr(X @ mu / np.sqrt(1 + X**2 @ v)))
+
+
+def logistic_predictive(X, mu, v, n_quad=200):
+    """E[sigmoid(a)], a ~ N(x.mu, sum x^2 v), by a fine trapezoid rule on +-10 sd."""
+    m = X @ mu
+    sd = np.sqrt(X**2 @ v)
+    t = np.linspace(-10, 10, 20 * n_quad + 1)
+    w = np.exp(-0.5 * t * t)
+    w /= w.sum()
+    return np.array([np.sum(w * expit(mi + si * t)) for mi, si in zip(m, sd)])

@@ -1,0 +1,270 @@
+"""Regression kernels against the textbook versions of tests/naive.py, plus exact limits."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate
+from scipy.special import expit, ndtr
+
+import naive
+from fastcep._quadrature import gauss_hermite
+from fastcep.kernels import CHUNK_ROWS, logistic, probit
+from fastcep.kernels._sweep import rebuild_posterior, reduce_posterior
+
+RTOL = 1e-10
+NODES, WEIGHTS = gauss_hermite(9)
+
+
+def random_sites(rng, k):
+    """k random (x, s, tc, nc, b, q) tuples in the range a fit visits."""
+    x = rng.normal(0, 1.5, k)
+    s = rng.choice([-1.0, 1.0], k)
+    tc = np.exp(rng.uniform(-2, 4, k))
+    nc = rng.normal(0, 1, k) * tc
+    b = rng.normal(0, 2, k)
+    q = np.exp(rng.uniform(-4, 0.5, k))
+    return x, s, tc, nc, b, q
+
+
+def _compare_sites(rng, fast, slow, second, extra=()):
+    x, s, tc, nc, b, q = random_sites(rng, 400)
+    n_ok = 0
+    for i in range(x.size):
+        t, n, ok = fast(x[i], s[i], tc[i], nc[i], b[i], q[i], second, *extra)
+        t_ref, n_ref = slow(x[i], s[i], tc[i], nc[i], b[i], q[i], second, *extra)
+        ok_ref = t_ref > 0 and np.isfinite(t_ref) and np.isfinite(n_ref)
+        assert ok == ok_ref
+        if ok:
+            n_ok += 1
+            assert t == pytest.approx(t_ref, rel=RTOL, abs=1e-12 * tc[i])
+            assert n == pytest.approx(n_ref, rel=RTOL, abs=1e-12 * (abs(nc[i]) + tc[i]))
+    assert n_ok > 300
+
+
+@pytest.mark.parametrize("second", [False, True])
+def test_probit_cep_site_matches_naive(rng, second):
+    _compare_sites(rng, probit.probit_cep_site, naive.probit_cep_site, second)
+
+
+@pytest.mark.parametrize("second", [False, True])
+def test_logistic_cep_site_matches_naive(rng, second):
+    _compare_sites(rng, logistic.logistic_cep_site, naive.logistic_cep_site, second, (NODES, WEIGHTS))
+
+
+def _conditional_mean_var(model, x, s, mc, vc, b):
+    if model == "probit":
+        mean, var, _, _ = naive.probit_conditional_moments(x, s, mc, vc, b)
+        return mean, var
+    E, _, _ = naive.logistic_conditional_moments(x, s, mc, vc, b, NODES, WEIGHTS)
+    mean = E[1] / E[0]
+    return mean, E[2] / E[0] - mean**2
+
+
+@pytest.mark.parametrize("model", ["probit", "logistic"])
+def test_cep2_second_derivatives_match_finite_differences(rng, model):
+    """CEP-2 = CEP-1 moments + 0.5 q d2/db2: the kernel's correction against a central difference."""
+    fast = probit.probit_cep_site if model == "probit" else logistic.logistic_cep_site
+    extra = () if model == "probit" else (NODES, WEIGHTS)
+    x, s, tc, nc, b, q = random_sites(rng, 60)
+    for i in range(x.size):
+        vc, mc = 1 / tc[i], nc[i] / tc[i]
+        h = 1e-3 * max(1.0, abs(b[i]))
+        mv = [_conditional_mean_var(model, x[i], s[i], mc, vc, b[i] + k * h) for k in (-1, 0, 1)]
+        d2m = (mv[0][0] - 2 * mv[1][0] + mv[2][0]) / h**2
+        d2v = (mv[0][1] - 2 * mv[1][1] + mv[2][1]) / h**2
+        mean = mv[1][0] + 0.5 * q[i] * d2m
+        var = mv[1][1] + 0.5 * q[i] * d2v
+        t, n, ok = fast(x[i], s[i], tc[i], nc[i], b[i], q[i], True, *extra)
+        if not (var > 0 and 1 / var - tc[i] > 1e-6 * tc[i]):
+            continue
+        # mean and variance implied by the kernel's message
+        assert ok
+        var_k = 1 / (t + tc[i])
+        mean_k = (n + nc[i]) * var_k
+        scale = math.sqrt(vc)
+        assert mean_k == pytest.approx(mean, abs=1e-6 * scale * (1 + q[i]))
+        assert var_k == pytest.approx(var, rel=1e-5, abs=1e-6 * vc * (1 + q[i]))
+
+
+@pytest.mark.parametrize("model", ["probit", "logistic"])
+@pytest.mark.parametrize("method", ["cep1", "cep2", "ep"])
+def test_d1_site_is_exact_moment_matching(rng, model, method):
+    """With one weight, b = q = 0 and EP, CEP-1, CEP-2 all match the exact tilted moments."""
+    lik = (lambda a: ndtr(a)) if model == "probit" else (lambda a: expit(a))
+    nodes, weights = gauss_hermite(150)  # logistic quadrature converged (error < 1e-12) here
+    rows = {"probit": {"cep1": probit.cep1_row, "cep2": probit.cep2_row, "ep": probit.ep_row},
+            "logistic": {"cep1": logistic.cep1_row, "cep2": logistic.cep2_row, "ep": logistic.ep_row}}
+    row = rows[model][method]
+    for _ in range(20):
+        x = float(np.clip(rng.normal(0, 1), -2, 2))
+        s = rng.choice([-1.0, 1.0])
+        tc = math.exp(rng.uniform(0, 2))
+        mc = rng.normal()
+        vc = 1 / tc
+        f = lambda w, k: w**k * math.exp(-0.5 * (w - mc) ** 2 / vc) * lik(s * x * w)  # noqa: E731
+        lo, hi = mc - 12 * math.sqrt(vc), mc + 12 * math.sqrt(vc)
+        z0, z1, z2 = (integrate.quad(f, lo, hi, args=(k,), epsabs=0, epsrel=1e-12, limit=200)[0] for k in range(3))
+        mean, var = z1 / z0, z2 / z0 - (z1 / z0) ** 2
+        tau_r = np.array([0.3])
+        nu_r = np.array([0.1])
+        T = np.array([tc + tau_r[0]])
+        N = np.array([mc * tc + nu_r[0]])
+        acc_t, acc_n = np.zeros(1), np.zeros(1)
+        row(np.array([x]), s, tau_r, nu_r, T, N, N / T, 1 / T, 1.0, nodes, weights, acc_t, acc_n)
+        assert 1 / (tau_r[0] + tc) == pytest.approx(var, rel=1e-9)
+        assert (nu_r[0] + mc * tc) / (tau_r[0] + tc) == pytest.approx(mean, rel=1e-9, abs=1e-10)
+
+
+def test_probit_ep_row_matches_naive(rng):
+    for _ in range(50):
+        d = rng.integers(1, 8)
+        x = rng.normal(0, 1, d)
+        s = rng.choice([-1.0, 1.0])
+        tau_r = np.exp(rng.uniform(-3, 0, d))
+        nu_r = rng.normal(0, 0.3, d)
+        T = tau_r + np.exp(rng.uniform(-1, 2, d))
+        N = nu_r + rng.normal(0, 1, d)
+        t_ref, n_ref = naive.probit_ep_row(x, s, T - tau_r, N - nu_r)
+        acc_t, acc_n = np.zeros(d), np.zeros(d)
+        probit.ep_row(x, s, tau_r, nu_r, T, N, N / T, 1 / T, 1.0, NODES, WEIGHTS, acc_t, acc_n)
+        np.testing.assert_allclose(tau_r, t_ref, rtol=RTOL)
+        np.testing.assert_allclose(nu_r, n_ref, rtol=RTOL, atol=1e-13)
+        np.testing.assert_array_equal(acc_t, tau_r)
+
+
+def test_logistic_ep_row_matches_naive_2d_rule(rng):
+    for _ in range(30):
+        d = rng.integers(2, 6)
+        x = rng.normal(0, 1, d)
+        s = rng.choice([-1.0, 1.0])
+        tau_r = np.exp(rng.uniform(-3, 0, d))
+        nu_r = rng.normal(0, 0.3, d)
+        T = tau_r + np.exp(rng.uniform(-1, 2, d))
+        N = nu_r + rng.normal(0, 1, d)
+        t_ref, n_ref = naive.logistic_ep_row(x, s, T - tau_r, N - nu_r, NODES, WEIGHTS)
+        acc_t, acc_n = np.zeros(d), np.zeros(d)
+        logistic.ep_row(x, s, tau_r, nu_r, T, N, N / T, 1 / T, 1.0, NODES, WEIGHTS, acc_t, acc_n)
+        ok = t_ref > 0
+        np.testing.assert_allclose(tau_r[ok], t_ref[ok], rtol=1e-9)
+        np.testing.assert_allclose(nu_r[ok], n_ref[ok], rtol=1e-9, atol=1e-12)
+
+
+def _problem(rng, model, n=37, d=5):
+    X = rng.normal(0, 1, (n, d))
+    w = rng.normal(0, 1, d)
+    p = ndtr(X @ w) if model == "probit" else expit(X @ w)
+    s = np.where(rng.random(n) < p, 1.0, -1.0)
+    tau = np.exp(rng.uniform(-4, -1, (n, d)))
+    nu = rng.normal(0, 0.05, (n, d))
+    return X, s, tau, nu
+
+
+KERNELS = {
+    ("probit", "cep1"): (probit.cep1_parallel, probit.cep1_sequential),
+    ("probit", "cep2"): (probit.cep2_parallel, probit.cep2_sequential),
+    ("probit", "ep"): (probit.ep_parallel, probit.ep_sequential),
+    ("logistic", "cep1"): (logistic.cep1_parallel, logistic.cep1_sequential),
+    ("logistic", "cep2"): (logistic.cep2_parallel, logistic.cep2_sequential),
+    ("logistic", "ep"): (logistic.ep_parallel, logistic.ep_sequential),
+}
+
+
+@pytest.mark.parametrize("model,method", sorted(KERNELS))
+def test_parallel_sweep_matches_naive(rng, model, method):
+    X, s, tau, nu = _problem(rng, model)
+    n, d = X.shape
+    prior_T = np.full(d, 1.0)
+    rho = 0.7
+    tau_ref, nu_ref, skipped_ref = naive.parallel_sweep(model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS)
+    T, N, mu, v = (np.empty(d) for _ in range(4))
+    chunk = 8  # several chunks on small data
+    rebuild_posterior(prior_T, np.zeros(d), tau, nu, chunk, T, N, mu, v)
+    n_chunks = -(-n // chunk)
+    pT, pN = np.empty((n_chunks, d)), np.empty((n_chunks, d))
+    sk = np.zeros(n_chunks, dtype=np.int64)
+    KERNELS[(model, method)][0](X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, chunk, pT, pN, sk)
+    np.testing.assert_allclose(tau, tau_ref, rtol=RTOL)
+    np.testing.assert_allclose(nu, nu_ref, rtol=RTOL, atol=1e-13)
+    assert sk.sum() == skipped_ref
+    # the fused partial sums give the posterior = prior + sum of sites
+    reduce_posterior(prior_T, np.zeros(d), pT, pN, T, N, mu, v)
+    np.testing.assert_allclose(T, prior_T + tau_ref.sum(0), rtol=1e-13)
+    np.testing.assert_allclose(N, nu_ref.sum(0), rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("model,method", sorted(KERNELS))
+def test_sequential_sweep_matches_naive(rng, model, method):
+    X, s, tau, nu = _problem(rng, model, n=15, d=4)
+    n, d = X.shape
+    prior_T = np.full(d, 2.0)
+    rho = 0.6
+    tau_ref, nu_ref, skipped_ref = naive.sequential_sweep(model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS)
+    T, N, mu, v = (np.empty(d) for _ in range(4))
+    rebuild_posterior(prior_T, np.zeros(d), tau, nu, CHUNK_ROWS, T, N, mu, v)
+    bufs = [np.empty(d) for _ in range(4)]
+    k = KERNELS[(model, method)][1](X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, np.arange(n), *bufs)
+    np.testing.assert_allclose(tau, tau_ref, rtol=1e-9)
+    np.testing.assert_allclose(nu, nu_ref, rtol=1e-9, atol=1e-12)
+    assert k == skipped_ref
+
+
+def test_rebuild_equals_reduce_bitwise(rng):
+    n, d, chunk = 300, 7, 64
+    tau = rng.random((n, d))
+    nu = rng.normal(size=(n, d))
+    prior_T, prior_N = np.full(d, 0.5), np.zeros(d)
+    out1 = [np.empty(d) for _ in range(4)]
+    rebuild_posterior(prior_T, prior_N, tau, nu, chunk, *out1)
+    n_chunks = -(-n // chunk)
+    pT = np.array([tau[c * chunk:(c + 1) * chunk].sum(0) for c in range(n_chunks)])
+    pN = np.array([nu[c * chunk:(c + 1) * chunk].sum(0) for c in range(n_chunks)])
+    out2 = [np.empty(d) for _ in range(4)]
+    reduce_posterior(prior_T, prior_N, pT, pN, *out2)
+    np.testing.assert_allclose(out1[0], out2[0], rtol=1e-14)
+
+
+def test_predictive_matches_naive(rng):
+    X = rng.normal(size=(50, 4))
+    mu = rng.normal(size=4)
+    v = np.exp(rng.uniform(-3, 1, 4))
+    p, logp = np.empty(50), np.empty(50)
+    y = rng.choice([-1.0, 1.0], 50)
+    probit.predictive(X, mu, v, p, logp, y)
+    ref = naive.probit_predictive(X, mu, v)
+    np.testing.assert_allclose(p, ref, rtol=1e-12)
+    np.testing.assert_allclose(logp, np.log(np.where(y > 0, ref, 1 - ref)), rtol=1e-10)
+    logistic.predictive(X, mu, v, p, logp, y)
+    ref = naive.logistic_predictive(X, mu, v, n_quad=2000)
+    np.testing.assert_allclose(p, ref, rtol=1e-11)
+    np.testing.assert_allclose(logp, np.log(np.where(y > 0, ref, 1 - ref)), rtol=1e-10)
+
+
+def test_logistic_predictive_extreme_variance_and_margin():
+    """Large predictive variance and probabilities near 0 or 1 keep full relative accuracy."""
+    import mpmath
+
+    for mean, sd in ((-3.0, 20.0), (40.0, 0.5), (-40.0, 3.0), (8.0, 9.0), (0.0, 1e-9)):
+        X = np.array([[1.0]])
+        p, logp = np.empty(1), np.empty(1)
+        logistic.predictive(X, np.array([mean]), np.array([sd * sd]), p, logp, np.array([-1.0]))
+        with mpmath.workdps(30):
+            f = lambda a: mpmath.npdf(a, mean, sd) / (1 + mpmath.exp(a))  # noqa: E731
+            ref = float(mpmath.log(mpmath.quad(f, [-mpmath.inf, mean - 5 * sd, mean, mean + 5 * sd, mpmath.inf])))
+        assert logp[0] == pytest.approx(ref, rel=1e-10, abs=1e-12)
+
+
+def test_weak_and_saturated_factors_stay_finite():
+    """Tiny |x| (weak factor) and huge margins (underflowing information) give valid messages."""
+    for x in (1e-12, 1e-6, 1e-3):
+        t, n, ok = probit.probit_cep_site(x, 1.0, 2.0, 0.5, 0.3, 0.1, False)
+        assert ok and 0 < t < 1e-2 and np.isfinite(n)
+        t, n, ok = logistic.logistic_cep_site(x, 1.0, 2.0, 0.5, 0.3, 0.1, False, NODES, WEIGHTS)
+        assert ok and 0 <= t < 1e-2 and np.isfinite(n)
+    # margin of 60 sd: phi/Phi underflows, the exact message is flat and is applied as such
+    t, n, ok = probit.probit_cep_site(1.0, 1.0, 1.0, 0.0, 60.0, 0.0, False)
+    assert ok and t == 0.0 and n == 0.0
+    # margin of -1e4 (badly misclassified): finite, informative message
+    for fast, extra in ((probit.probit_cep_site, ()), (logistic.logistic_cep_site, (NODES, WEIGHTS))):
+        t, n, ok = fast(1.0, 1.0, 1.0, 0.0, -1e4, 0.0, False, *extra)
+        assert ok and np.isfinite(t) and np.isfinite(n) and t > 0
