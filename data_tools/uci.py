@@ -78,8 +78,9 @@ def _from_table(name, table):
     """table: list of rows of strings in the UCI file layout of ``name``."""
     table = np.array(table, dtype=object)
     if name == "australian":
-        cols = [table[:, j].astype(float) if j not in _AUSTRALIAN_CATEGORICAL else table[:, j]
-                for j in range(14)]
+        cols = [
+            table[:, j].astype(float) if j not in _AUSTRALIAN_CATEGORICAL else table[:, j] for j in range(14)
+        ]
         return _encode(cols, set(_AUSTRALIAN_CATEGORICAL)), table[:, 14].astype(float).astype(np.int64)
     if name == "breast":
         y = (table[:, 0] == "recurrence-events").astype(np.int64)

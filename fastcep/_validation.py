@@ -134,7 +134,9 @@ def check_labels(y, name, func, n):
     if arr.dtype == bool:
         return np.where(arr, 1.0, -1.0)
     if arr.dtype.kind not in "iuf":
-        raise param_error(name, func, "binary labels in {0, 1}, {-1, 1} or bool", f"dtype {arr.dtype}", TypeError)
+        raise param_error(
+            name, func, "binary labels in {0, 1}, {-1, 1} or bool", f"dtype {arr.dtype}", TypeError
+        )
     values = arr.astype(np.float64)
     if not np.all(np.isfinite(values)):
         rows = np.nonzero(~np.isfinite(values))[0]

@@ -166,7 +166,9 @@ def _initial_state(X, prior_T, init_state, func):
         nu = np.zeros((n, d))
     else:
         if not isinstance(init_state, RegressionState):
-            raise V.param_error("init_state", func, "a RegressionState (res.state) or None", init_state, TypeError)
+            raise V.param_error(
+                "init_state", func, "a RegressionState (res.state) or None", init_state, TypeError
+            )
         tau = np.array(init_state.sites.tau, dtype=np.float64, order="C")
         nu = np.array(init_state.sites.nu, dtype=np.float64, order="C")
         if tau.shape != (n, d) or nu.shape != (n, d):
@@ -218,8 +220,15 @@ def fit_regression(
     callback = V.check_callback(callback, func)
     V.check_seed(seed, func)  # CEP and EP are deterministic; seed is accepted for a uniform API
     options = dict(
-        prior_var=prior_var, damping=rho, max_iter=max_iter, tol=tol, schedule=schedule,
-        stopping=stopping, n_nodes=n_nodes, n_threads=n_threads, seed=seed,
+        prior_var=prior_var,
+        damping=rho,
+        max_iter=max_iter,
+        tol=tol,
+        schedule=schedule,
+        stopping=stopping,
+        n_nodes=n_nodes,
+        n_threads=n_threads,
+        seed=seed,
     )
 
     tau, nu = _initial_state(X, prior_T, init_state, func)
@@ -277,8 +286,11 @@ def fit_regression(
                     rho = max(0.5 * rho, AUTO_DAMPING_FLOOR)
                     best, since = np.inf, 0
             if verbose:
-                print(f"[fastcep] {model}/{method} iter {it}: change {change:.3e}, "
-                      f"skipped {n_skipped}, {now:.3f} s", file=sys.stderr)
+                print(
+                    f"[fastcep] {model}/{method} iter {it}: change {change:.3e}, "
+                    f"skipped {n_skipped}, {now:.3f} s",
+                    file=sys.stderr,
+                )
             if not (np.all(np.isfinite(mu)) and np.all(np.isfinite(v))):
                 raise FloatingPointError(
                     f"fit: the posterior became non-finite at iteration {it} ({model}/{method}); "

@@ -128,24 +128,25 @@ def reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v):
         v[m] = 1.0 / t
 
 
-@njit(**SERIAL)
-def rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v):
-    """Posterior from scratch, summing sites in the same chunked order as the parallel sweep."""
+@njit(**PARALLEL)
+def chunk_sums(tau, nu, chunk, pT, pN):
+    """pT[c] = sum of tau over the rows of chunk c (rows in order), pN likewise for nu."""
     n, d = tau.shape
-    T[:] = prior_T
-    N[:] = prior_N
-    pt = np.zeros(d)
-    pn = np.zeros(d)
-    for lo in range(0, n, chunk):
-        pt[:] = 0.0
-        pn[:] = 0.0
-        for i in range(lo, min(n, lo + chunk)):
+    for c in prange(pT.shape[0]):
+        pT[c, :] = 0.0
+        pN[c, :] = 0.0
+        for i in range(c * chunk, min(n, (c + 1) * chunk)):
             for m in range(d):
-                pt[m] += tau[i, m]
-                pn[m] += nu[i, m]
-        for m in range(d):
-            T[m] += pt[m]
-            N[m] += pn[m]
-    for m in range(d):
-        mu[m] = N[m] / T[m]
-        v[m] = 1.0 / T[m]
+                pT[c, m] += tau[i, m]
+                pN[c, m] += nu[i, m]
+
+
+def rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v):
+    """Posterior from scratch, summing the sites in the same chunks and order as the parallel
+    sweep and reducing them with the same kernel, so both paths agree bitwise."""
+    n, d = tau.shape
+    n_chunks = max(1, -(-n // chunk))
+    pT = np.empty((n_chunks, d))
+    pN = np.empty((n_chunks, d))
+    chunk_sums(tau, nu, chunk, pT, pN)
+    reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v)

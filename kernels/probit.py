@@ -116,9 +116,7 @@ def ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n):
             tc = T[m] - tau_r[m]
             nc = N[m] - nu_r[m]
             vc = 1.0 / tc
-            t_new, n_new, ok = message_from_moments(
-                tc, nc, s * xm * vc * r / den, xm * xm * vc * kappa
-            )
+            t_new, n_new, ok = message_from_moments(tc, nc, s * xm * vc * r / den, xm * xm * vc * kappa)
         else:
             t_new, n_new, ok = 0.0, 0.0, False
         k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
@@ -151,4 +149,3 @@ def predictive(X, mu, v, out_p, out_logp, y_sign):
         out_p[i] = math.exp(log_ndtr(z))
         if with_y:
             out_logp[i] = log_ndtr(y_sign[i] * z)
-

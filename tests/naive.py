@@ -165,8 +165,9 @@ def sequential_sweep(model, method, X, s, tau, nu, prior_T, rho, nodes, weights)
     for i in range(X.shape[0]):
         T = prior_T + tau.sum(0)
         N = nu.sum(0)
-        new_t, new_n = _site_messages(model, method, X[i : i + 1], s[i : i + 1], tau[i : i + 1],
-                                      nu[i : i + 1], T, N, nodes, weights)
+        new_t, new_n = _site_messages(
+            model, method, X[i : i + 1], s[i : i + 1], tau[i : i + 1], nu[i : i + 1], T, N, nodes, weights
+        )
         ok = (new_t[0] > 0) & np.isfinite(new_t[0]) & np.isfinite(new_n[0])
         tau[i] = np.where(ok, (1 - rho) * tau[i] + rho * new_t[0], tau[i])
         nu[i] = np.where(ok, (1 - rho) * nu[i] + rho * new_n[0], nu[i])
@@ -187,4 +188,4 @@ def logistic_predictive(X, mu, v, n_quad=200):
     t = np.linspace(-10, 10, 20 * n_quad + 1)
     w = np.exp(-0.5 * t * t)
     w /= w.sum()
-    return np.array([np.sum(w * expit(mi + si * t)) for mi, si in zip(m, sd)])
+    return np.array([np.sum(w * expit(mi + si * t)) for mi, si in zip(m, sd, strict=True)])

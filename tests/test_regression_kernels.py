@@ -93,8 +93,10 @@ def test_d1_site_is_exact_moment_matching(rng, model, method):
     """With one weight, b = q = 0 and EP, CEP-1, CEP-2 all match the exact tilted moments."""
     lik = (lambda a: ndtr(a)) if model == "probit" else (lambda a: expit(a))
     nodes, weights = gauss_hermite(150)  # logistic quadrature converged (error < 1e-12) here
-    rows = {"probit": {"cep1": probit.cep1_row, "cep2": probit.cep2_row, "ep": probit.ep_row},
-            "logistic": {"cep1": logistic.cep1_row, "cep2": logistic.cep2_row, "ep": logistic.ep_row}}
+    rows = {
+        "probit": {"cep1": probit.cep1_row, "cep2": probit.cep2_row, "ep": probit.ep_row},
+        "logistic": {"cep1": logistic.cep1_row, "cep2": logistic.cep2_row, "ep": logistic.ep_row},
+    }
     row = rows[model][method]
     for _ in range(20):
         x = float(np.clip(rng.normal(0, 1), -2, 2))
@@ -102,9 +104,11 @@ def test_d1_site_is_exact_moment_matching(rng, model, method):
         tc = math.exp(rng.uniform(0, 2))
         mc = rng.normal()
         vc = 1 / tc
-        f = lambda w, k: w**k * math.exp(-0.5 * (w - mc) ** 2 / vc) * lik(s * x * w)  # noqa: E731
+        f = lambda w, k, mc=mc, vc=vc, s=s, x=x: w**k * math.exp(-0.5 * (w - mc) ** 2 / vc) * lik(s * x * w)
         lo, hi = mc - 12 * math.sqrt(vc), mc + 12 * math.sqrt(vc)
-        z0, z1, z2 = (integrate.quad(f, lo, hi, args=(k,), epsabs=0, epsrel=1e-12, limit=200)[0] for k in range(3))
+        z0, z1, z2 = (
+            integrate.quad(f, lo, hi, args=(k,), epsabs=0, epsrel=1e-12, limit=200)[0] for k in range(3)
+        )
         mean, var = z1 / z0, z2 / z0 - (z1 / z0) ** 2
         tau_r = np.array([0.3])
         nu_r = np.array([0.1])
@@ -176,7 +180,9 @@ def test_parallel_sweep_matches_naive(rng, model, method):
     n, d = X.shape
     prior_T = np.full(d, 1.0)
     rho = 0.7
-    tau_ref, nu_ref, skipped_ref = naive.parallel_sweep(model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS)
+    tau_ref, nu_ref, skipped_ref = naive.parallel_sweep(
+        model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS
+    )
     T, N, mu, v = (np.empty(d) for _ in range(4))
     chunk = 8  # several chunks on small data
     rebuild_posterior(prior_T, np.zeros(d), tau, nu, chunk, T, N, mu, v)
@@ -199,7 +205,9 @@ def test_sequential_sweep_matches_naive(rng, model, method):
     n, d = X.shape
     prior_T = np.full(d, 2.0)
     rho = 0.6
-    tau_ref, nu_ref, skipped_ref = naive.sequential_sweep(model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS)
+    tau_ref, nu_ref, skipped_ref = naive.sequential_sweep(
+        model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS
+    )
     T, N, mu, v = (np.empty(d) for _ in range(4))
     rebuild_posterior(prior_T, np.zeros(d), tau, nu, CHUNK_ROWS, T, N, mu, v)
     bufs = [np.empty(d) for _ in range(4)]
@@ -217,8 +225,8 @@ def test_rebuild_equals_reduce_bitwise(rng):
     out1 = [np.empty(d) for _ in range(4)]
     rebuild_posterior(prior_T, prior_N, tau, nu, chunk, *out1)
     n_chunks = -(-n // chunk)
-    pT = np.array([tau[c * chunk:(c + 1) * chunk].sum(0) for c in range(n_chunks)])
-    pN = np.array([nu[c * chunk:(c + 1) * chunk].sum(0) for c in range(n_chunks)])
+    pT = np.array([tau[c * chunk : (c + 1) * chunk].sum(0) for c in range(n_chunks)])
+    pN = np.array([nu[c * chunk : (c + 1) * chunk].sum(0) for c in range(n_chunks)])
     out2 = [np.empty(d) for _ in range(4)]
     reduce_posterior(prior_T, prior_N, pT, pN, *out2)
     np.testing.assert_allclose(out1[0], out2[0], rtol=1e-14)
@@ -249,8 +257,10 @@ def test_logistic_predictive_extreme_variance_and_margin():
         p, logp = np.empty(1), np.empty(1)
         logistic.predictive(X, np.array([mean]), np.array([sd * sd]), p, logp, np.array([-1.0]))
         with mpmath.workdps(30):
-            f = lambda a: mpmath.npdf(a, mean, sd) / (1 + mpmath.exp(a))  # noqa: E731
-            ref = float(mpmath.log(mpmath.quad(f, [-mpmath.inf, mean - 5 * sd, mean, mean + 5 * sd, mpmath.inf])))
+            f = lambda a, mean=mean, sd=sd: mpmath.npdf(a, mean, sd) / (1 + mpmath.exp(a))
+            ref = float(
+                mpmath.log(mpmath.quad(f, [-mpmath.inf, mean - 5 * sd, mean, mean + 5 * sd, mpmath.inf]))
+            )
         assert logp[0] == pytest.approx(ref, rel=1e-10, abs=1e-12)
 
 

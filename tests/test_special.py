@@ -5,12 +5,17 @@ import numpy as np
 import pytest
 from scipy.special import expit, log_expit, log_ndtr
 
-from fastcep.kernels.special import inv_mills, log_ndtr as nb_log_ndtr, log_sigmoid, sigmoid_pair
+from fastcep.kernels.special import inv_mills, log_sigmoid, sigmoid_pair
+from fastcep.kernels.special import log_ndtr as nb_log_ndtr
 
-Z = np.concatenate([
-    -np.logspace(5, -3, 300), [0.0], np.logspace(-3, 1.6, 300),
-    np.linspace(-40, -25, 301),  # around the switch to the asymptotic series and erfc underflow
-])
+Z = np.concatenate(
+    [
+        -np.logspace(5, -3, 300),
+        [0.0],
+        np.logspace(-3, 1.6, 300),
+        np.linspace(-40, -25, 301),  # around the switch to the asymptotic series and erfc underflow
+    ]
+)
 
 
 def _mp(fn):

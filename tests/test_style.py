@@ -1,0 +1,57 @@
+"""Project rules that a test can hold: one fastmath setting, cached leaves, no nnan/ninf."""
+
+import inspect
+import pathlib
+
+from numba.core.registry import CPUDispatcher
+
+import fastcep.kernels
+from fastcep.kernels import _sweep, logistic, probit, special
+from fastcep.kernels._config import FASTMATH
+
+KERNEL_MODULES = (_sweep, logistic, probit, special)
+
+
+def _dispatchers():
+    for mod in KERNEL_MODULES:
+        for name, obj in vars(mod).items():
+            if isinstance(obj, CPUDispatcher) and obj.__module__ == mod.__name__:
+                yield f"{mod.__name__}.{name}", obj
+
+
+def test_every_kernel_uses_the_central_fastmath_set():
+    found = list(_dispatchers())
+    assert len(found) > 15
+    for name, disp in found:
+        assert disp.targetoptions.get("fastmath") is FASTMATH, name
+    assert isinstance(FASTMATH, set) and not FASTMATH & {"nnan", "ninf", "fast"}
+
+
+def test_parallel_drivers_uncached_and_serial_leaves_cached():
+    for name, disp in _dispatchers():
+        if disp.targetoptions.get("parallel"):
+            assert not disp._cache.__class__.__name__.endswith("FunctionCache"), name
+        else:
+            assert disp._cache.__class__.__name__ == "FunctionCache", name
+
+
+def test_no_fastmath_true_in_sources():
+    root = pathlib.Path(inspect.getfile(fastcep.kernels)).parent
+    for path in list(root.glob("*.py")) + list((root.parent / "fastcep").glob("*.py")):
+        assert "fastmath=True" not in path.read_text().replace(" ", ""), path
+
+
+def test_ruff_lint_and_format_clean():
+    import shutil
+    import subprocess
+
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        import pytest
+
+        pytest.skip("ruff not installed (dev extra)")
+    root = pathlib.Path(__file__).resolve().parents[1]
+    lint = subprocess.run([ruff, "check", "."], cwd=root, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
+    fmt = subprocess.run([ruff, "format", "--check", "."], cwd=root, capture_output=True, text=True)
+    assert fmt.returncode == 0, fmt.stdout
