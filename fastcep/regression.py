@@ -14,7 +14,7 @@ from . import _validation as V
 from ._quadrature import gauss_hermite
 from ._threads import num_threads
 from .kernels import CHUNK_ROWS, logistic, probit
-from .kernels._sweep import rebuild_posterior, reduce_posterior
+from .kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
 from .metrics import auc as _auc
 from .results import (
     GaussianPosterior,
@@ -242,9 +242,10 @@ def fit_regression(
         pT = np.empty((n_chunks, d))
         pN = np.empty((n_chunks, d))
         skipped_c = np.zeros(n_chunks, dtype=np.int64)
+        work = work_buffers(n_chunks, d)
     else:
         order = np.arange(n, dtype=np.int64)
-        bufs = [np.empty(d) for _ in range(4)]
+        bufs = [np.empty(d) for _ in range(4)] + [work_buffers(1, d)[0]]
 
     elapsed, changes, skips, paper, damps = [], [], [], [], []
     best, since = np.inf, 0
@@ -258,7 +259,7 @@ def fit_regression(
             v_old = v.copy()
             nu_old = nu.copy() if stopping == "paper" else None
             if schedule == "parallel":
-                par_sweep(X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped_c)
+                par_sweep(X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped_c, work)
                 reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v)
                 n_skipped = int(skipped_c.sum())
             else:

@@ -7,13 +7,20 @@ because numba rejects a frozenset.
 
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
+#: numpy's error model: a division by zero gives inf/nan (caught by the kernels' finiteness
+#: guards) instead of a Python ZeroDivisionError check in every division, which blocks SIMD
+ERROR_MODEL = "numpy"
+
 #: options for serial leaves (cached on disk)
-LEAF = {"cache": True, "fastmath": FASTMATH, "nogil": True}
+LEAF = {"cache": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR_MODEL}
 #: options for serial drivers that loop over many rows
-SERIAL = {"cache": True, "fastmath": FASTMATH, "nogil": True}
+SERIAL = {"cache": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR_MODEL}
 #: options for parallel drivers (uncached: numba compiles them per process)
-PARALLEL = {"parallel": True, "fastmath": FASTMATH, "nogil": True}
+PARALLEL = {"parallel": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR_MODEL}
 
 #: rows per work unit of the parallel sweeps; fixed, so that partial sums and their reduction
 #: order do not depend on the number of threads (bitwise-identical results on 1 or N threads)
 CHUNK_ROWS = 1024
+
+#: rows of per-row scratch space (each of length d) that a row function may use
+N_WORK = 12

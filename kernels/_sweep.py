@@ -2,13 +2,17 @@
 
 A *row function* updates the d messages of one data point in place and has the signature::
 
-    row_fn(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n) -> n_skipped
+    row_fn(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work) -> n_skipped
 
 x (d,) features, s = +-1 label sign, tau_r/nu_r (d,) the row's site precisions and
 precision-times-means (overwritten with the damped new values), T/N (d,) the posterior natural
 parameters the cavities are taken from, mu/v (d,) the posterior means/variances, rho the damping,
 nodes/weights the normalised probabilists' Gauss-Hermite rule (ignored by analytic factors),
-acc_t/acc_n (d,) partial sums that receive the new site values.
+acc_t/acc_n (d,) partial sums that receive the new site values, work (N_WORK, d) scratch.
+
+Row functions are written as a few passes over the row so that the expensive passes (the
+divisions, the message arithmetic) are branch-free and compile to SIMD code; the rare sites that
+need an exact special-case evaluation are fixed up in a scalar pass.
 
 The factories below turn a row function into the two schedules of DESIGN.md section 3:
 a damped parallel sweep (all messages from one posterior, fused with the posterior rebuild
@@ -20,7 +24,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._config import LEAF, PARALLEL, SERIAL
+from ._config import LEAF, N_WORK, PARALLEL, SERIAL
 
 
 @njit(**LEAF)
@@ -29,46 +33,49 @@ def message_from_moments(tc, nc, delta, a):
 
     tau* = 1/var - tc and nu* = mean/var - nc, written so that weak factors (a -> 0) lose no
     precision: tau* = tc a / (1 - a), nu* = (delta tc + nc a) / (1 - a). ok is False when the
-    new precision would be negative (a < 0), the variance not positive (a >= 1) or a value is
-    not finite; such a message must not be applied. a == 0 with delta == 0 is the flat message
-    of a factor whose information underflowed (e.g. phi(z)/Phi(z) = 0 for z > 38): it is exact
-    to double precision and is applied, so that a stale strong message does not linger.
+    cavity is improper (tc <= 0), the new precision would be negative (a < 0), the variance not
+    positive (a >= 1) or a value is not finite; such a message must not be applied. a == 0 with
+    delta == 0 is the flat message of a factor that does not involve the weight (x = 0) or whose
+    information underflowed (e.g. phi(z)/Phi(z) = 0 for z > 38): it is exact to double precision
+    and is applied, so that a stale strong message does not linger. Branch-free (SIMD-friendly).
     """
-    if a == 0.0 and delta == 0.0:
-        return 0.0, 0.0, True
-    if not (a > 0.0 and a < 1.0):
-        return 0.0, 0.0, False
     inv = 1.0 / (1.0 - a)
     t_new = tc * a * inv
     n_new = (delta * tc + nc * a) * inv
-    ok = math.isfinite(t_new) and math.isfinite(n_new) and t_new > 0.0
+    flat = (a == 0.0) & (delta == 0.0) & (tc > 0.0)
+    proper = (a > 0.0) & (a < 1.0) & (tc > 0.0) & (t_new > 0.0)
+    ok = flat | (proper & math.isfinite(t_new) & math.isfinite(n_new))
+    if flat:
+        t_new = 0.0
+        n_new = 0.0
     return t_new, n_new, ok
 
 
 @njit(**LEAF)
 def damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n):
     """Damped update msg <- (1 - rho) msg + rho new of site m if ok; returns 1 if skipped."""
-    skipped = 0
-    if ok:
-        tau_r[m] = (1.0 - rho) * tau_r[m] + rho * t_new
-        nu_r[m] = (1.0 - rho) * nu_r[m] + rho * n_new
-    else:
-        skipped = 1
-    acc_t[m] += tau_r[m]
-    acc_n[m] += nu_r[m]
-    return skipped
+    w = rho if ok else 0.0
+    tn = t_new if ok else 0.0
+    nn = n_new if ok else 0.0
+    t = (1.0 - w) * tau_r[m] + w * tn
+    n = (1.0 - w) * nu_r[m] + w * nn
+    tau_r[m] = t
+    nu_r[m] = n
+    acc_t[m] += t
+    acc_n[m] += n
+    return 0 if ok else 1
 
 
 def make_parallel_sweep(row_fn):
     """Damped parallel sweep over all rows, fused with the partial sums of the new sites.
 
     Chunks of ``chunk`` rows are the unit of parallel work; chunk c writes only its rows of
-    tau/nu and row c of pT/pN/skipped, so the sweep is race-free and its result does not depend
-    on the number of threads.
+    tau/nu and row c of pT/pN/skipped/work, so the sweep is race-free and its result does not
+    depend on the number of threads. work has shape (n_chunks, N_WORK, d).
     """
 
     @njit(**PARALLEL)
-    def sweep(X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped):
+    def sweep(X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped, work):
         n = X.shape[0]
         n_chunks = pT.shape[0]
         for c in prange(n_chunks):
@@ -78,26 +85,30 @@ def make_parallel_sweep(row_fn):
             acc_n = pN[c]
             acc_t[:] = 0.0
             acc_n[:] = 0.0
+            wk = work[c]
             k = 0
             for i in range(lo, hi):
-                k += row_fn(X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, acc_t, acc_n)
+                k += row_fn(X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, acc_t, acc_n, wk)
             skipped[c] = k
 
     return sweep
 
 
 def make_sequential_sweep(row_fn):
-    """Sequential sweep: rows in the given order, the posterior refreshed after every row."""
+    """Sequential sweep: rows in the given order, the posterior refreshed after every row.
+
+    old_t, old_n, scr_t, scr_n: (d,) scratch; work: (N_WORK, d) scratch.
+    """
 
     @njit(**SERIAL)
-    def sweep(X, s, tau, nu, T, N, mu, v, rho, nodes, weights, order, old_t, old_n, scr_t, scr_n):
+    def sweep(X, s, tau, nu, T, N, mu, v, rho, nodes, weights, order, old_t, old_n, scr_t, scr_n, work):
         d = X.shape[1]
         k = 0
         for ii in range(order.shape[0]):
             i = order[ii]
             old_t[:] = tau[i]
             old_n[:] = nu[i]
-            k += row_fn(X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, scr_t, scr_n)
+            k += row_fn(X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, scr_t, scr_n, work)
             for m in range(d):
                 dt = tau[i, m] - old_t[m]
                 dn = nu[i, m] - old_n[m]
@@ -109,6 +120,11 @@ def make_sequential_sweep(row_fn):
         return k
 
     return sweep
+
+
+def work_buffers(n_chunks, d):
+    """Scratch space of the parallel sweep: (n_chunks, N_WORK, d)."""
+    return np.empty((n_chunks, N_WORK, d))
 
 
 @njit(**PARALLEL)

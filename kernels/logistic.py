@@ -12,7 +12,13 @@ from numba import njit, prange
 
 from ._config import LEAF, PARALLEL
 from ._sweep import damp_site, make_parallel_sweep, make_sequential_sweep, message_from_moments
-from .special import LOG_SQRT_2PI, log_sigmoid, sigmoid_pair
+from .special import (
+    LOG_SQRT_2PI,
+    SIGMOID_TABLE_LIMIT,
+    log_sigmoid,
+    sigmoid_pair,
+    sigmoid_pair_tabulated,
+)
 
 #: when every node has t < _LOG_SPACE_T the sigmoid equals exp(t) to double precision, and the
 #: weights are formed relative to the largest node, in log space (no underflow)
@@ -29,18 +35,14 @@ def _max_abs(nodes):
 
 
 @njit(**LEAF)
-def logistic_cep_site(x, s, tc, nc, b, q, second, nodes, weights):
-    """CEP message (tau*, nu*, ok) of one site of a logistic factor, by Gauss-Hermite.
+def node_moments(t0, dt, second, nodes, weights):
+    """Moments of the node distribution p_j ~ w_j sigmoid(t_j), t_j = t0 + dt xi_j, exactly.
 
-    Same arguments as ``probit_cep_site`` plus the quadrature rule ``nodes``, ``weights`` (J,).
-    The moments are taken about the cavity mean in units of the cavity standard deviation, so
-    the tilted variance needs no cancellation-prone E[w^2] - E[w]^2 in the original scale.
+    Returns (f1, f2, a0, a1, a2, b0, b1, b2): f_k = sum p_j xi_j^k and, when ``second``, the
+    normalised first and second derivatives of sum w_j xi_j^k sigmoid(t_j) with respect to t0
+    (a_k = sum p_j xi_j^k (1 - g_j), b_k = sum p_j xi_j^k (1 - g_j)(1 - 2 g_j)). When every node
+    has t_j < -600 the weights are formed relative to the largest node, in log space.
     """
-    vc = 1.0 / tc
-    mc = nc * vc
-    sv = math.sqrt(vc)
-    t0 = s * (x * mc + b)
-    dt = s * x * sv
     n_nodes = nodes.shape[0]
     tmax = t0 + abs(dt) * _max_abs(nodes)
     log_space = tmax < _LOG_SPACE_T
@@ -76,18 +78,21 @@ def logistic_cep_site(x, s, tc, nc, b, q, second, nodes, weights):
             b1 += hb * xi
             b2 += hb * xi * xi
     inv = 1.0 / e0
-    f1 *= inv
-    f2 *= inv
+    return f1 * inv, f2 * inv, a0 * inv, a1 * inv, a2 * inv, b0 * inv, b1 * inv, b2 * inv
+
+
+@njit(**LEAF)
+def cep_message(tc, nc, s, sv, q, second, f1, f2, a0, a1, a2, b0, b1, b2):
+    """CEP message from the normalised node moments (see ``node_moments``); sv = sqrt(vc).
+
+    CEP-2 adds 0.5 q d2/db2 of the conditional mean and variance, with d t0 / db = s.
+    """
     delta = sv * f1
     a = 1.0 - (f2 - f1 * f1)
-    if second and q > 0.0:
-        # derivatives w.r.t. b of the normalised moments; dt/db = s, d2g/db2 = g(1-g)(1-2g)
-        a0 *= s * inv
-        a1 *= s * inv
-        a2 *= s * inv
-        b0 *= inv
-        b1 *= inv
-        b2 *= inv
+    if second:
+        a0 *= s
+        a1 *= s
+        a2 *= s
         m1p = a1 - f1 * a0
         m1pp = b1 - 2.0 * a1 * a0 - f1 * b0 + 2.0 * f1 * a0 * a0
         m2pp = b2 - 2.0 * a2 * a0 - f2 * b0 + 2.0 * f2 * a0 * a0
@@ -98,42 +103,110 @@ def logistic_cep_site(x, s, tc, nc, b, q, second, nodes, weights):
 
 
 @njit(**LEAF)
-def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, nodes, weights, acc_t, acc_n):
-    """CEP update of the d sites of one row."""
+def logistic_cep_site(x, s, tc, nc, b, q, second, nodes, weights):
+    """CEP message (tau*, nu*, ok) of one site of a logistic factor, by Gauss-Hermite.
+
+    Same arguments as ``probit_cep_site`` plus the quadrature rule ``nodes``, ``weights`` (J,).
+    The moments are taken about the cavity mean in units of the cavity standard deviation, so
+    the tilted variance needs no cancellation-prone E[w^2] - E[w]^2 in the original scale.
+    """
+    vc = 1.0 / tc
+    sv = math.sqrt(vc)
+    f1, f2, a0, a1, a2, b0, b1, b2 = node_moments(s * (x * nc * vc + b), s * x * sv, second, nodes, weights)
+    return cep_message(tc, nc, s, sv, q, second, f1, f2, a0, a1, a2, b0, b1, b2)
+
+
+@njit(**LEAF)
+def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, nodes, weights, acc_t, acc_n, work):
+    """CEP update of the d sites of one row.
+
+    Pass 1 (SIMD): cavities, node offsets; pass 2 (SIMD): node sums, node by node, from the
+    tabulated sigmoid; pass 3: exact node moments for the rare sites with a node beyond the
+    table (|t| > 40); pass 4 (SIMD): messages.
+    """
     d = x.shape[0]
+    t0b, dtb, svb, e0, f1, f2 = work[0], work[1], work[2], work[3], work[4], work[5]
+    a0, a1, a2, b0, b1, b2 = work[6], work[7], work[8], work[9], work[10], work[11]
+    xi_max = _max_abs(nodes)
     xmu = 0.0
     xxv = 0.0
     for m in range(d):
         xmu += x[m] * mu[m]
         xxv += x[m] * x[m] * v[m]
-    k = 0
     for m in range(d):
         xm = x[m]
-        if xm == 0.0:
-            k += damp_site(tau_r, nu_r, m, 0.0, 0.0, True, rho, acc_t, acc_n)
-            continue
-        tc = T[m] - tau_r[m]
-        nc = N[m] - nu_r[m]
-        if tc > 0.0:
-            b = xmu - xm * mu[m]
-            q = max(xxv - xm * xm * v[m], 0.0)
-            t_new, n_new, ok = logistic_cep_site(xm, s, tc, nc, b, q, second, nodes, weights)
-        else:
-            t_new, n_new, ok = 0.0, 0.0, False
+        vc = 1.0 / (T[m] - tau_r[m])
+        sv = math.sqrt(vc)
+        t0b[m] = s * (xm * (N[m] - nu_r[m]) * vc + xmu - xm * mu[m])
+        dtb[m] = s * xm * sv
+        svb[m] = sv
+        e0[m] = 0.0
+        f1[m] = 0.0
+        f2[m] = 0.0
+        a0[m] = 0.0
+        a1[m] = 0.0
+        a2[m] = 0.0
+        b0[m] = 0.0
+        b1[m] = 0.0
+        b2[m] = 0.0
+    for j in range(nodes.shape[0]):
+        xi = nodes[j]
+        wj = weights[j]
+        for m in range(d):
+            g, omg = sigmoid_pair_tabulated(t0b[m] + dtb[m] * xi)
+            h = wj * g
+            e0[m] += h
+            f1[m] += h * xi
+            f2[m] += h * xi * xi
+            if second:
+                ha = h * omg
+                hb = ha * (omg - g)
+                a0[m] += ha
+                a1[m] += ha * xi
+                a2[m] += ha * xi * xi
+                b0[m] += hb
+                b1[m] += hb * xi
+                b2[m] += hb * xi * xi
+    for m in range(d):
+        if not abs(t0b[m]) + abs(dtb[m]) * xi_max <= SIGMOID_TABLE_LIMIT:  # also catches NaN
+            mo = node_moments(t0b[m], dtb[m], second, nodes, weights)
+            e0[m] = 1.0
+            f1[m], f2[m], a0[m], a1[m], a2[m], b0[m], b1[m], b2[m] = mo
+    k = 0
+    for m in range(d):
+        inv = 1.0 / e0[m]
+        t_new, n_new, ok = cep_message(
+            T[m] - tau_r[m],
+            N[m] - nu_r[m],
+            s,
+            svb[m],
+            max(xxv - x[m] * x[m] * v[m], 0.0),
+            second,
+            f1[m] * inv,
+            f2[m] * inv,
+            a0[m] * inv,
+            a1[m] * inv,
+            a2[m] * inv,
+            b0[m] * inv,
+            b1[m] * inv,
+            b2[m] * inv,
+        )
+        if x[m] == 0.0:  # the factor does not involve w_m: exactly flat (quadrature is not)
+            t_new, n_new, ok = 0.0, 0.0, True
         k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
     return k
 
 
 @njit(**LEAF)
-def cep1_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n):
+def cep1_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
     """Logistic CEP-1 row update (see ``_sweep`` for the signature)."""
-    return _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, False, nodes, weights, acc_t, acc_n)
+    return _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, False, nodes, weights, acc_t, acc_n, work)
 
 
 @njit(**LEAF)
-def cep2_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n):
+def cep2_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
     """Logistic CEP-2 row update (see ``_sweep`` for the signature)."""
-    return _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, True, nodes, weights, acc_t, acc_n)
+    return _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, True, nodes, weights, acc_t, acc_n, work)
 
 
 @njit(**LEAF)
@@ -176,7 +249,7 @@ def logistic_ep_site(x, s, tc, nc, m_rest, v_rest, nodes, weights):
 
 
 @njit(**LEAF)
-def ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n):
+def ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
     """Factorised EP update of one row (see ``_sweep`` for the signature)."""
     d = x.shape[0]
     m_eta = 0.0

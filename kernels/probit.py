@@ -49,76 +49,94 @@ def probit_cep_site(x, s, tc, nc, b, q, second):
 
 
 @njit(**LEAF)
-def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, acc_t, acc_n):
-    """CEP update of the d sites of one row; the other weights enter through q, not the cavity."""
+def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, acc_t, acc_n, work):
+    """CEP update of the d sites of one row; the other weights enter through q, not the cavity.
+
+    Pass 1 (SIMD): cavities and z; pass 2: r(z) (table lookups); pass 3 (SIMD): messages.
+    """
     d = x.shape[0]
+    zb = work[0]
+    vb = work[1]
+    ib = work[2]
+    rb = work[3]
     xmu = 0.0
     xxv = 0.0
     for m in range(d):
         xmu += x[m] * mu[m]
         xxv += x[m] * x[m] * v[m]
+    for m in range(d):
+        xm = x[m]
+        tc = T[m] - tau_r[m]
+        vc = 1.0 / tc
+        idn = math.sqrt(1.0 / (1.0 + xm * xm * vc))
+        zb[m] = s * (xm * (N[m] - nu_r[m]) * vc + xmu - xm * mu[m]) * idn
+        vb[m] = vc
+        ib[m] = idn
+    for m in range(d):
+        rb[m] = inv_mills(zb[m])
     k = 0
     for m in range(d):
         xm = x[m]
-        if xm == 0.0:  # the factor does not involve w_m: its exact message is flat
-            k += damp_site(tau_r, nu_r, m, 0.0, 0.0, True, rho, acc_t, acc_n)
-            continue
-        tc = T[m] - tau_r[m]
-        nc = N[m] - nu_r[m]
-        if tc > 0.0:
-            b = xmu - xm * mu[m]
+        vc = vb[m]
+        idn = ib[m]
+        z = zb[m]
+        r = rb[m]
+        delta = s * xm * vc * r * idn
+        a = xm * xm * vc * r * (z + r) * idn * idn
+        if second:
             q = max(xxv - xm * xm * v[m], 0.0)
-            t_new, n_new, ok = probit_cep_site(xm, s, tc, nc, b, q, second)
-        else:
-            t_new, n_new, ok = 0.0, 0.0, False
+            r2, r3 = probit_tail_derivs(z, r)
+            c1 = s * idn
+            c1sq = idn * idn
+            delta += 0.5 * q * xm * vc * c1 * c1sq * r2
+            a -= 0.5 * q * xm * xm * vc * c1sq * c1sq * r3
+        tc = T[m] - tau_r[m]
+        t_new, n_new, ok = message_from_moments(tc, N[m] - nu_r[m], delta, a)
         k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
     return k
 
 
 @njit(**LEAF)
-def cep1_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n):
+def cep1_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
     """Probit CEP-1 row update (see ``_sweep`` for the signature)."""
-    return _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, False, acc_t, acc_n)
+    return _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, False, acc_t, acc_n, work)
 
 
 @njit(**LEAF)
-def cep2_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n):
+def cep2_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
     """Probit CEP-2 row update (see ``_sweep`` for the signature)."""
-    return _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, True, acc_t, acc_n)
+    return _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, True, acc_t, acc_n, work)
 
 
 @njit(**LEAF)
-def ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n):
+def ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
     """Analytic factorised EP update of one row: moments of each w_m under the joint tilted."""
     d = x.shape[0]
+    vb = work[0]
     m_eta = 0.0
     v_eta = 0.0
-    proper = True
+    n_improper = 0
     for m in range(d):
         tc = T[m] - tau_r[m]
-        if not tc > 0.0:
-            proper = False
         vc = 1.0 / tc
+        vb[m] = vc
         m_eta += x[m] * (N[m] - nu_r[m]) * vc
         v_eta += x[m] * x[m] * vc
-    den2 = 1.0 + v_eta
-    den = math.sqrt(den2)
-    z = s * m_eta / den
+        n_improper += 0 if tc > 0.0 else 1
+    idn2 = 1.0 / (1.0 + v_eta)
+    idn = math.sqrt(idn2)
+    z = s * m_eta * idn
     r = inv_mills(z)
-    kappa = r * (z + r) / den2
+    kappa = r * (z + r) * idn2
+    if n_improper > 0:  # an improper cavity makes the whole row's tilted distribution invalid
+        kappa = math.nan
     k = 0
     for m in range(d):
         xm = x[m]
-        if xm == 0.0:
-            k += damp_site(tau_r, nu_r, m, 0.0, 0.0, True, rho, acc_t, acc_n)
-            continue
-        if proper:
-            tc = T[m] - tau_r[m]
-            nc = N[m] - nu_r[m]
-            vc = 1.0 / tc
-            t_new, n_new, ok = message_from_moments(tc, nc, s * xm * vc * r / den, xm * xm * vc * kappa)
-        else:
-            t_new, n_new, ok = 0.0, 0.0, False
+        vc = vb[m]
+        t_new, n_new, ok = message_from_moments(
+            T[m] - tau_r[m], N[m] - nu_r[m], s * xm * vc * r * idn, xm * xm * vc * kappa
+        )
         k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
     return k
 

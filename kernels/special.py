@@ -2,11 +2,21 @@
 
 All are serial ``@njit`` leaves that take and return floats, never raise, and stay finite over
 the whole real line (numba has no ``log_ndtr`` and ``math.erfc`` underflows near z = -38).
+
+The two functions on the hot paths, the inverse Mills ratio phi(z)/Phi(z) (once per probit site)
+and the logistic sigmoid (once per quadrature node), are evaluated from piecewise Chebyshev
+tables built at import time from scipy's ``erfcx`` and ``expit`` (relative error below 1e-14,
+tested against mpmath): a table lookup and a degree-8 to -10 polynomial cost about a third of
+``math.erfc`` + ``math.exp``. Outside the tabulated ranges they fall back to exact formulas.
 """
 
 import math
 
+import numpy as np
 from numba import njit
+from numpy.polynomial import chebyshev as _cheb
+from scipy.special import erfcx as _erfcx
+from scipy.special import expit as _expit
 
 from ._config import LEAF
 
@@ -16,6 +26,41 @@ INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 #: below this z the ratio phi(z)/Phi(z) comes from the asymptotic series, not from erfc
 _TAIL_Z = -30.0
+
+
+def _chebyshev_table(f, lo, hi, width, degree):
+    """Per interval [lo + k width, lo + (k + 1) width): monomial coefficients in t in [-1, 1],
+    highest degree first, of the Chebyshev interpolant of f at degree + 1 Chebyshev nodes."""
+    n = int(round((hi - lo) / width))
+    nodes = np.cos(np.pi * (np.arange(degree + 1) + 0.5) / (degree + 1))
+    table = np.zeros((n, degree + 1))
+    for k in range(n):
+        a = lo + k * width
+        coef = _cheb.cheb2poly(_cheb.chebfit(nodes, f(a + 0.5 * (nodes + 1.0) * width), degree))
+        table[k, : coef.size] = coef
+    return np.ascontiguousarray(table[:, ::-1])
+
+
+#: inverse Mills ratio r(z) = sqrt(2/pi) / erfcx(-z/sqrt(2)) on [-30, 3]
+_MILLS_LO, _MILLS_HI, _MILLS_INV_H = _TAIL_Z, 3.0, 4.0
+_MILLS_TAB = _chebyshev_table(
+    lambda z: math.sqrt(2.0 / math.pi) / _erfcx(-z / SQRT2), _MILLS_LO, _MILLS_HI, 1.0 / _MILLS_INV_H, 10
+)
+#: sigmoid(t) on [-40, 0] (t > 0 by symmetry)
+_SIG_LO, _SIG_INV_H = -40.0, 4.0
+_SIG_TAB = _chebyshev_table(_expit, _SIG_LO, 0.0, 1.0 / _SIG_INV_H, 8)
+
+
+@njit(**LEAF)
+def _table_eval(table, lo, inv_h, z):
+    """Piecewise polynomial of ``_chebyshev_table`` at z (z within the table's range)."""
+    u = (z - lo) * inv_h
+    k = min(int(u), table.shape[0] - 1)
+    t = 2.0 * (u - k) - 1.0
+    p = table[k, 0]
+    for j in range(1, table.shape[1]):
+        p = p * t + table[k, j]
+    return p
 
 
 @njit(**LEAF)
@@ -46,21 +91,51 @@ def log_ndtr(z):
 
 
 @njit(**LEAF)
+def _inv_mills_low(z):
+    """r(z) for z <= 3: table, or the asymptotic series below -30."""
+    if z < _TAIL_Z:
+        return -z / _tail_series(z)
+    return _table_eval(_MILLS_TAB, _MILLS_LO, _MILLS_INV_H, z)
+
+
+@njit(**LEAF)
 def inv_mills(z):
     """r(z) = phi(z) / Phi(z), the inverse Mills ratio, finite for every finite z."""
-    if z > _TAIL_Z:
-        return INV_SQRT_2PI * math.exp(-0.5 * z * z) / (0.5 * math.erfc(-z / SQRT2))
-    return -z / _tail_series(z)
+    if z <= _MILLS_HI:
+        return _inv_mills_low(z)
+    # Phi(z) = 1 - Q(z) with Q(z) = phi(z) / r(-z): no cancellation, phi may underflow to 0
+    phi = INV_SQRT_2PI * math.exp(-0.5 * z * z)
+    return phi / (1.0 - phi / _inv_mills_low(-z))
 
 
 @njit(**LEAF)
 def sigmoid_pair(t):
     """(sigmoid(t), 1 - sigmoid(t)) without overflow or cancellation."""
-    e = math.exp(-abs(t))
-    inv = 1.0 / (1.0 + e)
+    a = -abs(t)
+    if a < _SIG_LO:
+        e = math.exp(a)
+        small = e / (1.0 + e)
+    else:
+        small = _table_eval(_SIG_TAB, _SIG_LO, _SIG_INV_H, a)
     if t >= 0.0:
-        return inv, e * inv
-    return e * inv, inv
+        return 1.0 - small, small
+    return small, 1.0 - small
+
+
+@njit(**LEAF)
+def sigmoid_pair_tabulated(t):
+    """(sigmoid(t), 1 - sigmoid(t)) from the table only, for |t| <= 40 (branch-free, SIMD-friendly).
+
+    Outside [-40, 40] the result is that of the nearest end; callers fix those sites up exactly.
+    """
+    a = max(-abs(t), _SIG_LO)
+    small = _table_eval(_SIG_TAB, _SIG_LO, _SIG_INV_H, a)
+    big = 1.0 - small
+    return (big if t >= 0.0 else small), (small if t >= 0.0 else big)
+
+
+#: |t| beyond which ``sigmoid_pair_tabulated`` is not exact
+SIGMOID_TABLE_LIMIT = -_SIG_LO
 
 
 @njit(**LEAF)

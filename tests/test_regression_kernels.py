@@ -10,10 +10,14 @@ from scipy.special import expit, ndtr
 import naive
 from fastcep._quadrature import gauss_hermite
 from fastcep.kernels import CHUNK_ROWS, logistic, probit
-from fastcep.kernels._sweep import rebuild_posterior, reduce_posterior
+from fastcep.kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
 
 RTOL = 1e-10
 NODES, WEIGHTS = gauss_hermite(9)
+
+
+def WORK(d):
+    return work_buffers(1, d)[0]
 
 
 def random_sites(rng, k):
@@ -115,7 +119,7 @@ def test_d1_site_is_exact_moment_matching(rng, model, method):
         T = np.array([tc + tau_r[0]])
         N = np.array([mc * tc + nu_r[0]])
         acc_t, acc_n = np.zeros(1), np.zeros(1)
-        row(np.array([x]), s, tau_r, nu_r, T, N, N / T, 1 / T, 1.0, nodes, weights, acc_t, acc_n)
+        row(np.array([x]), s, tau_r, nu_r, T, N, N / T, 1 / T, 1.0, nodes, weights, acc_t, acc_n, WORK(1))
         assert 1 / (tau_r[0] + tc) == pytest.approx(var, rel=1e-9)
         assert (nu_r[0] + mc * tc) / (tau_r[0] + tc) == pytest.approx(mean, rel=1e-9, abs=1e-10)
 
@@ -131,7 +135,7 @@ def test_probit_ep_row_matches_naive(rng):
         N = nu_r + rng.normal(0, 1, d)
         t_ref, n_ref = naive.probit_ep_row(x, s, T - tau_r, N - nu_r)
         acc_t, acc_n = np.zeros(d), np.zeros(d)
-        probit.ep_row(x, s, tau_r, nu_r, T, N, N / T, 1 / T, 1.0, NODES, WEIGHTS, acc_t, acc_n)
+        probit.ep_row(x, s, tau_r, nu_r, T, N, N / T, 1 / T, 1.0, NODES, WEIGHTS, acc_t, acc_n, WORK(d))
         np.testing.assert_allclose(tau_r, t_ref, rtol=RTOL)
         np.testing.assert_allclose(nu_r, n_ref, rtol=RTOL, atol=1e-13)
         np.testing.assert_array_equal(acc_t, tau_r)
@@ -148,7 +152,7 @@ def test_logistic_ep_row_matches_naive_2d_rule(rng):
         N = nu_r + rng.normal(0, 1, d)
         t_ref, n_ref = naive.logistic_ep_row(x, s, T - tau_r, N - nu_r, NODES, WEIGHTS)
         acc_t, acc_n = np.zeros(d), np.zeros(d)
-        logistic.ep_row(x, s, tau_r, nu_r, T, N, N / T, 1 / T, 1.0, NODES, WEIGHTS, acc_t, acc_n)
+        logistic.ep_row(x, s, tau_r, nu_r, T, N, N / T, 1 / T, 1.0, NODES, WEIGHTS, acc_t, acc_n, WORK(d))
         ok = t_ref > 0
         np.testing.assert_allclose(tau_r[ok], t_ref[ok], rtol=1e-9)
         np.testing.assert_allclose(nu_r[ok], n_ref[ok], rtol=1e-9, atol=1e-12)
@@ -189,7 +193,9 @@ def test_parallel_sweep_matches_naive(rng, model, method):
     n_chunks = -(-n // chunk)
     pT, pN = np.empty((n_chunks, d)), np.empty((n_chunks, d))
     sk = np.zeros(n_chunks, dtype=np.int64)
-    KERNELS[(model, method)][0](X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, chunk, pT, pN, sk)
+    KERNELS[(model, method)][0](
+        X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, chunk, pT, pN, sk, work_buffers(n_chunks, d)
+    )
     np.testing.assert_allclose(tau, tau_ref, rtol=RTOL)
     np.testing.assert_allclose(nu, nu_ref, rtol=RTOL, atol=1e-13)
     assert sk.sum() == skipped_ref
@@ -210,7 +216,7 @@ def test_sequential_sweep_matches_naive(rng, model, method):
     )
     T, N, mu, v = (np.empty(d) for _ in range(4))
     rebuild_posterior(prior_T, np.zeros(d), tau, nu, CHUNK_ROWS, T, N, mu, v)
-    bufs = [np.empty(d) for _ in range(4)]
+    bufs = [np.empty(d) for _ in range(4)] + [WORK(d)]
     k = KERNELS[(model, method)][1](X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, np.arange(n), *bufs)
     np.testing.assert_allclose(tau, tau_ref, rtol=1e-9)
     np.testing.assert_allclose(nu, nu_ref, rtol=1e-9, atol=1e-12)

@@ -1,0 +1,156 @@
+"""Speed of the regression kernels (issue 2), with pytest-benchmark.
+
+    python -m pytest bench/test_speed_regression.py --benchmark-columns=median,iqr,min,rounds
+
+Per-sweep throughput (site updates per second) at n = 1,000,000, d = 100 for probit CEP-1,
+probit EP and logistic CEP-1; a STREAM-style triad in the same run for the memory bandwidth;
+end-to-end fits on the paper's 10,000 x 4 simulation against scikit-learn and NumPyro NUTS.
+Each benchmark compiles and checks its answer before it is timed. Set FASTCEP_BENCH_N to
+change n (default 1,000,000).
+"""
+
+import os
+import time
+
+import numpy as np
+import pytest
+from numba import njit, prange
+
+import fastcep
+from fastcep._quadrature import gauss_hermite
+from fastcep.data_tools import make_regression_simulation
+from fastcep.kernels import CHUNK_ROWS, logistic, probit
+from fastcep.kernels._config import FASTMATH
+from fastcep.kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
+from fastcep.regression import FLAT_PRECISION
+
+N = int(os.environ.get("FASTCEP_BENCH_N", 1_000_000))
+D = 100
+#: bytes a parallel sweep moves per site: X read (8), tau and nu read and written (32)
+BYTES_PER_SITE = 40
+
+SWEEPS = {
+    "probit-cep1": (probit.cep1_parallel, "probit"),
+    "probit-ep": (probit.ep_parallel, "probit"),
+    "logistic-cep1": (logistic.cep1_parallel, "logistic"),
+    "logistic-cep2": (logistic.cep2_parallel, "logistic"),
+    "probit-cep2": (probit.cep2_parallel, "probit"),
+    "logistic-ep": (logistic.ep_parallel, "logistic"),
+}
+
+
+@pytest.fixture(scope="module")
+def big():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((N, D)) / np.sqrt(D)
+    w = rng.standard_normal(D)
+    s = np.where(rng.random(N) < 1 / (1 + np.exp(-X @ w)), 1.0, -1.0)
+    return X, s
+
+
+@njit(parallel=True, fastmath=FASTMATH)
+def _triad(a, b, c, scalar):
+    for i in prange(a.size):
+        a[i] = b[i] + scalar * c[i]
+
+
+@pytest.fixture(scope="module")
+def triad_bandwidth():
+    """Best-of-10 STREAM triad bandwidth (bytes/s, 24 bytes per element) on 3 x 800 MB arrays."""
+    n = 100_000_000
+    a, b, c = np.empty(n), np.ones(n), np.ones(n)
+    _triad(a, b, c, 3.0)
+    best = np.inf
+    for _ in range(10):
+        t0 = time.perf_counter()
+        _triad(a, b, c, 3.0)
+        best = min(best, time.perf_counter() - t0)
+    return 24 * n / best
+
+
+def test_stream_triad(benchmark, triad_bandwidth):
+    n = 20_000_000
+    a, b, c = np.empty(n), np.ones(n), np.ones(n)
+    _triad(a, b, c, 3.0)
+    benchmark.pedantic(_triad, args=(a, b, c, 3.0), rounds=10, warmup_rounds=1)
+    benchmark.extra_info["triad_GBps_best_of_10_800MB"] = triad_bandwidth / 1e9
+
+
+@pytest.mark.parametrize("name", list(SWEEPS))
+def test_sweep_throughput(benchmark, big, triad_bandwidth, name):
+    X, s = big
+    sweep, model = SWEEPS[name]
+    n, d = X.shape
+    nodes, weights = gauss_hermite(9 if model == "logistic" else 2)
+    tau = np.full((n, d), FLAT_PRECISION)
+    nu = np.zeros((n, d))
+    prior_T, prior_N = np.ones(d), np.zeros(d)
+    T, N_, mu, v = (np.empty(d) for _ in range(4))
+    rebuild_posterior(prior_T, prior_N, tau, nu, CHUNK_ROWS, T, N_, mu, v)
+    n_chunks = -(-n // CHUNK_ROWS)
+    pT, pN = np.empty((n_chunks, d)), np.empty((n_chunks, d))
+    sk = np.zeros(n_chunks, dtype=np.int64)
+    work = work_buffers(n_chunks, d)
+
+    def one_sweep():
+        sweep(X, s, tau, nu, T, N_, mu, v, 0.5, nodes, weights, CHUNK_ROWS, pT, pN, sk, work)
+        reduce_posterior(prior_T, prior_N, pT, pN, T, N_, mu, v)
+
+    for _ in range(3):  # compile, then move away from the flat start
+        one_sweep()
+    assert np.all(np.isfinite(mu)) and np.all(v > 0) and np.all(np.isfinite(tau))
+    benchmark.pedantic(one_sweep, rounds=5, warmup_rounds=0)
+    med = benchmark.stats.stats.median
+    rate = n * d / med
+    benchmark.extra_info["site_updates_per_s"] = rate
+    benchmark.extra_info["bytes_per_s_fraction_of_triad"] = rate * BYTES_PER_SITE / triad_bandwidth
+    print(
+        f"\n{name}: {rate:.3e} site updates/s; {rate * BYTES_PER_SITE / 1e9:.2f} GB/s "
+        f"= {rate * BYTES_PER_SITE / triad_bandwidth:.1%} of triad ({triad_bandwidth / 1e9:.2f} GB/s)"
+    )
+
+
+# ------------------------------------------------------------------ end to end, 10,000 x 4
+@pytest.fixture(scope="module")
+def simulation():
+    return make_regression_simulation("logistic", "gaussian", n=10_000, d=4, seed=0)
+
+
+@pytest.mark.parametrize("method", ["cep1", "cep2", "ep"])
+@pytest.mark.parametrize("model", ["probit", "logistic"])
+def test_fit_simulation(benchmark, simulation, model, method):
+    X, y, _ = simulation
+    fastcep.fit(X, y, model=model, method=method)  # compile
+    res = benchmark.pedantic(fastcep.fit, args=(X, y), kwargs=dict(model=model, method=method), rounds=7)
+    assert res.converged
+
+
+def test_sklearn_logistic_regression(benchmark, simulation):
+    lm = pytest.importorskip("sklearn.linear_model")
+    X, y, _ = simulation
+    est = benchmark.pedantic(lambda: lm.LogisticRegression(C=1.0).fit(X, y), rounds=7)
+    assert est.score(X, y) > 0.6
+
+
+def test_numpyro_nuts(benchmark, simulation):
+    numpyro = pytest.importorskip("numpyro")
+    import jax
+    import jax.numpy as jnp
+    import numpyro.distributions as dist
+    from numpyro.infer import MCMC, NUTS
+
+    X, y, _ = simulation
+    Xj, yj = jnp.asarray(X), jnp.asarray(y)
+
+    def model():
+        w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+        numpyro.sample("y", dist.Bernoulli(logits=Xj @ w), obs=yj)
+
+    def run():
+        mcmc = MCMC(NUTS(model), num_warmup=1000, num_samples=1000, progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(0))
+        return mcmc.get_samples()["w"]
+
+    run()  # compile
+    w = benchmark.pedantic(run, rounds=3)
+    assert np.all(np.isfinite(np.asarray(w)))
