@@ -120,9 +120,9 @@ def logistic_cep_site(x, s, tc, nc, b, q, second, nodes, weights):
 def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, nodes, weights, acc_t, acc_n, work):
     """CEP update of the d sites of one row.
 
-    Pass 1 (SIMD): cavities, node offsets; pass 2 (SIMD): node sums, node by node, from the
-    tabulated sigmoid; pass 3: exact node moments for the rare sites with a node beyond the
-    table (|t| > 40); pass 4 (SIMD): messages.
+    Pass 1 (SIMD): cavities, node offsets; pass 2: node sums from the tabulated sigmoid;
+    pass 3: exact node moments for the rare sites with a node beyond the table (|t| > 40);
+    pass 4 (SIMD): messages.
     """
     d = x.shape[0]
     t0b, dtb, svb, e0, f1, f2 = work[0], work[1], work[2], work[3], work[4], work[5]
@@ -140,33 +140,44 @@ def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, nodes, weights, acc_t,
         t0b[m] = s * (xm * (N[m] - nu_r[m]) * vc + xmu - xm * mu[m])
         dtb[m] = s * xm * sv
         svb[m] = sv
-        e0[m] = 0.0
-        f1[m] = 0.0
-        f2[m] = 0.0
-        a0[m] = 0.0
-        a1[m] = 0.0
-        a2[m] = 0.0
-        b0[m] = 0.0
-        b1[m] = 0.0
-        b2[m] = 0.0
-    for j in range(nodes.shape[0]):
-        xi = nodes[j]
-        wj = weights[j]
-        for m in range(d):
-            g, omg = sigmoid_pair_tabulated(t0b[m] + dtb[m] * xi)
-            h = wj * g
-            e0[m] += h
-            f1[m] += h * xi
-            f2[m] += h * xi * xi
+    n_nodes = nodes.shape[0]
+    for m in range(d):
+        t0 = t0b[m]
+        dt = dtb[m]
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        p0 = 0.0
+        p1 = 0.0
+        p2 = 0.0
+        q0 = 0.0
+        q1 = 0.0
+        q2 = 0.0
+        for j in range(n_nodes):
+            xi = nodes[j]
+            g, omg = sigmoid_pair_tabulated(t0 + dt * xi)
+            h = weights[j] * g
+            s0 += h
+            s1 += h * xi
+            s2 += h * xi * xi
             if second:
                 ha = h * omg
                 hb = ha * (omg - g)
-                a0[m] += ha
-                a1[m] += ha * xi
-                a2[m] += ha * xi * xi
-                b0[m] += hb
-                b1[m] += hb * xi
-                b2[m] += hb * xi * xi
+                p0 += ha
+                p1 += ha * xi
+                p2 += ha * xi * xi
+                q0 += hb
+                q1 += hb * xi
+                q2 += hb * xi * xi
+        e0[m] = s0
+        f1[m] = s1
+        f2[m] = s2
+        a0[m] = p0
+        a1[m] = p1
+        a2[m] = p2
+        b0[m] = q0
+        b1[m] = q1
+        b2[m] = q2
     for m in range(d):
         if not abs(t0b[m]) + abs(dtb[m]) * xi_max <= SIGMOID_TABLE_LIMIT:  # also catches NaN
             mo = node_moments(t0b[m], dtb[m], second, nodes, weights)

@@ -11,7 +11,9 @@ from numba import njit, prange
 
 from ._config import LEAF, PARALLEL
 from ._sweep import damp_site, make_parallel_sweep, make_sequential_sweep, message_from_moments
-from .special import inv_mills, log_ndtr
+from .special import MILLS_TABLE_RANGE, inv_mills, inv_mills_tabulated, log_ndtr
+
+_MILLS_LO, _MILLS_HI = MILLS_TABLE_RANGE
 
 
 @njit(**LEAF)
@@ -52,7 +54,8 @@ def probit_cep_site(x, s, tc, nc, b, q, second):
 def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, acc_t, acc_n, work):
     """CEP update of the d sites of one row; the other weights enter through q, not the cavity.
 
-    Pass 1 (SIMD): cavities and z; pass 2: r(z) (table lookups); pass 3 (SIMD): messages.
+    Pass 1 (SIMD): cavities and z; pass 2: r(z) from the table, then exactly for the few z
+    beyond it; pass 3 (SIMD): messages.
     """
     d = x.shape[0]
     zb = work[0]
@@ -73,7 +76,11 @@ def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, acc_t, acc_n, work):
         vb[m] = vc
         ib[m] = idn
     for m in range(d):
-        rb[m] = inv_mills(zb[m])
+        rb[m] = inv_mills_tabulated(zb[m])
+    for m in range(d):
+        z = zb[m]
+        if not (z >= _MILLS_LO and z <= _MILLS_HI):  # rare: beyond the table (or NaN)
+            rb[m] = inv_mills(z)
     k = 0
     for m in range(d):
         xm = x[m]

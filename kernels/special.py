@@ -99,6 +99,20 @@ def _inv_mills_low(z):
 
 
 @njit(**LEAF)
+def inv_mills_tabulated(z):
+    """r(z) from the table only, exact for -30 <= z <= 3 (branch-free, SIMD-friendly).
+
+    Outside that range the result is that of the nearest end; callers fix those sites up with
+    ``inv_mills`` (see ``MILLS_TABLE_RANGE``).
+    """
+    return _table_eval(_MILLS_TAB, _MILLS_LO, _MILLS_INV_H, min(max(z, _MILLS_LO), _MILLS_HI))
+
+
+#: (lo, hi): where ``inv_mills_tabulated`` is exact
+MILLS_TABLE_RANGE = (_MILLS_LO, _MILLS_HI)
+
+
+@njit(**LEAF)
 def inv_mills(z):
     """r(z) = phi(z) / Phi(z), the inverse Mills ratio, finite for every finite z."""
     if z <= _MILLS_HI:
