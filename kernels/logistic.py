@@ -120,7 +120,8 @@ def logistic_cep_site(x, s, tc, nc, b, q, second, nodes, weights):
 def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, nodes, weights, acc_t, acc_n, work):
     """CEP update of the d sites of one row.
 
-    Pass 1 (SIMD): cavities, node offsets; pass 2: node sums from the tabulated sigmoid;
+    Pass 1 (SIMD): cavities, node offsets; pass 2: node sums from the tabulated sigmoid, two
+    sites at a time;
     pass 3: exact node moments for the rare sites with a node beyond the table (|t| > 40);
     pass 4 (SIMD): messages.
     """
@@ -141,43 +142,52 @@ def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, nodes, weights, acc_t,
         dtb[m] = s * xm * sv
         svb[m] = sv
     n_nodes = nodes.shape[0]
-    for m in range(d):
-        t0 = t0b[m]
-        dt = dtb[m]
-        s0 = 0.0
-        s1 = 0.0
-        s2 = 0.0
-        p0 = 0.0
-        p1 = 0.0
-        p2 = 0.0
-        q0 = 0.0
-        q1 = 0.0
-        q2 = 0.0
+    # two sites at a time: independent accumulation chains keep the FP units busy
+    for m0 in range(0, d, 2):
+        ia = m0
+        ib = min(m0 + 1, d - 1)
+        ta, da = t0b[ia], dtb[ia]
+        tb, db = t0b[ib], dtb[ib]
+        sa0 = sa1 = sa2 = pa0 = pa1 = pa2 = qa0 = qa1 = qa2 = 0.0
+        sb0 = sb1 = sb2 = pb0 = pb1 = pb2 = qb0 = qb1 = qb2 = 0.0
         for j in range(n_nodes):
             xi = nodes[j]
-            g, omg = sigmoid_pair_tabulated(t0 + dt * xi)
-            h = weights[j] * g
-            s0 += h
-            s1 += h * xi
-            s2 += h * xi * xi
+            wj = weights[j]
+            xi2 = xi * xi
+            ga, oa = sigmoid_pair_tabulated(ta + da * xi)
+            ha = wj * ga
+            sa0 += ha
+            sa1 += ha * xi
+            sa2 += ha * xi2
+            gb, ob = sigmoid_pair_tabulated(tb + db * xi)
+            hb = wj * gb
+            sb0 += hb
+            sb1 += hb * xi
+            sb2 += hb * xi2
             if second:
-                ha = h * omg
-                hb = ha * (omg - g)
-                p0 += ha
-                p1 += ha * xi
-                p2 += ha * xi * xi
-                q0 += hb
-                q1 += hb * xi
-                q2 += hb * xi * xi
-        e0[m] = s0
-        f1[m] = s1
-        f2[m] = s2
-        a0[m] = p0
-        a1[m] = p1
-        a2[m] = p2
-        b0[m] = q0
-        b1[m] = q1
-        b2[m] = q2
+                ua = ha * oa
+                va = ua * (oa - ga)
+                pa0 += ua
+                pa1 += ua * xi
+                pa2 += ua * xi2
+                qa0 += va
+                qa1 += va * xi
+                qa2 += va * xi2
+                ub = hb * ob
+                vb = ub * (ob - gb)
+                pb0 += ub
+                pb1 += ub * xi
+                pb2 += ub * xi2
+                qb0 += vb
+                qb1 += vb * xi
+                qb2 += vb * xi2
+        # b first: when d is odd the last pair repeats index d - 1 and a holds its true sums
+        e0[ib], f1[ib], f2[ib] = sb0, sb1, sb2
+        a0[ib], a1[ib], a2[ib] = pb0, pb1, pb2
+        b0[ib], b1[ib], b2[ib] = qb0, qb1, qb2
+        e0[ia], f1[ia], f2[ia] = sa0, sa1, sa2
+        a0[ia], a1[ia], a2[ia] = pa0, pa1, pa2
+        b0[ia], b1[ia], b2[ia] = qa0, qa1, qa2
     for m in range(d):
         if not abs(t0b[m]) + abs(dtb[m]) * xi_max <= SIGMOID_TABLE_LIMIT:  # also catches NaN
             mo = node_moments(t0b[m], dtb[m], second, nodes, weights)
