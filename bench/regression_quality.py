@@ -112,8 +112,24 @@ def run_uci(uci_dir, names):
         "converged": dict(),
         "paper rule": dict(damping=0.02, stopping="paper", tol=1e-5),
     }
+    scores = {}  # (model, name, config, method) -> (lls, aucs, seconds, iterations)
+    for name in names:
+        ds = load_uci(name, None if name == "pima.te" else uci_dir)
+        for model in ("probit", "logistic"):
+            for label, kw in configs.items():
+                for method in METHODS:
+                    lls, aucs, secs, its = [], [], [], []
+                    for tr, te in uci_splits(len(ds.y), 5, seed=0):
+                        t0 = time.perf_counter()
+                        res = fastcep.fit(ds.X[tr], ds.y[tr], model=model, method=method, **kw)
+                        secs.append(time.perf_counter() - t0)
+                        its.append(res.n_iter)
+                        lls.append(res.log_likelihood(ds.X[te], ds.y[te]))
+                        aucs.append(res.auc(ds.X[te], ds.y[te]))
+                    scores[(model, name, label, method)] = (lls, aucs, secs, its)
+                    print(model, name, label, method, _uci_cell(lls), _uci_cell(aucs), flush=True)
     lines = [f"Machine: {machine()}", ""]
-    for metric in ("log-likelihood", "AUC"):
+    for k_metric, metric in enumerate(("log-likelihood", "AUC")):
         for model in ("probit", "logistic"):
             lines += [
                 f"**{model}, test {metric}** (5 random halves, seed 0; mean ± std)",
@@ -122,24 +138,27 @@ def run_uci(uci_dir, names):
                 "|---|---|---|---|---|---|---|---|",
             ]
             for name in names:
-                ds = load_uci(name, None if name == "pima.te" else uci_dir)
                 paper_key = "pima" if name in ("pima", "pima.te") else name
                 pv = (PAPER_LL if metric == "log-likelihood" else PAPER_AUC)[model][paper_key]
                 paper_cells = [f"{pv[2 * k]:.3f} ± {pv[2 * k + 1]:.3f}" for k in range(3)]
-                for label, kw in configs.items():
-                    cells = []
-                    for method in METHODS:
-                        vals = []
-                        for tr, te in uci_splits(len(ds.y), 5, seed=0):
-                            res = fastcep.fit(ds.X[tr], ds.y[tr], model=model, method=method, **kw)
-                            if metric == "log-likelihood":
-                                vals.append(res.log_likelihood(ds.X[te], ds.y[te]))
-                            else:
-                                vals.append(res.auc(ds.X[te], ds.y[te]))
-                        cells.append(_uci_cell(vals))
+                for label in configs:
+                    cells = [_uci_cell(scores[(model, name, label, m)][k_metric]) for m in METHODS]
                     lines.append(f"| {name} | {label} | " + " | ".join(cells + paper_cells) + " |")
-                    print(lines[-1], flush=True)
             lines.append("")
+    lines += [
+        "**Mean fit time in seconds (mean iterations)**, same runs",
+        "",
+        "| data | model | stopping | CEP-1 | CEP-2 | EP |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        for model in ("probit", "logistic"):
+            for label in configs:
+                cells = []
+                for m in METHODS:
+                    _, _, secs, its = scores[(model, name, label, m)]
+                    cells.append(f"{np.mean(secs):.3f} ({np.mean(its):.0f})")
+                lines.append(f"| {name} | {model} | {label} | " + " | ".join(cells) + " |")
     return lines
 
 

@@ -19,9 +19,10 @@ from numba import njit, prange
 import fastcep
 from fastcep._quadrature import gauss_hermite
 from fastcep.data_tools import make_regression_simulation
-from fastcep.kernels import CHUNK_ROWS, logistic, probit
+from fastcep.kernels import CHUNK_ROWS
 from fastcep.kernels._config import FASTMATH
 from fastcep.kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
+from fastcep.kernels.regression import METHOD_CODES, parallel_sweep
 from fastcep.regression import FLAT_PRECISION
 
 N = int(os.environ.get("FASTCEP_BENCH_N", 1_000_000))
@@ -30,12 +31,12 @@ D = 100
 BYTES_PER_SITE = 40
 
 SWEEPS = {
-    "probit-cep1": (probit.cep1_parallel, "probit"),
-    "probit-ep": (probit.ep_parallel, "probit"),
-    "logistic-cep1": (logistic.cep1_parallel, "logistic"),
-    "logistic-cep2": (logistic.cep2_parallel, "logistic"),
-    "probit-cep2": (probit.cep2_parallel, "probit"),
-    "logistic-ep": (logistic.ep_parallel, "logistic"),
+    "probit-cep1": ("probit", "cep1"),
+    "probit-ep": ("probit", "ep"),
+    "logistic-cep1": ("logistic", "cep1"),
+    "logistic-cep2": ("logistic", "cep2"),
+    "probit-cep2": ("probit", "cep2"),
+    "logistic-ep": ("logistic", "ep"),
 }
 
 
@@ -79,7 +80,8 @@ def test_stream_triad(benchmark, triad_bandwidth):
 @pytest.mark.parametrize("name", list(SWEEPS))
 def test_sweep_throughput(benchmark, big, triad_bandwidth, name):
     X, s = big
-    sweep, model = SWEEPS[name]
+    model, method = SWEEPS[name]
+    code = METHOD_CODES[(model, method)]
     n, d = X.shape
     nodes, weights = gauss_hermite(9 if model == "logistic" else 2)
     tau = np.full((n, d), FLAT_PRECISION)
@@ -93,7 +95,7 @@ def test_sweep_throughput(benchmark, big, triad_bandwidth, name):
     work = work_buffers(n_chunks, d)
 
     def one_sweep():
-        sweep(X, s, tau, nu, T, N_, mu, v, 0.5, nodes, weights, CHUNK_ROWS, pT, pN, sk, work)
+        parallel_sweep(code, X, s, tau, nu, T, N_, mu, v, 0.5, nodes, weights, CHUNK_ROWS, pT, pN, sk, work)
         reduce_posterior(prior_T, prior_N, pT, pN, T, N_, mu, v)
 
     for _ in range(3):  # compile, then move away from the flat start

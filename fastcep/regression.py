@@ -15,6 +15,7 @@ from ._quadrature import gauss_hermite
 from ._threads import num_threads
 from .kernels import CHUNK_ROWS, logistic, probit
 from .kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
+from .kernels.regression import METHOD_CODES, parallel_sweep, sequential_sweep
 from .metrics import auc as _auc
 from .results import (
     GaussianPosterior,
@@ -36,14 +37,6 @@ AUTO_DAMPING_START = 0.1
 AUTO_DAMPING_FLOOR = 0.005
 AUTO_WINDOW = 10
 
-_KERNELS = {
-    ("probit", "cep1"): (probit.cep1_parallel, probit.cep1_sequential),
-    ("probit", "cep2"): (probit.cep2_parallel, probit.cep2_sequential),
-    ("probit", "ep"): (probit.ep_parallel, probit.ep_sequential),
-    ("logistic", "cep1"): (logistic.cep1_parallel, logistic.cep1_sequential),
-    ("logistic", "cep2"): (logistic.cep2_parallel, logistic.cep2_sequential),
-    ("logistic", "ep"): (logistic.ep_parallel, logistic.ep_sequential),
-}
 
 DEFAULTS = {
     "prior_var": 1.0,
@@ -235,7 +228,7 @@ def fit_regression(
     prior_N = np.zeros(d)
     T, N, mu, v = (np.empty(d) for _ in range(4))
     nodes, weights = gauss_hermite(n_nodes) if model == "logistic" else gauss_hermite(2)
-    par_sweep, seq_sweep = _KERNELS[(model, method)]
+    code = METHOD_CODES[(model, method)]
     chunk = CHUNK_ROWS
     n_chunks = -(-n // chunk)
     if schedule == "parallel":
@@ -259,11 +252,15 @@ def fit_regression(
             v_old = v.copy()
             nu_old = nu.copy() if stopping == "paper" else None
             if schedule == "parallel":
-                par_sweep(X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped_c, work)
+                parallel_sweep(
+                    code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped_c, work
+                )
                 reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v)
                 n_skipped = int(skipped_c.sum())
             else:
-                n_skipped = int(seq_sweep(X, s, tau, nu, T, N, mu, v, rho, nodes, weights, order, *bufs))
+                n_skipped = int(
+                    sequential_sweep(code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, order, *bufs)
+                )
                 # exact rebuild: no drift from the incremental updates
                 rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v)
             sd = np.sqrt(v)

@@ -17,6 +17,9 @@ LEAF = {"cache": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR
 SERIAL = {"cache": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR_MODEL}
 #: options for parallel drivers (uncached: numba compiles them per process)
 PARALLEL = {"parallel": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR_MODEL}
+#: parallel drivers whose compile time a benchmark showed to matter (BENCHMARKS.md, "first fit"):
+#: cached on disk like the leaves
+PARALLEL_CACHED = dict(PARALLEL, cache=True)
 
 #: rows per work unit of the parallel sweeps; fixed, so that partial sums and their reduction
 #: order do not depend on the number of threads (bitwise-identical results on 1 or N threads)

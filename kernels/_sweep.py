@@ -14,9 +14,9 @@ Row functions are written as a few passes over the row so that the expensive pas
 divisions, the message arithmetic) are branch-free and compile to SIMD code; the rare sites that
 need an exact special-case evaluation are fixed up in a scalar pass.
 
-The factories below turn a row function into the two schedules of DESIGN.md section 3:
-a damped parallel sweep (all messages from one posterior, fused with the posterior rebuild
-through fixed-size chunks) and a sequential sweep (posterior refreshed after every row).
+``fastcep.kernels.regression`` runs row functions in the two schedules of DESIGN.md section 3;
+this module holds what they share: the message update, damping, and the race-free posterior
+reduction over fixed-size chunks.
 """
 
 import math
@@ -24,7 +24,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._config import LEAF, N_WORK, PARALLEL, SERIAL
+from ._config import LEAF, N_WORK, PARALLEL_CACHED
 
 
 @njit(**LEAF)
@@ -66,68 +66,12 @@ def damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n):
     return 0 if ok else 1
 
 
-def make_parallel_sweep(row_fn):
-    """Damped parallel sweep over all rows, fused with the partial sums of the new sites.
-
-    Chunks of ``chunk`` rows are the unit of parallel work; chunk c writes only its rows of
-    tau/nu and row c of pT/pN/skipped/work, so the sweep is race-free and its result does not
-    depend on the number of threads. work has shape (n_chunks, N_WORK, d).
-    """
-
-    @njit(**PARALLEL)
-    def sweep(X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped, work):
-        n = X.shape[0]
-        n_chunks = pT.shape[0]
-        for c in prange(n_chunks):
-            lo = c * chunk
-            hi = min(n, lo + chunk)
-            acc_t = pT[c]
-            acc_n = pN[c]
-            acc_t[:] = 0.0
-            acc_n[:] = 0.0
-            wk = work[c]
-            k = 0
-            for i in range(lo, hi):
-                k += row_fn(X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, acc_t, acc_n, wk)
-            skipped[c] = k
-
-    return sweep
-
-
-def make_sequential_sweep(row_fn):
-    """Sequential sweep: rows in the given order, the posterior refreshed after every row.
-
-    old_t, old_n, scr_t, scr_n: (d,) scratch; work: (N_WORK, d) scratch.
-    """
-
-    @njit(**SERIAL)
-    def sweep(X, s, tau, nu, T, N, mu, v, rho, nodes, weights, order, old_t, old_n, scr_t, scr_n, work):
-        d = X.shape[1]
-        k = 0
-        for ii in range(order.shape[0]):
-            i = order[ii]
-            old_t[:] = tau[i]
-            old_n[:] = nu[i]
-            k += row_fn(X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, scr_t, scr_n, work)
-            for m in range(d):
-                dt = tau[i, m] - old_t[m]
-                dn = nu[i, m] - old_n[m]
-                if dt != 0.0 or dn != 0.0:
-                    T[m] += dt
-                    N[m] += dn
-                    mu[m] = N[m] / T[m]
-                    v[m] = 1.0 / T[m]
-        return k
-
-    return sweep
-
-
 def work_buffers(n_chunks, d):
     """Scratch space of the parallel sweep: (n_chunks, N_WORK, d)."""
     return np.empty((n_chunks, N_WORK, d))
 
 
-@njit(**PARALLEL)
+@njit(**PARALLEL_CACHED)
 def reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v):
     """T = prior_T + sum_c pT[c], N likewise (fixed order over chunks), then mu = N/T, v = 1/T."""
     d = T.shape[0]
@@ -144,7 +88,7 @@ def reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v):
         v[m] = 1.0 / t
 
 
-@njit(**PARALLEL)
+@njit(**PARALLEL_CACHED)
 def chunk_sums(tau, nu, chunk, pT, pN):
     """pT[c] = sum of tau over the rows of chunk c (rows in order), pN likewise for nu."""
     n, d = tau.shape

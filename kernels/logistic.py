@@ -10,8 +10,8 @@ import math
 
 from numba import njit, prange
 
-from ._config import LEAF, PARALLEL
-from ._sweep import damp_site, make_parallel_sweep, make_sequential_sweep, message_from_moments
+from ._config import LEAF, PARALLEL_CACHED
+from ._sweep import damp_site, message_from_moments
 from .special import (
     LOG_SQRT_2PI,
     SIGMOID_TABLE_LIMIT,
@@ -302,14 +302,6 @@ def ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, wo
     return k
 
 
-cep1_parallel = make_parallel_sweep(cep1_row)
-cep2_parallel = make_parallel_sweep(cep2_row)
-ep_parallel = make_parallel_sweep(ep_row)
-cep1_sequential = make_sequential_sweep(cep1_row)
-cep2_sequential = make_sequential_sweep(cep2_row)
-ep_sequential = make_sequential_sweep(ep_row)
-
-
 @njit(**LEAF)
 def log_predictive_1d(mean, var, s):
     """log E[sigmoid(s a)] for a ~ N(mean, var), accurate for any variance.
@@ -340,7 +332,7 @@ def log_predictive_1d(mean, var, s):
     return lmax + math.log(acc * h / sd) - LOG_SQRT_2PI
 
 
-@njit(**PARALLEL)
+@njit(**PARALLEL_CACHED)
 def predictive(X, mu, v, out_p, out_logp, y_sign):
     """P(y=1 | x) = E[sigmoid(a)], a = x.w ~ N(x.mu, sum x^2 v), per row.
 

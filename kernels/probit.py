@@ -9,8 +9,8 @@ import math
 
 from numba import njit, prange
 
-from ._config import LEAF, PARALLEL
-from ._sweep import damp_site, make_parallel_sweep, make_sequential_sweep, message_from_moments
+from ._config import LEAF, PARALLEL_CACHED
+from ._sweep import damp_site, message_from_moments
 from .special import MILLS_TABLE_RANGE, inv_mills, inv_mills_tabulated, log_ndtr
 
 _MILLS_LO, _MILLS_HI = MILLS_TABLE_RANGE
@@ -148,15 +148,7 @@ def ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, wo
     return k
 
 
-cep1_parallel = make_parallel_sweep(cep1_row)
-cep2_parallel = make_parallel_sweep(cep2_row)
-ep_parallel = make_parallel_sweep(ep_row)
-cep1_sequential = make_sequential_sweep(cep1_row)
-cep2_sequential = make_sequential_sweep(cep2_row)
-ep_sequential = make_sequential_sweep(ep_row)
-
-
-@njit(**PARALLEL)
+@njit(**PARALLEL_CACHED)
 def predictive(X, mu, v, out_p, out_logp, y_sign):
     """P(y=1 | x) = Phi(x.mu / sqrt(1 + sum x^2 v)) per row; log P(y | x) too when y_sign given.
 

@@ -11,6 +11,7 @@ import naive
 from fastcep._quadrature import gauss_hermite
 from fastcep.kernels import CHUNK_ROWS, logistic, probit
 from fastcep.kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
+from fastcep.kernels.regression import METHOD_CODES, parallel_sweep, sequential_sweep
 
 RTOL = 1e-10
 NODES, WEIGHTS = gauss_hermite(9)
@@ -168,14 +169,7 @@ def _problem(rng, model, n=37, d=5):
     return X, s, tau, nu
 
 
-KERNELS = {
-    ("probit", "cep1"): (probit.cep1_parallel, probit.cep1_sequential),
-    ("probit", "cep2"): (probit.cep2_parallel, probit.cep2_sequential),
-    ("probit", "ep"): (probit.ep_parallel, probit.ep_sequential),
-    ("logistic", "cep1"): (logistic.cep1_parallel, logistic.cep1_sequential),
-    ("logistic", "cep2"): (logistic.cep2_parallel, logistic.cep2_sequential),
-    ("logistic", "ep"): (logistic.ep_parallel, logistic.ep_sequential),
-}
+KERNELS = METHOD_CODES
 
 
 @pytest.mark.parametrize("model,method", sorted(KERNELS))
@@ -193,8 +187,24 @@ def test_parallel_sweep_matches_naive(rng, model, method):
     n_chunks = -(-n // chunk)
     pT, pN = np.empty((n_chunks, d)), np.empty((n_chunks, d))
     sk = np.zeros(n_chunks, dtype=np.int64)
-    KERNELS[(model, method)][0](
-        X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, chunk, pT, pN, sk, work_buffers(n_chunks, d)
+    parallel_sweep(
+        METHOD_CODES[(model, method)],
+        X,
+        s,
+        tau,
+        nu,
+        T,
+        N,
+        mu,
+        v,
+        rho,
+        NODES,
+        WEIGHTS,
+        chunk,
+        pT,
+        pN,
+        sk,
+        work_buffers(n_chunks, d),
     )
     np.testing.assert_allclose(tau, tau_ref, rtol=RTOL)
     np.testing.assert_allclose(nu, nu_ref, rtol=RTOL, atol=1e-13)
@@ -217,7 +227,9 @@ def test_sequential_sweep_matches_naive(rng, model, method):
     T, N, mu, v = (np.empty(d) for _ in range(4))
     rebuild_posterior(prior_T, np.zeros(d), tau, nu, CHUNK_ROWS, T, N, mu, v)
     bufs = [np.empty(d) for _ in range(4)] + [WORK(d)]
-    k = KERNELS[(model, method)][1](X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, np.arange(n), *bufs)
+    k = sequential_sweep(
+        METHOD_CODES[(model, method)], X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, np.arange(n), *bufs
+    )
     np.testing.assert_allclose(tau, tau_ref, rtol=1e-9)
     np.testing.assert_allclose(nu, nu_ref, rtol=1e-9, atol=1e-12)
     assert k == skipped_ref

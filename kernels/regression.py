@@ -1,0 +1,86 @@
+"""Schedules of the fully factorised regression factors (probit and logistic).
+
+One parallel and one sequential driver serve every (model, method): the row function is chosen
+by an integer ``code`` (``METHOD_CODES``), so each driver compiles once and is cached on disk.
+
+parallel_sweep: damped parallel schedule. All messages are computed from one posterior; chunks
+of ``chunk`` rows are the unit of parallel work and chunk c writes only its rows of tau/nu and
+row c of pT/pN/skipped/work, so the sweep is race-free and its result does not depend on the
+number of threads. The new sites are summed per chunk on the fly (``_sweep.reduce_posterior``
+turns the partial sums into the posterior).
+
+sequential_sweep: rows in the given order, the posterior refreshed after every row.
+"""
+
+from numba import njit, prange
+
+from . import logistic, probit
+from ._config import LEAF, PARALLEL_CACHED, SERIAL
+
+METHOD_CODES = {
+    ("probit", "cep1"): 0,
+    ("probit", "cep2"): 1,
+    ("probit", "ep"): 2,
+    ("logistic", "cep1"): 3,
+    ("logistic", "cep2"): 4,
+    ("logistic", "ep"): 5,
+}
+
+
+@njit(**LEAF)
+def _row(code, x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
+    """Dispatch one row update to the row function of ``code``; returns skipped messages."""
+    if code == 0:
+        return probit.cep1_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
+    if code == 1:
+        return probit.cep2_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
+    if code == 2:
+        return probit.ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
+    if code == 3:
+        return logistic.cep1_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
+    if code == 4:
+        return logistic.cep2_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
+    return logistic.ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
+
+
+@njit(**PARALLEL_CACHED)
+def parallel_sweep(code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped, work):
+    """One damped parallel sweep; work is (n_chunks, N_WORK, d) scratch."""
+    n = X.shape[0]
+    n_chunks = pT.shape[0]
+    for c in prange(n_chunks):
+        lo = c * chunk
+        hi = min(n, lo + chunk)
+        acc_t = pT[c]
+        acc_n = pN[c]
+        acc_t[:] = 0.0
+        acc_n[:] = 0.0
+        wk = work[c]
+        k = 0
+        for i in range(lo, hi):
+            k += _row(code, X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, acc_t, acc_n, wk)
+        skipped[c] = k
+
+
+@njit(**SERIAL)
+def sequential_sweep(
+    code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, order, old_t, old_n, scr_t, scr_n, work
+):
+    """One sequential sweep over ``order``; old_t, old_n, scr_t, scr_n (d,) and work (N_WORK, d)
+    are scratch. Returns the number of skipped messages."""
+    d = X.shape[1]
+    k = 0
+    for ii in range(order.shape[0]):
+        i = order[ii]
+        old_t[:] = tau[i]
+        old_n[:] = nu[i]
+        k += _row(code, X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, scr_t, scr_n, work)
+        for m in range(d):
+            dt = tau[i, m] - old_t[m]
+            dn = nu[i, m] - old_n[m]
+            if dt != 0.0 or dn != 0.0:
+                T[m] += dt
+                N[m] += dn
+                mu[m] = N[m] / T[m]
+                v[m] = 1.0 / T[m]
+    return k
