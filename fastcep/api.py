@@ -24,9 +24,10 @@ def fit(X, y, model="probit", method="cep1", **options):
         probit, 2-D Gauss-Hermite for logistic).
     prior_var : float > 0 or array of shape (d,), default 1.0
         Variance of the zero-mean Gaussian prior on each weight.
-    damping : float in (0, 1], default 0.5
-        ``msg <- (1 - damping) msg + damping new`` after every sweep.
-    max_iter : int >= 1, default 500
+    damping : float in (0, 1] or "auto", default "auto"
+        ``msg <- (1 - damping) msg + damping new`` after every sweep. "auto" starts at 0.1 and
+        halves (down to 0.005) whenever the change has not reached a new minimum for 50 sweeps.
+    max_iter : int >= 1, default 5000
         Cap on the number of sweeps.
     tol : float >= 0, default 1e-5
         Stopping threshold. With ``stopping="posterior"``: the largest change of a posterior

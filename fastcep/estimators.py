@@ -24,7 +24,7 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
         method="cep1",
         prior_var=1.0,
         damping="auto",
-        max_iter=1000,
+        max_iter=5000,
         tol=1e-5,
         schedule="parallel",
         n_nodes=9,

@@ -35,13 +35,13 @@ FLAT_PRECISION = 1e-6
 #: damping="auto": start here, halve whenever the change of the posterior grows, down to the floor
 AUTO_DAMPING_START = 0.1
 AUTO_DAMPING_FLOOR = 0.005
-AUTO_WINDOW = 10
+AUTO_WINDOW = 50
 
 
 DEFAULTS = {
     "prior_var": 1.0,
     "damping": "auto",
-    "max_iter": 1000,
+    "max_iter": 5000,
     "tol": 1e-5,
     "schedule": "parallel",
     "stopping": "posterior",
