@@ -156,3 +156,36 @@ def test_numpyro_nuts(benchmark, simulation):
     run()  # compile
     w = benchmark.pedantic(run, rounds=3)
     assert np.all(np.isfinite(np.asarray(w)))
+
+
+_PEAK_SCRIPT = """
+import resource, sys, numpy as np, fastcep
+n, d, model, method = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+Xs, ys, _ = __import__('fastcep.data_tools', fromlist=['x']).make_regression_simulation(model, n=2000, d=d)
+fastcep.fit(Xs, ys, model=model, method=method, max_iter=2)  # compile / load caches first
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+rng = np.random.default_rng(0)
+X = rng.standard_normal((n, d))
+X *= d ** -0.5
+y = (rng.random(n) < 0.5).astype(np.int8)
+fastcep.fit(X, y, model=model, method=method, max_iter=3, tol=0)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print((peak - base) / X.nbytes)
+"""
+
+
+@pytest.mark.parametrize("model,method", [("probit", "cep1"), ("logistic", "cep1"), ("probit", "ep")])
+def test_peak_memory_of_fit(model, method):
+    """Peak resident memory of a 3-sweep fit, minus the process before X existed, in units of X's bytes."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _PEAK_SCRIPT, str(N), str(D), model, method],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    ratio = float(out.stdout.strip().splitlines()[-1])
+    print(f"\n{model}-{method}: peak memory of fit = {ratio:.2f} x bytes of X (X = {N * D * 8 / 1e9:.2f} GB)")
+    assert ratio < 10  # a sanity bound; the measured ratio goes to BENCHMARKS.md

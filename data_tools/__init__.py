@@ -1,6 +1,17 @@
 """Data loaders, converters and generators of fastcep (installed as ``fastcep.data_tools``)."""
 
 from .simulate import make_regression_simulation
+from .tensors import PAPER_TENSORS, SparseTensor, load_paper_fold, make_cp_tensor, read_text_tensor
 from .uci import UCI_DATASETS, load_uci, uci_splits
 
-__all__ = ["UCI_DATASETS", "load_uci", "make_regression_simulation", "uci_splits"]
+__all__ = [
+    "PAPER_TENSORS",
+    "SparseTensor",
+    "UCI_DATASETS",
+    "load_paper_fold",
+    "load_uci",
+    "make_cp_tensor",
+    "make_regression_simulation",
+    "read_text_tensor",
+    "uci_splits",
+]

@@ -106,14 +106,22 @@ def check_matrix(X, name, func, n_cols=None):
     if n_cols is not None and arr.shape[1] != n_cols:
         raise param_error(name, func, f"an array with {n_cols} columns", f"shape {arr.shape}")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        rows = np.unique(np.nonzero(bad)[0])
+    rows = non_finite_rows(arr)
+    if rows.size:
         raise ValueError(
             f"The {name!r} parameter of {func} must be finite (no NaN or inf). "
             f"Got non-finite values in {rows.size} row(s), first rows {rows[:5].tolist()}."
         )
     return arr
+
+
+def non_finite_rows(arr, block_bytes=1 << 24):
+    """Rows of a 2-D array holding NaN or inf, checked in blocks (no full-size temporary)."""
+    step = max(1, block_bytes // max(1, arr.shape[1] * 8))
+    bad = [
+        lo + np.nonzero(~np.isfinite(arr[lo : lo + step]).all(1))[0] for lo in range(0, arr.shape[0], step)
+    ]
+    return np.concatenate(bad) if bad else np.empty(0, dtype=np.int64)
 
 
 def check_labels(y, name, func, n):

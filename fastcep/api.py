@@ -1,16 +1,19 @@
 """``fastcep.fit``: one entry point for every model and method."""
 
 from . import _validation as V
+from .cp import CP_MODELS, fit_cp
 from .regression import MODELS as REGRESSION_MODELS
 from .regression import fit_regression
 
-MODELS = REGRESSION_MODELS
+MODELS = REGRESSION_MODELS + CP_MODELS
 
 
 def fit(X, y, model="probit", method="cep1", **options):
     """Fit a Bayesian model by conditional expectation propagation (or a baseline method).
 
     Regression: ``fit(X, y, model="probit" | "logistic", method="cep1" | "cep2" | "ep")``.
+    CP decomposition: ``fit(coords, values, model="cp_gaussian" | "cp_probit", shape=dims, rank=R)``
+    (see ``fastcep.cp.fit_cp`` for its options: a0, b0, covariance, init_scale, eval_set, ...).
 
     Parameters
     ----------
@@ -60,4 +63,6 @@ def fit(X, y, model="probit", method="cep1", **options):
         ``log_likelihood(X, y)``, ``n_iter``, ``converged``, ``trace``.
     """
     V.check_choice(model, "model", "fit", MODELS)
+    if model in CP_MODELS:
+        return fit_cp(X, y, model, method, **options)
     return fit_regression(X, y, model, method, **options)

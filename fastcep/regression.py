@@ -155,7 +155,10 @@ def _prior(prior_var, d, func):
 def _initial_state(X, prior_T, init_state, func):
     n, d = X.shape
     if init_state is None:
-        tau = np.where(X != 0.0, FLAT_PRECISION, 0.0)
+        tau = np.empty((n, d))
+        step = max(1, (1 << 21) // d)
+        for lo in range(0, n, step):  # blockwise: no full-size boolean temporary
+            np.copyto(tau[lo : lo + step], np.where(X[lo : lo + step] != 0.0, FLAT_PRECISION, 0.0))
         nu = np.zeros((n, d))
     else:
         if not isinstance(init_state, RegressionState):

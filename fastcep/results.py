@@ -35,6 +35,7 @@ class Trace(NamedTuple):
     skipped: np.ndarray  #: messages not applied (non-positive precision or not finite)
     paper_change: np.ndarray  #: mean over rows of summed squared change of nu (NaN if not tracked)
     damping: np.ndarray  #: damping used in each iteration
+    eval_metric: np.ndarray  #: metric on the fit's eval_set per iteration (NaN when none)
 
 
 class IterationInfo(NamedTuple):
@@ -47,12 +48,15 @@ class IterationInfo(NamedTuple):
     posterior: GaussianPosterior
 
 
-def trace_from_lists(elapsed, change, skipped, paper_change, damping):
+def trace_from_lists(elapsed, change, skipped, paper_change, damping, eval_metric=None):
     """Pack per-iteration lists into a ``Trace`` of arrays."""
+    if eval_metric is None:
+        eval_metric = [np.nan] * len(elapsed)
     return Trace(
         np.asarray(elapsed, dtype=np.float64),
         np.asarray(change, dtype=np.float64),
         np.asarray(skipped, dtype=np.int64),
         np.asarray(paper_change, dtype=np.float64),
         np.asarray(damping, dtype=np.float64),
+        np.asarray(eval_metric, dtype=np.float64),
     )

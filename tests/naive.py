@@ -189,3 +189,99 @@ def logistic_predictive(X, mu, v, n_quad=200):
     w = np.exp(-0.5 * t * t)
     w /= w.sum()
     return np.array([np.sum(w * expit(mi + si * t)) for mi, si in zip(m, sd, strict=True)])
+
+
+# ---------------------------------------------------------------- CP decomposition (dense)
+def cp_other_moments(e_coords, k, means, covs):
+    """Ez, Ezz of the Hadamard product of the other modes' embeddings (full covariances)."""
+    R = means[0].shape[1]
+    Ez = np.ones(R)
+    Ezz = np.ones((R, R))
+    for kk, j in enumerate(e_coords):
+        if kk == k:
+            continue
+        m = means[kk][j]
+        Ez = Ez * m
+        Ezz = Ezz * (covs[kk][j] + np.outer(m, m))
+    return Ez, Ezz
+
+
+def cp_gaussian_message(y, Ez, Ezz, etau):
+    """Supplement 1.1.1: Lam* = E[tau] E[z z^T], eta* = y E[tau] E[z]."""
+    return etau * Ezz, y * etau * Ez
+
+
+def cp_probit_message(Lc, ec, s, Ez, Ezz):
+    """Supplement 1.1.2 / DESIGN 3.2: textbook form with explicit inverses; None when the
+    tilted covariance is not positive definite or the message precision not semi-definite."""
+    Sc = np.linalg.inv(Lc)
+    mc = Sc @ ec
+    c = 1 + np.trace(Sc @ Ezz)
+    u = s * Ez @ mc / math.sqrt(c)
+    r = mills(u)
+    g = s * r * Ez / math.sqrt(c)
+    A = np.outer(g, g) + (r * u / c) * Ezz
+    mean = mc + Sc @ g
+    cov = Sc - Sc @ A @ Sc
+    P = np.linalg.inv(cov)
+    Lam = P - Lc
+    eta = P @ mean - ec
+    Lam = 0.5 * (Lam + Lam.T)
+    ev = np.linalg.eigvalsh(Lam)
+    if np.min(np.linalg.eigvalsh(cov)) <= 0 or ev.min() < -1e-10 * np.max(np.abs(np.diag(Lam))):
+        return None
+    return Lam, eta
+
+
+def cp_expected_sq_error(e_coords, y, means, covs):
+    """E_q[(y - f)^2], f = 1.(u^1 o ... o u^K), from the factorised Gaussian posterior."""
+    R = means[0].shape[1]
+    mu = np.prod([means[k][j] for k, j in enumerate(e_coords)], axis=0).sum()
+    second = np.ones((R, R))
+    for k, j in enumerate(e_coords):
+        m = means[k][j]
+        second = second * (covs[k][j] + np.outer(m, m))
+    return y * y - 2 * y * mu + second.sum()
+
+
+def cp_parallel_sweep(model, coords, y, shape, Lam, eta, alpha, beta, means, covs, P_Lam, P_eta, etau, rho):
+    """One damped parallel CEP-1 sweep (full covariances), all messages from one posterior.
+
+    Lam (n, K, R, R), eta (n, K, R) site messages; P_Lam/P_eta lists of (d_k, R, R)/(d_k, R)
+    posterior natural parameters. Returns new (Lam, eta, alpha, beta, skipped).
+    """
+    n, K = coords.shape
+    Lam, eta, alpha, beta = Lam.copy(), eta.copy(), alpha.copy(), beta.copy()
+    skipped = 0
+    for e in range(n):
+        for k in range(K):
+            Ez, Ezz = cp_other_moments(coords[e], k, means, covs)
+            if model == "cp_gaussian":
+                new = cp_gaussian_message(y[e], Ez, Ezz, etau)
+            else:
+                j = coords[e, k]
+                new = cp_probit_message(P_Lam[k][j] - Lam[e, k], P_eta[k][j] - eta[e, k], y[e], Ez, Ezz)
+            if new is None:
+                skipped += 1
+                continue
+            Lam[e, k] = (1 - rho) * Lam[e, k] + rho * new[0]
+            eta[e, k] = (1 - rho) * eta[e, k] + rho * new[1]
+        if model == "cp_gaussian":
+            alpha[e] = (1 - rho) * alpha[e] + rho * 0.5
+            beta[e] = (1 - rho) * beta[e] + rho * 0.5 * cp_expected_sq_error(coords[e], y[e], means, covs)
+    return Lam, eta, alpha, beta, skipped
+
+
+def cp_posterior(coords, shape, Lam, eta, prior_var):
+    """Per mode: posterior precision = I / prior_var + sum of messages; means and covariances."""
+    n, K = coords.shape
+    R = eta.shape[2]
+    P_Lam = [np.repeat(np.eye(R)[None] / prior_var, d, axis=0) for d in shape]
+    P_eta = [np.zeros((d, R)) for d in shape]
+    for e in range(n):
+        for k in range(K):
+            P_Lam[k][coords[e, k]] += Lam[e, k]
+            P_eta[k][coords[e, k]] += eta[e, k]
+    covs = [np.linalg.inv(P) for P in P_Lam]
+    means = [np.einsum("jab,jb->ja", C, h) for C, h in zip(covs, P_eta, strict=True)]
+    return P_Lam, P_eta, means, covs

@@ -1,0 +1,154 @@
+"""Sparse tensors: the paper's text folds (Alog, Enron) and synthetic low-rank tensors."""
+
+import os
+from typing import NamedTuple
+
+import numpy as np
+from scipy.special import ndtr
+
+from fastcep import _validation as V
+
+#: tensor shapes of the paper's data sets
+PAPER_TENSORS = {"alog": (200, 100, 200), "enron": (203, 203, 200)}
+
+
+class SparseTensor(NamedTuple):
+    """Observed entries of a tensor: 0-based coords (n, K) int64, values (n,) float64, shape."""
+
+    coords: np.ndarray
+    values: np.ndarray
+    shape: tuple
+
+
+def read_text_tensor(path, index_base=1, delimiter=None, shape=None):
+    """Read ``i,j,k,...,value`` lines (any delimiter: comma, tab or spaces; CRLF or LF).
+
+    Parameters
+    ----------
+    path : str or path-like
+    index_base : {0, 1}
+        Base of the indices in the file; the result is always 0-based.
+    delimiter : str or None
+        None: commas if the first line has one, else any whitespace.
+    shape : sequence of int or None
+        Tensor shape; None: one more than the largest index of each mode.
+
+    Returns
+    -------
+    SparseTensor
+
+    Raises
+    ------
+    ValueError
+        On a malformed line (its line number is given), a negative index or an index beyond shape.
+    """
+    if index_base not in (0, 1):
+        raise V.param_error("index_base", "read_text_tensor", "0 or 1", index_base)
+    rows = []
+    width = None
+    with open(os.fspath(path), encoding="utf-8", newline=None) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            text = line.strip()
+            if not text or text.startswith("#"):
+                continue
+            if delimiter is None:
+                delimiter = "," if "," in text else ""
+            parts = text.split(delimiter) if delimiter else text.split()
+            if width is None:
+                width = len(parts)
+                if width < 3:
+                    raise ValueError(
+                        f"{path}:{lineno}: expected at least 2 indices and a value, got {text!r}"
+                    )
+            if len(parts) != width:
+                raise ValueError(f"{path}:{lineno}: expected {width} fields, got {len(parts)}: {text!r}")
+            try:
+                idx = [int(p) for p in parts[:-1]]
+                val = float(parts[-1])
+            except ValueError:
+                raise ValueError(f"{path}:{lineno}: malformed line {text!r}") from None
+            if min(idx) < index_base:
+                raise ValueError(f"{path}:{lineno}: index below the index base {index_base}: {text!r}")
+            if not np.isfinite(val):
+                raise ValueError(f"{path}:{lineno}: value is not finite: {text!r}")
+            rows.append(idx + [val])
+    if not rows:
+        raise ValueError(f"{path}: no entries")
+    arr = np.array(rows, dtype=np.float64)
+    coords = arr[:, :-1].astype(np.int64) - index_base
+    values = arr[:, -1].copy()
+    if shape is None:
+        shape = tuple(int(x) + 1 for x in coords.max(0))
+    shape = tuple(int(x) for x in shape)
+    over = np.nonzero((coords >= np.asarray(shape)[None, :]).any(1))[0]
+    if over.size:
+        raise ValueError(
+            f"{path}: {over.size} row(s) have indices beyond shape {shape}, first data row {over[0] + 1}"
+        )
+    return SparseTensor(np.ascontiguousarray(coords), values, shape)
+
+
+def load_paper_fold(name, fold, data_dir):
+    """Train and test tensors of fold 1-5 of the paper's Alog or Enron data.
+
+    Parameters
+    ----------
+    name : {"alog", "enron"}
+    fold : int in 1..5
+    data_dir : path of the folder holding ``train-fold-k.txt`` / ``test-fold-k.txt``
+
+    Returns
+    -------
+    (train, test) : SparseTensor, SparseTensor (0-based, shape of the paper's tensor)
+    """
+    V.check_choice(name, "name", "load_paper_fold", tuple(PAPER_TENSORS))
+    fold = V.check_int(fold, "fold", "load_paper_fold", 1, 5)
+    shape = PAPER_TENSORS[name]
+    out = []
+    for part in ("train", "test"):
+        path = os.path.join(os.fspath(data_dir), f"{part}-fold-{fold}.txt")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"load_paper_fold({name!r}, {fold}): no file {path!r}")
+        out.append(read_text_tensor(path, index_base=1, shape=shape))
+    return tuple(out)
+
+
+def make_cp_tensor(shape, rank, n_obs, noise_sd=0.1, binary=False, seed=0, factor_scale=None):
+    """A synthetic tensor of CP rank ``rank`` with known factors, observed at random entries.
+
+    Factors U_k ~ N(0, factor_scale^2) (default scale makes Var f = 1), entries
+    f = sum_r prod_k U_k[i_k, r]; values f + N(0, noise_sd^2), or binary y ~ Bernoulli(Phi(f)).
+    Observed entries are distinct, drawn uniformly.
+
+    Returns
+    -------
+    tensor : SparseTensor
+    factors : list of (d_k, rank) arrays
+    """
+    func = "make_cp_tensor"
+    shape = tuple(V.check_int(int(d), "shape", func, low=1) for d in shape)
+    rank = V.check_int(rank, "rank", func, low=1)
+    n_obs = V.check_int(n_obs, "n_obs", func, low=1, high=int(np.prod([float(d) for d in shape])))
+    rng = V.check_seed(seed, func)
+    K = len(shape)
+    if factor_scale is None:
+        factor_scale = rank ** (-0.5 / K)
+    factors = [factor_scale * rng.standard_normal((d, rank)) for d in shape]
+    total = int(np.prod([float(d) for d in shape]))
+    if total <= 4 * n_obs:
+        lin = rng.choice(total, size=n_obs, replace=False)
+    else:
+        lin = np.unique(rng.integers(0, total, size=int(n_obs * 1.2) + 10))
+        while lin.size < n_obs:
+            lin = np.unique(np.concatenate([lin, rng.integers(0, total, size=n_obs)]))
+        lin = rng.permutation(lin)[:n_obs]
+    coords = np.stack(np.unravel_index(np.sort(lin), shape), axis=1).astype(np.int64)
+    f = np.ones((n_obs, rank))
+    for k in range(K):
+        f *= factors[k][coords[:, k]]
+    f = f.sum(1)
+    if binary:
+        values = (rng.random(n_obs) < ndtr(f)).astype(np.float64)
+    else:
+        values = f + noise_sd * rng.standard_normal(n_obs)
+    return SparseTensor(np.ascontiguousarray(coords), values, shape), factors

@@ -1,0 +1,680 @@
+"""Bayesian CP tensor decomposition by CEP (``fit(coords, values, model="cp_gaussian" | "cp_probit")``).
+
+The engine allocates the per-entry message store and the per-object posterior, runs the damped
+parallel (or sequential) schedule with the kernels of ``fastcep.kernels.cp``, tests convergence
+and packs a ``CPResult``.
+"""
+
+import sys
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _validation as V
+from ._threads import num_threads
+from .kernels import cp as K
+from .metrics import auc as _auc
+from .metrics import rmse as _rmse
+from .results import trace_from_lists
+
+CP_MODELS = ("cp_gaussian", "cp_probit")
+CP_METHODS = ("cep1", "cep2")
+COVARIANCES = ("full", "diag")
+SCHEDULES = ("parallel", "sequential")
+
+#: initial (flat) site precision, DESIGN.md section 3
+FLAT_PRECISION = 1e-6
+#: entries per parallel work unit (fixed: results do not depend on the thread count)
+ENTRY_CHUNK = 256
+#: objects per parallel work unit of the posterior rebuild
+OBJECT_CHUNK = 64
+
+CP_DEFAULTS = {
+    "prior_var": 1.0,
+    "a0": 1e-3,
+    "b0": 1e-3,
+    "damping": 0.5,
+    "max_iter": 500,
+    "tol": 1e-4,
+    "schedule": "parallel",
+    "covariance": "full",
+    "init_scale": 1.0,
+}
+
+
+class CPPosterior(NamedTuple):
+    """Posterior over the embeddings (one Gaussian per object) and the noise precision."""
+
+    means: list  #: per mode k, (d_k, R) posterior means
+    covs: list  #: per mode k, (d_k, R, R) covariances, or (d_k, R) variances with covariance="diag"
+    noise: tuple | None  #: (a, b) of the Gamma posterior of the noise precision (cp_gaussian)
+
+
+class CPState(NamedTuple):
+    """Messages and posterior natural parameters: resume a fit with ``init_state=``."""
+
+    Lam: np.ndarray  #: (n, K, R, R) or (n, K, R) site precisions
+    eta: np.ndarray  #: (n, K, R) site precision-times-means
+    alpha: np.ndarray  #: (n,) Gamma shape messages (cp_gaussian)
+    beta: np.ndarray  #: (n,) Gamma rate messages (cp_gaussian)
+
+
+class CPIterationInfo(NamedTuple):
+    """What a callback receives after every iteration; return True from it to stop."""
+
+    iteration: int
+    change: float
+    elapsed: float
+    skipped: int
+    result: "CPResult"
+
+
+class _Layout(NamedTuple):
+    """Global object numbering and CSR grouping of entries by object."""
+
+    shape: tuple
+    offsets: np.ndarray  #: (K + 1,) first global object of each mode
+    gidx: np.ndarray  #: (n, K) global object of each entry in each mode
+    obj_mode: np.ndarray  #: (n_obj,) mode of each object
+    ptr: np.ndarray  #: (n_obj + 1,) CSR pointers
+    ent: np.ndarray  #: (n K,) entry ids grouped by object, in entry order
+
+
+def _layout(coords, shape):
+    n, Kmodes = coords.shape
+    offsets = np.zeros(Kmodes + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(shape)
+    gidx = np.ascontiguousarray(coords + offsets[:-1][None, :])
+    n_obj = int(offsets[-1])
+    obj_mode = np.repeat(np.arange(Kmodes, dtype=np.int64), shape)
+    flat = gidx.T.ravel()  # mode-major: stable sort keeps entry order within an object
+    order = np.argsort(flat, kind="stable")
+    ent = np.ascontiguousarray(np.tile(np.arange(n, dtype=np.int64), Kmodes)[order])
+    counts = np.bincount(flat, minlength=n_obj)
+    ptr = np.zeros(n_obj + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(counts)
+    return _Layout(tuple(int(d) for d in shape), offsets, gidx, obj_mode, ptr, ent)
+
+
+def check_coords(coords, shape, func, name="coords"):
+    """0-based integer coordinates (n, K), K >= 2, within ``shape`` (inferred if None)."""
+    try:
+        arr = np.asarray(coords)
+    except Exception as exc:
+        raise V.param_error(name, func, "a 2-D integer array (n, K)", coords, TypeError) from exc
+    if arr.ndim != 2 or arr.shape[1] < 2:
+        raise V.param_error(name, func, "a 2-D integer array (n, K) with K >= 2 modes", f"shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise V.param_error(
+            name, func, "non-empty (the tensor has no observed entries)", f"shape {arr.shape}"
+        )
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            bad = np.nonzero(~(np.isfinite(arr) & (arr == np.round(arr))).all(1))[0]
+            raise ValueError(
+                f"The {name!r} parameter of {func} must hold integer indices. "
+                f"Got non-integer values at rows {bad[:5].tolist()}."
+            )
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind not in "iu":
+        raise V.param_error(name, func, "an integer array", f"dtype {arr.dtype}", TypeError)
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    Kmodes = arr.shape[1]
+    if shape is None:
+        shape = tuple(int(x) + 1 for x in arr.max(0))
+    else:
+        try:
+            shape = tuple(int(x) for x in shape)
+        except Exception as exc:
+            raise V.param_error(
+                "shape", func, f"a sequence of {Kmodes} positive ints", shape, TypeError
+            ) from exc
+        if len(shape) != Kmodes or min(shape) < 1:
+            raise V.param_error("shape", func, f"{Kmodes} positive ints (one per column of {name})", shape)
+    neg = np.nonzero((arr < 0).any(1))[0]
+    if neg.size:
+        raise ValueError(
+            f"The {name!r} parameter of {func} must be 0-based indices >= 0. "
+            f"Got negative indices in {neg.size} row(s), first rows {neg[:5].tolist()}."
+        )
+    over = np.nonzero((arr >= np.asarray(shape)[None, :]).any(1))[0]
+    if over.size:
+        r = int(over[0])
+        raise ValueError(
+            f"The {name!r} parameter of {func} has indices beyond shape {shape} in {over.size} row(s), "
+            f"first rows {over[:5].tolist()} (row {r}: {arr[r].tolist()})."
+        )
+    return arr, shape
+
+
+def check_values(values, n, model, func, name="values"):
+    """Finite values of length n; binary (returned as +-1) for cp_probit."""
+    try:
+        arr = np.asarray(values)
+    except Exception as exc:
+        raise V.param_error(name, func, "a 1-D array of numbers", values, TypeError) from exc
+    if model == "cp_probit":
+        return V.check_labels(arr, name, func, n)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(
+            f"The {name!r} parameter of {func} must be a 1-D array with one value per row of coords ({n}). "
+            f"Got shape {arr.shape} instead."
+        )
+    if arr.dtype.kind not in "biuf":
+        raise V.param_error(name, func, "real numbers", f"dtype {arr.dtype}", TypeError)
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    bad = np.nonzero(~np.isfinite(arr))[0]
+    if bad.size:
+        raise ValueError(
+            f"The {name!r} parameter of {func} must be finite. Got NaN or inf at rows {bad[:5].tolist()}."
+        )
+    return arr
+
+
+class CPResult:
+    """A fitted Bayesian CP decomposition.
+
+    Attributes
+    ----------
+    posterior : CPPosterior
+        ``means[k]`` (d_k, R), ``covs[k]`` (d_k, R, R) or (d_k, R), ``noise`` (a, b) or None.
+    model, method, covariance : str
+    rank : int
+    shape : tuple of int
+    n_iter : int
+    converged : bool
+    stop_reason : str
+        "tol", "max_iter" or "callback".
+    trace : Trace
+        Per-iteration elapsed time, change, skipped messages, damping; ``eval_metric`` holds the
+        test RMSE (cp_gaussian) or AUC (cp_probit) of ``eval_set`` per iteration (NaN without it).
+    state : CPState
+    options : dict
+    """
+
+    def __init__(
+        self,
+        model,
+        method,
+        covariance,
+        rank,
+        shape,
+        M,
+        S,
+        noise,
+        n_iter,
+        converged,
+        stop_reason,
+        trace,
+        state,
+        options,
+    ):
+        self.model = model
+        self.method = method
+        self.covariance = covariance
+        self.rank = rank
+        self.shape = tuple(shape)
+        self._M = M
+        self._S = S
+        self._offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
+        means = [M[self._offsets[k] : self._offsets[k + 1]] for k in range(len(shape))]
+        covs = [S[self._offsets[k] : self._offsets[k + 1]] for k in range(len(shape))]
+        self.posterior = CPPosterior(means, covs, noise)
+        self.n_iter = n_iter
+        self.converged = converged
+        self.stop_reason = stop_reason
+        self.trace = trace
+        self.state = state
+        self.options = options
+
+    def __repr__(self):
+        return (
+            f"CPResult(model={self.model!r}, method={self.method!r}, rank={self.rank}, shape={self.shape}, "
+            f"n_iter={self.n_iter}, converged={self.converged}, stop_reason={self.stop_reason!r})"
+        )
+
+    def _f_moments(self, coords):
+        coords, _ = check_coords(coords, self.shape, "predict")
+        gidx = np.ascontiguousarray(coords + self._offsets[:-1][None, :])
+        mean = np.empty(len(coords))
+        var = np.empty(len(coords))
+        E2 = _second_moments(self._M, self._S, self.covariance)
+        with num_threads(self.options.get("n_threads")):
+            if self.covariance == "full":
+                K.predict_full(gidx, self._M, E2, mean, var)
+            else:
+                K.predict_diag(gidx, self._M, E2, mean, var)
+        return mean, var
+
+    def predict(self, coords, return_var=False):
+        """Predictive mean (cp_gaussian) or P(y = 1) (cp_probit) at 0-based ``coords`` (n, K).
+
+        With ``return_var`` also the predictive variance: of y (Var f + E[1/tau]) for cp_gaussian,
+        of the latent f for cp_probit. Returns arrays of shape (n,).
+        """
+        mean, var = self._f_moments(coords)
+        if self.model == "cp_probit":
+            p = np.empty_like(mean)
+            K.probit_predictive(mean, var, p, np.empty(0), np.empty(0))
+            return (p, var) if return_var else p
+        a, b = self.posterior.noise
+        noise_var = b / (a - 1.0) if a > 1.0 else b / a
+        return (mean, var + noise_var) if return_var else mean
+
+    def rmse(self, coords, values):
+        """Root mean squared error of the predictive mean against ``values``."""
+        pred = self.predict(coords)
+        return _rmse(check_values(values, len(pred), "cp_gaussian", "rmse"), pred)
+
+    def auc(self, coords, values):
+        """Area under the ROC curve of P(y = 1) against binary ``values``."""
+        p = self.predict(coords)
+        return _auc(V.check_labels(values, "values", "auc", len(p)) > 0, p)
+
+    def to_cp_tensor(self):
+        """``(weights, factors)`` as tensorly's CPTensor: unit weights, the posterior means."""
+        return np.ones(self.rank), [m.copy() for m in self.posterior.means]
+
+    def save(self, path):
+        """Write the fitted model to an HDF5 file (atomically); see ``fastcep.load_model``."""
+        from .h5io import save_model
+
+        save_model(self, path)
+
+
+def _second_moments(M, S, covariance):
+    if covariance == "diag":
+        return S + M * M
+    return S + M[:, :, None] * M[:, None, :]
+
+
+def _allocate(n, Kmodes, R, n_obj, covariance):
+    if covariance == "full":
+        Lam = np.zeros((n, Kmodes, R, R))
+        idx = np.arange(R)
+        Lam[:, :, idx, idx] = FLAT_PRECISION
+        post = (
+            np.empty((n_obj, R, R)),
+            np.empty((n_obj, R)),
+            np.empty((n_obj, R)),
+            np.empty((n_obj, R, R)),
+            np.empty((n_obj, R, R)),
+        )
+    else:
+        Lam = np.full((n, Kmodes, R), FLAT_PRECISION)
+        post = tuple(np.empty((n_obj, R)) for _ in range(5))
+    return Lam, np.zeros((n, Kmodes, R)), post
+
+
+def _change(M_old, S_old, M, S, covariance):
+    var = S if covariance == "diag" else np.diagonal(S, axis1=1, axis2=2)
+    var_old = S_old if covariance == "diag" else np.diagonal(S_old, axis1=1, axis2=2)
+    return float(max(np.max(np.abs(M - M_old) / np.sqrt(var)), np.max(np.abs(var - var_old) / var)))
+
+
+def fit_cp(
+    coords,
+    values,
+    model,
+    method="cep1",
+    *,
+    shape=None,
+    rank=None,
+    prior_var=CP_DEFAULTS["prior_var"],
+    a0=CP_DEFAULTS["a0"],
+    b0=CP_DEFAULTS["b0"],
+    damping=CP_DEFAULTS["damping"],
+    max_iter=CP_DEFAULTS["max_iter"],
+    tol=CP_DEFAULTS["tol"],
+    schedule=CP_DEFAULTS["schedule"],
+    covariance=CP_DEFAULTS["covariance"],
+    init_scale=CP_DEFAULTS["init_scale"],
+    eval_set=None,
+    n_threads=None,
+    callback=None,
+    seed=None,
+    init_state=None,
+    verbose=False,
+):
+    """Fit a Bayesian CP decomposition; see ``fastcep.fit`` for the parameters."""
+    func = "fit"
+    V.check_choice(model, "model", func, CP_MODELS)
+    V.check_choice(method, "method", func, CP_METHODS)
+    if method == "cep2" and model == "cp_probit":
+        raise ValueError(
+            "fit: method='cep2' is not available for model='cp_probit': its second-order term needs "
+            "third derivatives of the probit moments in R dimensions per message, and the paper "
+            "reports that it does not improve on CEP-1 for tensors. Use method='cep1'."
+        )
+    coords, shape = check_coords(coords, shape, func)
+    n, Kmodes = coords.shape
+    y = check_values(values, n, model, func)
+    s = y if model == "cp_probit" else np.zeros(n)
+    if rank is None:
+        raise V.param_error("rank", func, "an int >= 1", rank, TypeError)
+    R = V.check_int(rank, "rank", func, low=1, high=1000)
+    pv = V.check_float(prior_var, "prior_var", func, low=0.0, low_open=True)
+    a0 = V.check_float(a0, "a0", func, low=0.0, low_open=True)
+    b0 = V.check_float(b0, "b0", func, low=0.0, low_open=True)
+    rho = V.check_float(damping, "damping", func, low=0.0, high=1.0, low_open=True)
+    max_iter = V.check_int(max_iter, "max_iter", func, low=1)
+    tol = V.check_float(tol, "tol", func, low=0.0)
+    V.check_choice(schedule, "schedule", func, SCHEDULES)
+    V.check_choice(covariance, "covariance", func, COVARIANCES)
+    init_scale = V.check_float(init_scale, "init_scale", func, low=0.0)
+    n_threads = V.check_n_threads(n_threads, func)
+    callback = V.check_callback(callback, func)
+    rng = V.check_seed(seed, func)
+    if eval_set is not None:
+        if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
+            raise V.param_error("eval_set", func, "a pair (coords, values) or None", eval_set, TypeError)
+        ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
+        ev_values = check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
+    options = dict(
+        shape=shape,
+        rank=R,
+        prior_var=pv,
+        a0=a0,
+        b0=b0,
+        damping=rho,
+        max_iter=max_iter,
+        tol=tol,
+        schedule=schedule,
+        covariance=covariance,
+        init_scale=init_scale,
+        n_threads=n_threads,
+        seed=seed,
+    )
+
+    lay = _layout(coords, shape)
+    n_obj = int(lay.offsets[-1])
+    if init_state is None:
+        Lam, eta, (P_Lam, P_eta, M, S, E2) = _allocate(n, Kmodes, R, n_obj, covariance)
+        alpha = np.zeros(n)
+        beta = np.zeros(n)
+    else:
+        Lam, eta, alpha, beta = _check_state(init_state, n, Kmodes, R, covariance, func)
+        _, _, (P_Lam, P_eta, M, S, E2) = _allocate(1, Kmodes, R, n_obj, covariance)
+    prior_prec = 1.0 / pv
+    bad = np.zeros(n_obj, dtype=np.int64)
+    n_chunks = -(-n // ENTRY_CHUNK)
+    skipped = np.zeros(n_chunks, dtype=np.int64)
+    if covariance == "full":
+        work = np.empty((n_chunks, 3, R, R))
+        scr = np.empty((n_chunks, 5, R, R + 1))
+        Ls = np.empty((-(-n_obj // OBJECT_CHUNK), R, R))
+    else:
+        scr = np.empty((n_chunks, 6, R))
+    code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
+
+    def rebuild():
+        if covariance == "full":
+            K.rebuild_full(
+                lay.ptr,
+                lay.ent,
+                lay.obj_mode,
+                Lam,
+                eta,
+                prior_prec,
+                P_Lam,
+                P_eta,
+                M,
+                S,
+                E2,
+                OBJECT_CHUNK,
+                Ls,
+                bad,
+            )
+        else:
+            K.rebuild_diag(lay.ptr, lay.ent, lay.obj_mode, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E2, bad)
+        if bad.any():
+            raise FloatingPointError(
+                f"fit: the posterior precision of {int(bad.sum())} object(s) is not positive definite; "
+                "try a smaller 'damping'."
+            )
+
+    with num_threads(n_threads):
+        rebuild()
+        if init_state is None:
+            # symmetry breaking: random initial posterior means (seeded), prior covariances
+            M[:] = init_scale * rng.standard_normal(M.shape)
+            E2[:] = _second_moments(M, S, covariance)
+            if covariance == "full":
+                P_eta[:] = np.einsum("oij,oj->oi", P_Lam, M)
+            else:
+                P_eta[:] = P_Lam * M
+        noise = np.array([a0 + alpha.sum(), b0 + beta.sum(), 0.0])
+        noise[2] = noise[0] / noise[1]
+        elapsed, changes, skips, paper, damps, metric = [], [], [], [], [], []
+        converged, stop_reason = False, "max_iter"
+        start = time.perf_counter()
+        order = np.arange(n, dtype=np.int64)
+        it = 0
+        for it in range(1, max_iter + 1):
+            M_old, S_old = M.copy(), S.copy()
+            if schedule == "parallel":
+                if covariance == "full":
+                    K.sweep_full(
+                        code,
+                        lay.gidx,
+                        y,
+                        s,
+                        Lam,
+                        eta,
+                        alpha,
+                        beta,
+                        P_Lam,
+                        P_eta,
+                        M,
+                        E2,
+                        noise[2],
+                        rho,
+                        ENTRY_CHUNK,
+                        skipped,
+                        work,
+                        scr,
+                    )
+                else:
+                    K.sweep_diag(
+                        code,
+                        lay.gidx,
+                        y,
+                        s,
+                        Lam,
+                        eta,
+                        alpha,
+                        beta,
+                        P_Lam,
+                        P_eta,
+                        M,
+                        E2,
+                        noise[2],
+                        rho,
+                        ENTRY_CHUNK,
+                        skipped,
+                        scr,
+                    )
+                n_skipped = int(skipped.sum())
+            else:
+                order = rng.permutation(n).astype(np.int64)
+                if covariance == "full":
+                    n_skipped = int(
+                        K.sequential_full(
+                            code,
+                            order,
+                            lay.gidx,
+                            y,
+                            s,
+                            Lam,
+                            eta,
+                            alpha,
+                            beta,
+                            P_Lam,
+                            P_eta,
+                            M,
+                            S,
+                            E2,
+                            noise,
+                            rho,
+                            work[0],
+                            scr[0],
+                            np.empty((Kmodes, R, R)),
+                            np.empty((Kmodes, R)),
+                            np.empty((R, R)),
+                        )
+                    )
+                else:
+                    n_skipped = int(
+                        K.sequential_diag(
+                            code,
+                            order,
+                            lay.gidx,
+                            y,
+                            s,
+                            Lam,
+                            eta,
+                            alpha,
+                            beta,
+                            P_Lam,
+                            P_eta,
+                            M,
+                            S,
+                            E2,
+                            noise,
+                            rho,
+                            scr[0],
+                            np.empty((Kmodes, R)),
+                            np.empty((Kmodes, R)),
+                        )
+                    )
+            rebuild()  # exact posterior = prior + messages (also removes sequential drift)
+            if model == "cp_gaussian":
+                noise[0] = a0 + alpha.sum()
+                noise[1] = b0 + beta.sum()
+                noise[2] = noise[0] / noise[1]
+            change = _change(M_old, S_old, M, S, covariance)
+            now = time.perf_counter() - start
+            elapsed.append(now)
+            changes.append(change)
+            skips.append(n_skipped)
+            paper.append(np.nan)
+            damps.append(rho)
+            result = _pack(
+                model,
+                method,
+                covariance,
+                R,
+                shape,
+                M,
+                S,
+                noise,
+                it,
+                converged,
+                stop_reason,
+                (elapsed, changes, skips, paper, damps, metric),
+                Lam,
+                eta,
+                alpha,
+                beta,
+                options,
+            )
+            if eval_set is not None:
+                metric.append(
+                    result.rmse(ev_coords, ev_values)
+                    if model == "cp_gaussian"
+                    else result.auc(ev_coords, ev_values)
+                )
+            else:
+                metric.append(np.nan)
+            if verbose:
+                extra = f", eval {metric[-1]:.4f}" if eval_set is not None else ""
+                print(
+                    f"[fastcep] {model}/{method} iter {it}: change {change:.3e}, skipped {n_skipped}"
+                    f"{extra}, {now:.3f} s",
+                    file=sys.stderr,
+                )
+            if not np.all(np.isfinite(M)):
+                raise FloatingPointError(f"fit: the posterior became non-finite at iteration {it}.")
+            if change < tol:
+                converged, stop_reason = True, "tol"
+            if callback is not None:
+                if callback(CPIterationInfo(it, change, now, n_skipped, result)) and not converged:
+                    stop_reason = "callback"
+                    break
+            if converged:
+                break
+    return _pack(
+        model,
+        method,
+        covariance,
+        R,
+        shape,
+        M,
+        S,
+        noise,
+        it,
+        converged,
+        stop_reason,
+        (elapsed, changes, skips, paper, damps, metric),
+        Lam,
+        eta,
+        alpha,
+        beta,
+        options,
+    )
+
+
+def _pack(
+    model,
+    method,
+    covariance,
+    R,
+    shape,
+    M,
+    S,
+    noise,
+    it,
+    converged,
+    stop_reason,
+    lists,
+    Lam,
+    eta,
+    alpha,
+    beta,
+    options,
+):
+    elapsed, changes, skips, paper, damps, metric = lists
+    trace = trace_from_lists(elapsed, changes, skips, paper, damps, metric)
+    noise_post = (float(noise[0]), float(noise[1])) if model == "cp_gaussian" else None
+    res = CPResult(
+        model,
+        method,
+        covariance,
+        R,
+        shape,
+        M.copy(),
+        S.copy(),
+        noise_post,
+        it,
+        converged,
+        stop_reason,
+        trace,
+        CPState(Lam, eta, alpha, beta),
+        options,
+    )
+    return res
+
+
+def _check_state(state, n, Kmodes, R, covariance, func):
+    if not isinstance(state, CPState):
+        raise V.param_error("init_state", func, "a CPState (res.state) or None", state, TypeError)
+    want = (n, Kmodes, R, R) if covariance == "full" else (n, Kmodes, R)
+    if state.Lam.shape != want or state.eta.shape != (n, Kmodes, R) or state.alpha.shape != (n,):
+        raise V.param_error("init_state", func, f"messages of shape {want}", f"shape {state.Lam.shape}")
+    return (
+        np.array(state.Lam, dtype=np.float64),
+        np.array(state.eta, dtype=np.float64),
+        np.array(state.alpha, dtype=np.float64),
+        np.array(state.beta, dtype=np.float64),
+    )

@@ -1,0 +1,558 @@
+"""Bayesian CP decomposition factors (DESIGN.md section 3.2): Gaussian and probit entries.
+
+Objects of all modes are numbered globally (object o = offset[k] + index in mode k); entry e
+touches objects gidx[e, 0..K-1]. State (natural parameters, float64, C-contiguous):
+
+    sites:      Lam[n, K, R, R], eta[n, K, R]      one Gaussian message per (entry, mode)
+    posterior:  P_Lam[n_obj, R, R], P_eta[n_obj, R] = prior + sum of the object's messages
+    moments:    M[n_obj, R] means, S[n_obj, R, R] covariances, E2 = S + M M^T
+    noise:      alpha[n], beta[n] Gamma messages; posterior (a0 + sum alpha, b0 + sum beta)
+
+With ``diag`` the R x R blocks are stored as their diagonals (R,) instead: the fully
+factorised variant, one Gaussian message per (entry, mode, r), for large R.
+
+Entry kernels run in parallel over entries (entry e writes only its own messages); posterior
+rebuilds run in parallel over objects, summing messages through CSR groupings in a fixed order,
+so results do not depend on the number of threads.
+"""
+
+import math
+
+from numba import njit, prange
+
+from ._config import LEAF, PARALLEL_CACHED, SERIAL
+from .linalg import cholesky, cholesky_inverse, lu_solve_inplace
+from .special import inv_mills, log_ndtr
+
+MODEL_GAUSSIAN = 0
+MODEL_PROBIT = 1
+
+
+# ---------------------------------------------------------------- expectations of other modes
+@njit(**LEAF)
+def other_modes_moments(gidx_e, k, M, E2, Ez, Ezz):
+    """Ez = Hadamard_{k' != k} M[o_k'], Ezz = Hadamard_{k' != k} E2[o_k'] (full R x R)."""
+    K = gidx_e.shape[0]
+    R = M.shape[1]
+    Ez[:] = 1.0
+    Ezz[:, :] = 1.0
+    for kk in range(K):
+        if kk == k:
+            continue
+        o = gidx_e[kk]
+        for r in range(R):
+            Ez[r] *= M[o, r]
+            for q in range(R):
+                Ezz[r, q] *= E2[o, r, q]
+
+
+@njit(**LEAF)
+def other_modes_moments_diag(gidx_e, k, M, E2d, Ez, Ezzd):
+    """Diagonal variant: E2d[o] (R,) holds E[u_r^2]; Ezzd = Hadamard of those."""
+    K = gidx_e.shape[0]
+    R = M.shape[1]
+    Ez[:] = 1.0
+    Ezzd[:] = 1.0
+    for kk in range(K):
+        if kk == k:
+            continue
+        o = gidx_e[kk]
+        for r in range(R):
+            Ez[r] *= M[o, r]
+            Ezzd[r] *= E2d[o, r]
+
+
+# ---------------------------------------------------------------- probit message (full)
+@njit(**LEAF)
+def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, scr):
+    """CEP-1 probit message of one (entry, mode) from its cavity (Lc, ec) into (Lmsg, emsg).
+
+    Sc = Lc^{-1}, mc = Sc ec, c = 1 + tr(Sc Ezz), u = s Ez.mc / sqrt(c), r = phi(u)/Phi(u),
+    g = s r Ez / sqrt(c), A = g g^T + (r u / c) Ezz. The tilted covariance Sc - Sc A Sc and mean
+    mc + Sc g give the message Lam* = (I - A Sc)^{-1} A and eta* = (I - A Sc)^{-1} (g + A mc)
+    (the same as inv(cov) - Lc and inv(cov) mean - ec, without their cancellation). Returns
+    False (message not to be applied) if the cavity or the tilted covariance is not positive
+    definite or Lam* is not positive semi-definite (Cholesky, relative jitter 1e-10).
+    scr: (4, R, R + 1) scratch.
+    """
+    R = Ez.shape[0]
+    L = scr[0, :, :R]
+    Sc = scr[1, :, :R]
+    sys = scr[2, :, :R]
+    rhs = scr[3]
+    if not cholesky(Lc, L):
+        return False
+    cholesky_inverse(L, Sc)
+    c = 1.0
+    for i in range(R):
+        for j in range(R):
+            c += Sc[i, j] * Ezz[i, j]
+    isc = 1.0 / math.sqrt(c)
+    dot = 0.0
+    for i in range(R):
+        mci = 0.0
+        for j in range(R):
+            mci += Sc[i, j] * ec[j]
+        rhs[i, R] = mci  # mc, kept in the last column for now
+        dot += Ez[i] * mci
+    u = s * dot * isc
+    r = inv_mills(u)
+    kappa = r * u / c
+    for i in range(R):
+        gi = s * r * Ez[i] * isc
+        for j in range(R):
+            rhs[i, j] = gi * s * r * Ez[j] * isc + kappa * Ezz[i, j]  # A
+    # right-hand side [A, g + A mc]; system I - A Sc
+    for i in range(R):
+        amc = 0.0
+        for j in range(R):
+            amc += rhs[i, j] * rhs[j, R]
+        gi = s * r * Ez[i] * isc
+        for j in range(R):
+            asc = 0.0
+            for q in range(R):
+                asc += rhs[i, q] * Sc[q, j]
+            sys[i, j] = (1.0 if i == j else 0.0) - asc
+        emsg[i] = gi + amc
+    for i in range(R):
+        rhs[i, R] = emsg[i]
+    if not lu_solve_inplace(sys, rhs):
+        return False
+    big = 0.0
+    for i in range(R):
+        emsg[i] = rhs[i, R]
+        for j in range(R):
+            Lmsg[i, j] = 0.5 * (rhs[i, j] + rhs[j, i])
+        big = max(big, abs(Lmsg[i, i]))
+    # the tilted covariance must be positive definite (Lc + Lam* = its inverse) and the message
+    # precision positive semi-definite (rank-deficient messages are exact for rank-1 factors),
+    # up to a relative 1e-10 of its largest diagonal entry
+    for i in range(R):
+        for j in range(R):
+            sys[i, j] = Lc[i, j] + Lmsg[i, j]
+    ok = cholesky(sys, L)
+    for i in range(R):
+        for j in range(R):
+            sys[i, j] = Lmsg[i, j] + (1e-10 * big if i == j else 0.0)
+    ok = ok and big > 0.0 and cholesky(sys, L)
+    for i in range(R):
+        ok = ok and math.isfinite(emsg[i])
+    return ok
+
+
+@njit(**LEAF)
+def probit_message_diag(Lc, ec, m_post, s, Ez, Ezzd, Lmsg, emsg):
+    """Fully factorised (diagonal) CEP-1 probit messages of one (entry, mode), one per r.
+
+    For coordinate r: f = z_r u_r + b_r, b_r = sum_{r' != r} z_r' u_r' with the other
+    coordinates at their posterior means m_post; the conditional tilted is the 1-D probit of the
+    regression kernels with x = E[z_r] and E[z_r^2] (Ezzd) in the variance terms:
+    c = 1 + E[z_r^2] vc, u = s (x mc + b) / sqrt(c), g = s r x / sqrt(c),
+    A = g^2 + (r u / c) E[z_r^2], mean = mc + vc g, var = vc (1 - vc A).
+    Lc, ec, m_post, Lmsg, emsg: (R,). Returns the number of coordinates whose message must not
+    be applied (their Lmsg[r] is set to nan).
+    """
+    R = Ez.shape[0]
+    b_all = 0.0
+    for r in range(R):
+        b_all += Ez[r] * m_post[r]
+    bad = 0
+    for r in range(R):
+        tc = Lc[r]
+        vc = 1.0 / tc
+        mc = ec[r] * vc
+        x = Ez[r]
+        c = 1.0 + Ezzd[r] * vc
+        isc = 1.0 / math.sqrt(c)
+        u = s * (x * mc + b_all - x * m_post[r]) * isc
+        rr = inv_mills(u)
+        g = s * rr * x * isc
+        a = vc * (g * g + rr * u / c * Ezzd[r])
+        delta = vc * g
+        inv = 1.0 / (1.0 - a)
+        t_new = tc * a * inv
+        n_new = (delta * tc + ec[r] * a) * inv
+        if tc > 0.0 and a > 0.0 and a < 1.0 and t_new > 0.0 and math.isfinite(t_new) and math.isfinite(n_new):
+            Lmsg[r] = t_new
+            emsg[r] = n_new
+        else:
+            Lmsg[r] = math.nan
+            bad += 1
+    return bad
+
+
+# ---------------------------------------------------------------- Gaussian noise
+@njit(**LEAF)
+def expected_sq_error(gidx_e, y, M, E2):
+    """E[(y - f)^2] = y^2 - 2 y 1.(Hadamard_k m_k) + sum of all entries of Hadamard_k E[u u^T]."""
+    K = gidx_e.shape[0]
+    R = M.shape[1]
+    mu = 0.0
+    for r in range(R):
+        p = 1.0
+        for k in range(K):
+            p *= M[gidx_e[k], r]
+        mu += p
+    second = 0.0
+    for r in range(R):
+        for q in range(R):
+            p = 1.0
+            for k in range(K):
+                p *= E2[gidx_e[k], r, q]
+            second += p
+    return y * y - 2.0 * y * mu + second
+
+
+@njit(**LEAF)
+def expected_sq_error_diag(gidx_e, y, M, E2d):
+    """Diagonal covariances: E[u_r u_q] = m_r m_q for r != q."""
+    K = gidx_e.shape[0]
+    R = M.shape[1]
+    mu = 0.0
+    diag = 0.0
+    for r in range(R):
+        p = 1.0
+        p2 = 1.0
+        pm2 = 1.0
+        for k in range(K):
+            o = gidx_e[k]
+            p *= M[o, r]
+            p2 *= E2d[o, r]
+            pm2 *= M[o, r] * M[o, r]
+        mu += p
+        diag += p2 - pm2
+    return y * y - 2.0 * y * mu + mu * mu + diag
+
+
+# ---------------------------------------------------------------- one entry, all modes
+@njit(**LEAF)
+def entry_update(model, gidx_e, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, rho, work, scr):
+    """New damped messages of one entry for every mode (full R x R blocks), from the posterior.
+
+    Lam_e (K, R, R), eta_e (K, R): the entry's messages, updated in place. work: (3, R, R)
+    scratch (Ezz, Lc, Lmsg) plus rows of scr; returns the number of messages not applied.
+    """
+    K = gidx_e.shape[0]
+    R = M.shape[1]
+    Ezz = work[0]
+    Lc = work[1]
+    Lmsg = work[2]
+    Ez = scr[0, 0, :R]
+    ec = scr[0, 1, :R]
+    emsg = scr[0, 2, :R]
+    probit_scr = scr[1:]
+    skipped = 0
+    for k in range(K):
+        other_modes_moments(gidx_e, k, M, E2, Ez, Ezz)
+        if model == MODEL_GAUSSIAN:
+            for i in range(R):
+                emsg[i] = y * etau * Ez[i]
+                for j in range(R):
+                    Lmsg[i, j] = etau * Ezz[i, j]
+            ok = True
+        else:
+            o = gidx_e[k]
+            for i in range(R):
+                ec[i] = P_eta[o, i] - eta_e[k, i]
+                for j in range(R):
+                    Lc[i, j] = P_Lam[o, i, j] - Lam_e[k, i, j]
+            ok = probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, probit_scr)
+        if ok:
+            for i in range(R):
+                eta_e[k, i] = (1.0 - rho) * eta_e[k, i] + rho * emsg[i]
+                for j in range(R):
+                    Lam_e[k, i, j] = (1.0 - rho) * Lam_e[k, i, j] + rho * Lmsg[i, j]
+        else:
+            skipped += 1
+    return skipped
+
+
+@njit(**LEAF)
+def entry_update_diag(model, gidx_e, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2d, etau, rho, scr):
+    """Diagonal variant of ``entry_update``: Lam_e, eta_e (K, R); scr (6, R) scratch."""
+    K = gidx_e.shape[0]
+    R = M.shape[1]
+    Ez = scr[0]
+    Ezzd = scr[1]
+    Lc = scr[2]
+    ec = scr[3]
+    Lmsg = scr[4]
+    emsg = scr[5]
+    skipped = 0
+    for k in range(K):
+        other_modes_moments_diag(gidx_e, k, M, E2d, Ez, Ezzd)
+        o = gidx_e[k]
+        if model == MODEL_GAUSSIAN:
+            b_all = 0.0
+            for r in range(R):
+                b_all += Ez[r] * M[o, r]
+            for r in range(R):
+                Lmsg[r] = etau * Ezzd[r]
+                emsg[r] = etau * Ez[r] * (y - (b_all - Ez[r] * M[o, r]))
+        else:
+            for r in range(R):
+                Lc[r] = P_Lam[o, r] - Lam_e[k, r]
+                ec[r] = P_eta[o, r] - eta_e[k, r]
+            skipped += probit_message_diag(Lc, ec, M[o], s, Ez, Ezzd, Lmsg, emsg)
+        for r in range(R):
+            if math.isfinite(Lmsg[r]):
+                Lam_e[k, r] = (1.0 - rho) * Lam_e[k, r] + rho * Lmsg[r]
+                eta_e[k, r] = (1.0 - rho) * eta_e[k, r] + rho * emsg[r]
+    return skipped
+
+
+# ---------------------------------------------------------------- drivers
+@njit(**PARALLEL_CACHED)
+def sweep_full(
+    model, gidx, y, s, Lam, eta, alpha, beta, P_Lam, P_eta, M, E2, etau, rho, chunk, skipped, work, scr
+):
+    """Damped parallel sweep over all entries (full covariances), noise messages included.
+
+    work (n_chunks, 3, R, R), scr (n_chunks, 5, R, R + 1) scratch; skipped (n_chunks,).
+    """
+    n = gidx.shape[0]
+    for c in prange(skipped.shape[0]):
+        k = 0
+        for e in range(c * chunk, min(n, (c + 1) * chunk)):
+            k += entry_update(
+                model, gidx[e], y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, etau, rho, work[c], scr[c]
+            )
+            if model == MODEL_GAUSSIAN:
+                alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
+                beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
+        skipped[c] = k
+
+
+@njit(**PARALLEL_CACHED)
+def sweep_diag(
+    model, gidx, y, s, Lam, eta, alpha, beta, P_Lam, P_eta, M, E2d, etau, rho, chunk, skipped, scr
+):
+    """Damped parallel sweep, diagonal covariances; scr (n_chunks, 6, R)."""
+    n = gidx.shape[0]
+    for c in prange(skipped.shape[0]):
+        k = 0
+        for e in range(c * chunk, min(n, (c + 1) * chunk)):
+            k += entry_update_diag(
+                model, gidx[e], y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2d, etau, rho, scr[c]
+            )
+            if model == MODEL_GAUSSIAN:
+                alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
+                beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error_diag(gidx[e], y[e], M, E2d)
+        skipped[c] = k
+
+
+@njit(**LEAF)
+def object_moments(P_Lam_o, P_eta_o, M_o, S_o, E2_o, L):
+    """S = P_Lam^{-1}, M = S P_eta, E2 = S + M M^T for one object; False if not positive definite."""
+    R = M_o.shape[0]
+    if not cholesky(P_Lam_o, L):
+        return False
+    cholesky_inverse(L, S_o)
+    for i in range(R):
+        t = 0.0
+        for j in range(R):
+            t += S_o[i, j] * P_eta_o[j]
+        M_o[i] = t
+    for i in range(R):
+        for j in range(R):
+            E2_o[i, j] = S_o[i, j] + M_o[i] * M_o[j]
+    return True
+
+
+@njit(**PARALLEL_CACHED)
+def rebuild_full(ptr, ent, obj_mode, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E2, obj_chunk, Ls, bad):
+    """Posterior of every object = prior + its messages (CSR order), then its moments.
+
+    ptr (n_obj + 1,), ent (n * K,) entry ids grouped by object; Ls (n_obj_chunks, R, R)
+    scratch; bad (n_obj,) set to 1 where the posterior precision is not positive definite.
+    """
+    n_obj, R = M.shape
+    for c in prange(Ls.shape[0]):
+        L = Ls[c]
+        for o in range(c * obj_chunk, min(n_obj, (c + 1) * obj_chunk)):
+            k = obj_mode[o]
+            for i in range(R):
+                P_eta[o, i] = 0.0
+                for j in range(R):
+                    P_Lam[o, i, j] = prior_prec if i == j else 0.0
+            for idx in range(ptr[o], ptr[o + 1]):
+                e = ent[idx]
+                for i in range(R):
+                    P_eta[o, i] += eta[e, k, i]
+                    for j in range(R):
+                        P_Lam[o, i, j] += Lam[e, k, i, j]
+            bad[o] = 0 if object_moments(P_Lam[o], P_eta[o], M[o], S[o], E2[o], L) else 1
+
+
+@njit(**PARALLEL_CACHED)
+def rebuild_diag(ptr, ent, obj_mode, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E2, bad):
+    """Diagonal variant of ``rebuild_full``: all blocks are (R,)."""
+    n_obj, R = M.shape
+    for o in prange(n_obj):
+        k = obj_mode[o]
+        for r in range(R):
+            P_Lam[o, r] = prior_prec
+            P_eta[o, r] = 0.0
+        for idx in range(ptr[o], ptr[o + 1]):
+            e = ent[idx]
+            for r in range(R):
+                P_Lam[o, r] += Lam[e, k, r]
+                P_eta[o, r] += eta[e, k, r]
+        ok = True
+        for r in range(R):
+            ok = ok and P_Lam[o, r] > 0.0
+            S[o, r] = 1.0 / P_Lam[o, r]
+            M[o, r] = P_eta[o, r] * S[o, r]
+            E2[o, r] = S[o, r] + M[o, r] * M[o, r]
+        bad[o] = 0 if ok else 1
+
+
+# ---------------------------------------------------------------- prediction
+@njit(**PARALLEL_CACHED)
+def predict_full(gidx, M, E2, out_mean, out_var):
+    """Predictive mean 1.(Hadamard_k m_k) and exact Var f = sum(Hadamard_k E[u u^T]) - mean^2."""
+    n = gidx.shape[0]
+    for e in prange(n):
+        out_mean[e] = 0.0
+        out_var[e] = 0.0
+        mu = 0.0
+        K = gidx.shape[1]
+        R = M.shape[1]
+        for r in range(R):
+            p = 1.0
+            for k in range(K):
+                p *= M[gidx[e, k], r]
+            mu += p
+        second = expected_sq_error(gidx[e], 0.0, M, E2)
+        out_mean[e] = mu
+        out_var[e] = max(second - mu * mu, 0.0)
+
+
+@njit(**PARALLEL_CACHED)
+def predict_diag(gidx, M, E2d, out_mean, out_var):
+    """Diagonal variant of ``predict_full``."""
+    n = gidx.shape[0]
+    for e in prange(n):
+        K = gidx.shape[1]
+        R = M.shape[1]
+        mu = 0.0
+        for r in range(R):
+            p = 1.0
+            for k in range(K):
+                p *= M[gidx[e, k], r]
+            mu += p
+        out_mean[e] = mu
+        out_var[e] = max(expected_sq_error_diag(gidx[e], 0.0, M, E2d) - mu * mu, 0.0)
+
+
+@njit(**PARALLEL_CACHED)
+def probit_predictive(mean, var, out_p, out_logp, y_sign):
+    """P(y = 1) = Phi(mean / sqrt(1 + var)); log P(y) too when y_sign (+-1) is given."""
+    n = mean.shape[0]
+    with_y = y_sign.shape[0] == n
+    for e in prange(n):
+        z = mean[e] / math.sqrt(1.0 + var[e])
+        out_p[e] = math.exp(log_ndtr(z))
+        if with_y:
+            out_logp[e] = log_ndtr(y_sign[e] * z)
+
+
+# ---------------------------------------------------------------- sequential schedule
+@njit(**SERIAL)
+def sequential_full(
+    model,
+    order,
+    gidx,
+    y,
+    s,
+    Lam,
+    eta,
+    alpha,
+    beta,
+    P_Lam,
+    P_eta,
+    M,
+    S,
+    E2,
+    noise,
+    rho,
+    work,
+    scr,
+    old_L,
+    old_e,
+    Ltmp,
+):
+    """Entries in ``order``; after each entry its K objects (and the noise posterior) are refreshed.
+
+    noise: (3,) array [a, b, E tau], updated in place. old_L (K, R, R), old_e (K, R), Ltmp (R, R)
+    scratch. Returns the number of messages not applied.
+    """
+    K = gidx.shape[1]
+    R = M.shape[1]
+    skipped = 0
+    for ii in range(order.shape[0]):
+        e = order[ii]
+        old_L[:, :, :] = Lam[e]
+        old_e[:, :] = eta[e]
+        skipped += entry_update(
+            model, gidx[e], y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho, work, scr
+        )
+        if model == MODEL_GAUSSIAN:
+            new_b = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
+            new_a = (1.0 - rho) * alpha[e] + rho * 0.5
+            noise[0] += new_a - alpha[e]
+            noise[1] += new_b - beta[e]
+            noise[2] = noise[0] / noise[1]
+            alpha[e] = new_a
+            beta[e] = new_b
+        for k in range(K):
+            o = gidx[e, k]
+            for i in range(R):
+                P_eta[o, i] += eta[e, k, i] - old_e[k, i]
+                for j in range(R):
+                    P_Lam[o, i, j] += Lam[e, k, i, j] - old_L[k, i, j]
+            if not object_moments(P_Lam[o], P_eta[o], M[o], S[o], E2[o], Ltmp):
+                # cannot happen with positive semi-definite messages; undo to stay proper
+                for i in range(R):
+                    P_eta[o, i] -= eta[e, k, i] - old_e[k, i]
+                    eta[e, k, i] = old_e[k, i]
+                    for j in range(R):
+                        P_Lam[o, i, j] -= Lam[e, k, i, j] - old_L[k, i, j]
+                        Lam[e, k, i, j] = old_L[k, i, j]
+                object_moments(P_Lam[o], P_eta[o], M[o], S[o], E2[o], Ltmp)
+                skipped += 1
+    return skipped
+
+
+@njit(**SERIAL)
+def sequential_diag(
+    model, order, gidx, y, s, Lam, eta, alpha, beta, P_Lam, P_eta, M, S, E2, noise, rho, scr, old_L, old_e
+):
+    """Diagonal variant of ``sequential_full``; old_L, old_e (K, R) scratch."""
+    K = gidx.shape[1]
+    R = M.shape[1]
+    skipped = 0
+    for ii in range(order.shape[0]):
+        e = order[ii]
+        old_L[:, :] = Lam[e]
+        old_e[:, :] = eta[e]
+        skipped += entry_update_diag(
+            model, gidx[e], y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho, scr
+        )
+        if model == MODEL_GAUSSIAN:
+            new_b = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error_diag(gidx[e], y[e], M, E2)
+            new_a = (1.0 - rho) * alpha[e] + rho * 0.5
+            noise[0] += new_a - alpha[e]
+            noise[1] += new_b - beta[e]
+            noise[2] = noise[0] / noise[1]
+            alpha[e] = new_a
+            beta[e] = new_b
+        for k in range(K):
+            o = gidx[e, k]
+            for r in range(R):
+                P_Lam[o, r] += Lam[e, k, r] - old_L[k, r]
+                P_eta[o, r] += eta[e, k, r] - old_e[k, r]
+                S[o, r] = 1.0 / P_Lam[o, r]
+                M[o, r] = P_eta[o, r] * S[o, r]
+                E2[o, r] = S[o, r] + M[o, r] * M[o, r]
+    return skipped

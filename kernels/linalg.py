@@ -1,0 +1,114 @@
+"""Small dense linear algebra for R x R blocks (R is a tensor rank, typically <= 50).
+
+Serial ``@njit`` leaves on preallocated arrays: no allocation, no LAPACK call per block, and a
+returned flag instead of an exception when a matrix is not positive definite or is singular.
+"""
+
+import math
+
+from numba import njit
+
+from ._config import LEAF
+
+
+@njit(**LEAF)
+def cholesky(A, L):
+    """Lower Cholesky factor of the symmetric A (R, R) into L; False if A is not positive definite."""
+    R = A.shape[0]
+    for j in range(R):
+        s = A[j, j]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not s > 0.0:  # also catches NaN
+            return False
+        ljj = math.sqrt(s)
+        L[j, j] = ljj
+        inv = 1.0 / ljj
+        for i in range(j + 1, R):
+            t = A[i, j]
+            for k in range(j):
+                t -= L[i, k] * L[j, k]
+            L[i, j] = t * inv
+        for i in range(j):
+            L[i, j] = 0.0
+    return True
+
+
+@njit(**LEAF)
+def cholesky_inverse(L, out):
+    """A^{-1} from the lower Cholesky factor L of A, into out (R, R), symmetric."""
+    R = L.shape[0]
+    # out <- L^{-1} (lower triangular), column by column
+    for j in range(R):
+        for i in range(R):
+            out[i, j] = 0.0
+        out[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, R):
+            s = 0.0
+            for k in range(j, i):
+                s -= L[i, k] * out[k, j]
+            out[i, j] = s / L[i, i]
+    # A^{-1} = L^{-T} L^{-1}: entry (i, j) = sum_k Linv[k, i] Linv[k, j], k >= max(i, j)
+    for i in range(R):
+        for j in range(i, R):
+            s = 0.0
+            for k in range(j, R):
+                s += out[k, i] * out[k, j]
+            out[j, i] = s  # lower part first: out[k, *] with k >= j is still L^{-1}
+    for i in range(R):
+        for j in range(i + 1, R):
+            out[i, j] = out[j, i]
+
+
+@njit(**LEAF)
+def cholesky_solve(L, b, out):
+    """Solve A x = b with A = L L^T; b and out are (R,) (may be the same array)."""
+    R = L.shape[0]
+    for i in range(R):
+        s = b[i]
+        for k in range(i):
+            s -= L[i, k] * out[k]
+        out[i] = s / L[i, i]
+    for i in range(R - 1, -1, -1):
+        s = out[i]
+        for k in range(i + 1, R):
+            s -= L[k, i] * out[k]
+        out[i] = s / L[i, i]
+
+
+@njit(**LEAF)
+def lu_solve_inplace(A, B):
+    """Solve A X = B for a general A (R, R) by LU with partial pivoting; A and B (R, m) are
+    overwritten (A with its factors, B with X). False if A is singular to working precision."""
+    R = A.shape[0]
+    m = B.shape[1]
+    for j in range(R):
+        p = j
+        big = abs(A[j, j])
+        for i in range(j + 1, R):
+            if abs(A[i, j]) > big:
+                big = abs(A[i, j])
+                p = i
+        if not big > 0.0:
+            return False
+        if p != j:
+            for k in range(R):
+                A[j, k], A[p, k] = A[p, k], A[j, k]
+            for k in range(m):
+                B[j, k], B[p, k] = B[p, k], B[j, k]
+        inv = 1.0 / A[j, j]
+        for i in range(j + 1, R):
+            f = A[i, j] * inv
+            if f != 0.0:
+                for k in range(j + 1, R):
+                    A[i, k] -= f * A[j, k]
+                for k in range(m):
+                    B[i, k] -= f * B[j, k]
+    for j in range(R - 1, -1, -1):
+        inv = 1.0 / A[j, j]
+        for k in range(m):
+            s = B[j, k]
+            for i in range(j + 1, R):
+                s -= A[j, i] * B[i, k]
+            B[j, k] = s * inv
+    return True

@@ -1,0 +1,270 @@
+"""CP kernels against the dense textbook versions of tests/naive.py, plus exact limits."""
+
+import numpy as np
+import pytest
+
+import naive
+from fastcep.cp import ENTRY_CHUNK, OBJECT_CHUNK, _layout
+from fastcep.kernels import cp as K
+from fastcep.kernels.linalg import cholesky, cholesky_inverse, cholesky_solve, lu_solve_inplace
+
+
+def spd(rng, R, scale=1.0):
+    A = rng.normal(size=(R, R))
+    return scale * (A @ A.T / R + np.eye(R))
+
+
+@pytest.mark.parametrize("R", [1, 2, 5, 11])
+def test_small_linalg_matches_numpy(rng, R):
+    A = spd(rng, R)
+    L = np.empty((R, R))
+    assert cholesky(A, L)
+    np.testing.assert_allclose(L, np.linalg.cholesky(A), rtol=1e-13, atol=1e-14)
+    inv = np.empty((R, R))
+    cholesky_inverse(L, inv)
+    np.testing.assert_allclose(inv, np.linalg.inv(A), rtol=1e-11, atol=1e-13)
+    b = rng.normal(size=R)
+    x = np.empty(R)
+    cholesky_solve(L, b, x)
+    np.testing.assert_allclose(x, np.linalg.solve(A, b), rtol=1e-11, atol=1e-13)
+    G = rng.normal(size=(R, R)) + 3 * np.eye(R)
+    B = rng.normal(size=(R, 3))
+    G2, B2 = G.copy(), B.copy()
+    assert lu_solve_inplace(G2, B2)
+    np.testing.assert_allclose(B2, np.linalg.solve(G, B), rtol=1e-10, atol=1e-12)
+    # not positive definite / singular
+    assert not cholesky(-A, L)
+    assert not lu_solve_inplace(np.zeros((R, R)), B.copy())
+
+
+def random_state(rng, shape, R, n, model, covariance="full"):
+    """Random observed entries, messages and the posterior they imply."""
+    Kmodes = len(shape)
+    coords = np.stack([rng.integers(0, d, n) for d in shape], axis=1)
+    y = rng.normal(size=n) if model == "cp_gaussian" else rng.choice([-1.0, 1.0], n)
+    if covariance == "full":
+        Lam = np.stack([np.stack([spd(rng, R, 0.3) for _ in range(Kmodes)]) for _ in range(n)])
+    else:
+        Lam = rng.uniform(0.05, 0.5, (n, Kmodes, R))
+    eta = rng.normal(0, 0.3, (n, Kmodes, R))
+    return coords, y, Lam, eta
+
+
+def kernel_state(coords, shape, Lam, eta, prior_var, covariance):
+    lay = _layout(coords, shape)
+    n_obj = int(lay.offsets[-1])
+    R = eta.shape[2]
+    if covariance == "full":
+        P_Lam, S, E2 = (np.empty((n_obj, R, R)) for _ in range(3))
+    else:
+        P_Lam, S, E2 = (np.empty((n_obj, R)) for _ in range(3))
+    P_eta, M = np.empty((n_obj, R)), np.empty((n_obj, R))
+    bad = np.zeros(n_obj, dtype=np.int64)
+    if covariance == "full":
+        Ls = np.empty((-(-n_obj // OBJECT_CHUNK), R, R))
+        K.rebuild_full(
+            lay.ptr,
+            lay.ent,
+            lay.obj_mode,
+            Lam,
+            eta,
+            1 / prior_var,
+            P_Lam,
+            P_eta,
+            M,
+            S,
+            E2,
+            OBJECT_CHUNK,
+            Ls,
+            bad,
+        )
+    else:
+        K.rebuild_diag(lay.ptr, lay.ent, lay.obj_mode, Lam, eta, 1 / prior_var, P_Lam, P_eta, M, S, E2, bad)
+    assert not bad.any()
+    return lay, P_Lam, P_eta, M, S, E2
+
+
+def split(arr, offsets):
+    return [arr[offsets[k] : offsets[k + 1]] for k in range(len(offsets) - 1)]
+
+
+@pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
+@pytest.mark.parametrize("shape", [(4, 3, 5), (3, 4), (2, 3, 2, 3)])
+def test_rebuild_and_sweep_match_naive(rng, model, shape):
+    R, n, rho, prior_var, etau = 3, 40, 0.6, 1.5, 2.5
+    coords, y, Lam, eta = random_state(rng, shape, R, n, model)
+    lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "full")
+    nP_Lam, nP_eta, means, covs = naive.cp_posterior(coords, shape, Lam, eta, prior_var)
+    np.testing.assert_allclose(M, np.concatenate(means), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(S, np.concatenate(covs), rtol=1e-10, atol=1e-12)
+    alpha, beta = rng.uniform(0, 1, n), rng.uniform(0, 1, n)
+    ref = naive.cp_parallel_sweep(
+        model, coords, y, shape, Lam, eta, alpha, beta, means, covs, nP_Lam, nP_eta, etau, rho
+    )
+    n_chunks = -(-n // ENTRY_CHUNK)
+    sk = np.zeros(n_chunks, dtype=np.int64)
+    code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
+    K.sweep_full(
+        code,
+        lay.gidx,
+        y,
+        y,
+        Lam,
+        eta,
+        alpha,
+        beta,
+        P_Lam,
+        P_eta,
+        M,
+        E2,
+        etau,
+        rho,
+        ENTRY_CHUNK,
+        sk,
+        np.empty((n_chunks, 3, R, R)),
+        np.empty((n_chunks, 5, R, R + 1)),
+    )
+    np.testing.assert_allclose(Lam, ref[0], rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(eta, ref[1], rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(alpha, ref[2], rtol=1e-12)
+    np.testing.assert_allclose(beta, ref[3], rtol=1e-10, atol=1e-12)
+    assert sk.sum() == ref[4]
+
+
+def test_probit_message_matches_textbook_over_many_cavities(rng):
+    R = 4
+    n_ok = 0
+    for _ in range(300):
+        Lc = spd(rng, R, rng.uniform(0.2, 5))
+        ec = rng.normal(size=R)
+        Ez = rng.normal(size=R)
+        C = spd(rng, R, 0.2)
+        Ezz = C + np.outer(Ez, Ez)
+        s = rng.choice([-1.0, 1.0])
+        ref = naive.cp_probit_message(Lc, ec, s, Ez, Ezz)
+        Lm, em = np.empty((R, R)), np.empty(R)
+        ok = K.probit_message(Lc, ec, s, Ez, Ezz, Lm, em, np.empty((4, R, R + 1)))
+        assert ok == (ref is not None)
+        if ok:
+            n_ok += 1
+            np.testing.assert_allclose(Lm, ref[0], rtol=1e-8, atol=1e-10)
+            np.testing.assert_allclose(em, ref[1], rtol=1e-8, atol=1e-10)
+    assert n_ok > 100
+
+
+def test_probit_message_with_deterministic_z_is_exact_moment_matching(rng):
+    """With Ezz = Ez Ez^T (no uncertainty in the other modes) the message is exact EP."""
+    from scipy.special import log_ndtr
+
+    R = 3
+    for _ in range(10):
+        Lc = spd(rng, R, 2.0)
+        ec = rng.normal(size=R)
+        z = rng.normal(size=R)
+        s = rng.choice([-1.0, 1.0])
+        Lm, em = np.empty((R, R)), np.empty(R)
+        assert K.probit_message(Lc, ec, s, z, np.outer(z, z), Lm, em, np.empty((4, R, R + 1)))
+        # exact tilted moments of N(u | mc, Sc) Phi(s z.u) by importance sampling is too noisy:
+        # use the 1-D reduction a = z.u ~ N(z.mc, z^T Sc z) and Gaussian conditioning instead
+        Sc = np.linalg.inv(Lc)
+        mc = Sc @ ec
+        m_a, v_a = z @ mc, z @ Sc @ z
+        grid = np.linspace(m_a - 12 * np.sqrt(v_a), m_a + 12 * np.sqrt(v_a), 20001)
+        w = np.exp(-0.5 * (grid - m_a) ** 2 / v_a + log_ndtr(s * grid))
+        w /= w.sum()
+        ma_t = w @ grid
+        va_t = w @ (grid - ma_t) ** 2
+        k = Sc @ z / v_a
+        mean = mc + k * (ma_t - m_a)
+        cov = Sc + np.outer(k, k) * (va_t - v_a)
+        P = np.linalg.inv(cov)
+        np.testing.assert_allclose(Lm, P - Lc, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(em, P @ mean - ec, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
+def test_diag_sweep_matches_per_coordinate_formulas(rng, model):
+    from scipy.special import log_ndtr
+
+    shape, R, n, rho, prior_var, etau = (4, 3, 5), 3, 30, 0.5, 1.0, 1.7
+    coords, y, Lam, eta = random_state(rng, shape, R, n, model, "diag")
+    lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "diag")
+    alpha, beta = np.zeros(n), np.zeros(n)
+    Lam0, eta0 = Lam.copy(), eta.copy()
+    n_chunks = -(-n // ENTRY_CHUNK)
+    sk = np.zeros(n_chunks, dtype=np.int64)
+    code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
+    K.sweep_diag(
+        code,
+        lay.gidx,
+        y,
+        y,
+        Lam,
+        eta,
+        alpha,
+        beta,
+        P_Lam,
+        P_eta,
+        M,
+        E2,
+        etau,
+        rho,
+        ENTRY_CHUNK,
+        sk,
+        np.empty((n_chunks, 6, R)),
+    )
+    for e in range(n):
+        for k in range(3):
+            o = lay.gidx[e, k]
+            others = [lay.gidx[e, kk] for kk in range(3) if kk != k]
+            Ez = np.prod([M[x] for x in others], axis=0)
+            Ezzd = np.prod([E2[x] for x in others], axis=0)
+            for r in range(R):
+                b = Ez @ M[o] - Ez[r] * M[o, r]
+                if model == "cp_gaussian":
+                    new_t, new_n = etau * Ezzd[r], etau * Ez[r] * (y[e] - b)
+                else:
+                    tc = P_Lam[o, r] - Lam0[e, k, r]
+                    nc = P_eta[o, r] - eta0[e, k, r]
+                    vc, mc = 1 / tc, nc / tc
+                    c = 1 + Ezzd[r] * vc
+                    u = y[e] * (Ez[r] * mc + b) / np.sqrt(c)
+                    rr = np.exp(-0.5 * u * u - 0.5 * np.log(2 * np.pi) - log_ndtr(u))
+                    g = y[e] * rr * Ez[r] / np.sqrt(c)
+                    A = g * g + rr * u / c * Ezzd[r]
+                    mean, var = mc + vc * g, vc - vc * vc * A
+                    new_t, new_n = 1 / var - tc, mean / var - nc
+                    if not new_t > 0:
+                        assert Lam[e, k, r] == Lam0[e, k, r]
+                        continue
+                assert Lam[e, k, r] == pytest.approx((1 - rho) * Lam0[e, k, r] + rho * new_t, rel=1e-9)
+                assert eta[e, k, r] == pytest.approx(
+                    (1 - rho) * eta0[e, k, r] + rho * new_n, rel=1e-9, abs=1e-12
+                )
+
+
+def test_expected_sq_error_and_predictive_variance_are_exact(rng):
+    """E[(y - f)^2] and Var f (sum of all entries of the Hadamard product) against Monte Carlo."""
+    shape, R = (3, 2, 4), 3
+    means = [rng.normal(size=(d, R)) for d in shape]
+    covs = [np.stack([spd(rng, R, 0.3) for _ in range(d)]) for d in shape]
+    M = np.concatenate(means)
+    S = np.concatenate(covs)
+    E2 = S + M[:, :, None] * M[:, None, :]
+    offsets = np.r_[0, np.cumsum(shape)]
+    e = np.array([1, 0, 2])
+    gidx = (e + offsets[:-1])[None, :]
+    mean, var = np.empty(1), np.empty(1)
+    K.predict_full(gidx, M, E2, mean, var)
+    n_mc = 400_000
+    u = [rng.multivariate_normal(means[k][e[k]], covs[k][e[k]], n_mc) for k in range(3)]
+    f = (u[0] * u[1] * u[2]).sum(1)
+    assert mean[0] == pytest.approx(f.mean(), abs=4 * f.std() / np.sqrt(n_mc))
+    assert var[0] == pytest.approx(f.var(), rel=0.02)
+    # the paper's main text writes a trace here; the trace is wrong (DESIGN.md 3.2)
+    trace_version = np.trace(np.prod([E2[g] for g in gidx[0]], axis=0)) - mean[0] ** 2
+    assert abs(trace_version - f.var()) > 0.1 * f.var()
+    y = 0.7
+    esq = K.expected_sq_error(gidx[0], y, M, E2)
+    assert esq == pytest.approx(np.mean((y - f) ** 2), rel=0.02)
+    assert esq == pytest.approx(naive.cp_expected_sq_error(e, y, means, covs), rel=1e-12)
