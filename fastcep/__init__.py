@@ -1,12 +1,16 @@
 """fastcep: conditional expectation propagation (Wang & Zhe, UAI 2019), compiled with Numba.
 
-``fastcep.fit`` fits Bayesian probit and logistic regression (CEP-1, CEP-2, EP); the result
-holds the posterior, predictions and a per-iteration trace. scikit-learn style estimators
+``fastcep.fit`` fits Bayesian probit and logistic regression (CEP-1, CEP-2, EP) and Bayesian CP
+tensor decompositions (``model="cp_gaussian" | "cp_probit"``); the result holds the posterior,
+predictions and a per-iteration trace. ``fastcep.load_model`` reads a CP model saved with
+``CPResult.save``. scikit-learn style estimators
 ``BayesianProbitClassifier`` and ``BayesianLogisticClassifier`` need scikit-learn.
 """
 
 from . import metrics
 from .api import fit
+from .cp import CPPosterior, CPResult, CPState
+from .h5io import load_model
 from .metrics import auc, gaussian_kl, rmse
 from .regression import RegressionResult
 from .results import GaussianPosterior, IterationInfo, RegressionState, Trace
@@ -16,6 +20,9 @@ __version__ = "0.1.0"
 __all__ = [
     "BayesianLogisticClassifier",
     "BayesianProbitClassifier",
+    "CPPosterior",
+    "CPResult",
+    "CPState",
     "GaussianPosterior",
     "IterationInfo",
     "RegressionResult",
@@ -24,6 +31,7 @@ __all__ = [
     "auc",
     "fit",
     "gaussian_kl",
+    "load_model",
     "metrics",
     "rmse",
 ]

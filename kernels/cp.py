@@ -72,7 +72,7 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, scr):
     mc + Sc g give the message Lam* = (I - A Sc)^{-1} A and eta* = (I - A Sc)^{-1} (g + A mc)
     (the same as inv(cov) - Lc and inv(cov) mean - ec, without their cancellation). Returns
     False (message not to be applied) if the cavity or the tilted covariance is not positive
-    definite or Lam* is not positive semi-definite (Cholesky, relative jitter 1e-10).
+    definite or Lam* is not positive semi-definite (Cholesky, relative jitter 1e-9).
     scr: (4, R, R + 1) scratch.
     """
     R = Ez.shape[0]
@@ -126,14 +126,14 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, scr):
         big = max(big, abs(Lmsg[i, i]))
     # the tilted covariance must be positive definite (Lc + Lam* = its inverse) and the message
     # precision positive semi-definite (rank-deficient messages are exact for rank-1 factors),
-    # up to a relative 1e-10 of its largest diagonal entry
+    # up to a relative 1e-9 of its largest diagonal entry
     for i in range(R):
         for j in range(R):
             sys[i, j] = Lc[i, j] + Lmsg[i, j]
     ok = cholesky(sys, L)
     for i in range(R):
         for j in range(R):
-            sys[i, j] = Lmsg[i, j] + (1e-10 * big if i == j else 0.0)
+            sys[i, j] = Lmsg[i, j] + (1e-9 * big if i == j else 0.0)
     ok = ok and big > 0.0 and cholesky(sys, L)
     for i in range(R):
         ok = ok and math.isfinite(emsg[i])
@@ -148,8 +148,8 @@ def probit_message_diag(Lc, ec, m_post, s, Ez, Ezzd, Lmsg, emsg):
     coordinates at their posterior means m_post; the conditional tilted is the 1-D probit of the
     regression kernels with x = E[z_r] and E[z_r^2] (Ezzd) in the variance terms:
     c = 1 + E[z_r^2] vc, u = s (x mc + b) / sqrt(c), g = s r x / sqrt(c),
-    A = g^2 + (r u / c) E[z_r^2], mean = mc + vc g, var = vc (1 - vc A).
-    Lc, ec, m_post, Lmsg, emsg: (R,). Returns the number of coordinates whose message must not
+    A = g^2 + (r u / c) E[z_r^2], mean = mc + vc g, var = vc (1 - vc A); if that message
+    precision is not positive, E[z_r^2] -> E[z_r]^2 (plain first-order step). Lc, ec, m_post, Lmsg, emsg: (R,). Returns the number of coordinates whose message must not
     be applied (their Lmsg[r] is set to nan).
     """
     R = Ez.shape[0]
@@ -162,17 +162,26 @@ def probit_message_diag(Lc, ec, m_post, s, Ez, Ezzd, Lmsg, emsg):
         vc = 1.0 / tc
         mc = ec[r] * vc
         x = Ez[r]
-        c = 1.0 + Ezzd[r] * vc
-        isc = 1.0 / math.sqrt(c)
-        u = s * (x * mc + b_all - x * m_post[r]) * isc
-        rr = inv_mills(u)
-        g = s * rr * x * isc
-        a = vc * (g * g + rr * u / c * Ezzd[r])
-        delta = vc * g
-        inv = 1.0 / (1.0 - a)
-        t_new = tc * a * inv
-        n_new = (delta * tc + ec[r] * a) * inv
-        if tc > 0.0 and a > 0.0 and a < 1.0 and t_new > 0.0 and math.isfinite(t_new) and math.isfinite(n_new):
+        ok = False
+        # second pass: the plain first-order step E[z_r^2] -> E[z_r]^2 when the expected form
+        # gives a negative message precision (as in ``entry_update``)
+        for second in range(2):
+            ezz = Ezzd[r] if second == 0 else x * x
+            c = 1.0 + ezz * vc
+            isc = 1.0 / math.sqrt(c)
+            u = s * (x * mc + b_all - x * m_post[r]) * isc
+            rr = inv_mills(u)
+            g = s * rr * x * isc
+            a = vc * (g * g + rr * u / c * ezz)
+            delta = vc * g
+            inv = 1.0 / (1.0 - a)
+            t_new = tc * a * inv
+            n_new = (delta * tc + ec[r] * a) * inv
+            ok = tc > 0.0 and a > 0.0 and a < 1.0 and t_new > 0.0 and math.isfinite(t_new)
+            ok = ok and math.isfinite(n_new)
+            if ok:
+                break
+        if ok:
             Lmsg[r] = t_new
             emsg[r] = n_new
         else:
@@ -237,10 +246,11 @@ def entry_update(model, gidx_e, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, r
     Ezz = work[0]
     Lc = work[1]
     Lmsg = work[2]
+    # scr (7, R, R + 1): one block per vector (R may be 1 or 2: rows of one block would not do)
     Ez = scr[0, 0, :R]
-    ec = scr[0, 1, :R]
-    emsg = scr[0, 2, :R]
-    probit_scr = scr[1:]
+    ec = scr[1, 0, :R]
+    emsg = scr[2, 0, :R]
+    probit_scr = scr[3:]
     skipped = 0
     for k in range(K):
         other_modes_moments(gidx_e, k, M, E2, Ez, Ezz)
@@ -257,6 +267,14 @@ def entry_update(model, gidx_e, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, r
                 for j in range(R):
                     Lc[i, j] = P_Lam[o, i, j] - Lam_e[k, i, j]
             ok = probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, probit_scr)
+            if not ok:
+                # the expected-quadratic form gives an indefinite message (a misclassified entry,
+                # u < 0, whose other modes are uncertain): fall back on the plain first-order
+                # Taylor step, E[z z^T] -> E[z] E[z]^T, whose message is rank-one PSD
+                for i in range(R):
+                    for j in range(R):
+                        Ezz[i, j] = Ez[i] * Ez[j]
+                ok = probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, probit_scr)
         if ok:
             for i in range(R):
                 eta_e[k, i] = (1.0 - rho) * eta_e[k, i] + rho * emsg[i]
@@ -308,7 +326,7 @@ def sweep_full(
 ):
     """Damped parallel sweep over all entries (full covariances), noise messages included.
 
-    work (n_chunks, 3, R, R), scr (n_chunks, 5, R, R + 1) scratch; skipped (n_chunks,).
+    work (n_chunks, 3, R, R), scr (n_chunks, 7, R, R + 1) scratch; skipped (n_chunks,).
     """
     n = gidx.shape[0]
     for c in prange(skipped.shape[0]):
@@ -409,6 +427,20 @@ def rebuild_diag(ptr, ent, obj_mode, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E
 
 # ---------------------------------------------------------------- prediction
 @njit(**PARALLEL_CACHED)
+def predict_mean(gidx, M, out_mean):
+    """Predictive mean 1.(Hadamard_k m_k) of f at each entry (gauge invariant, used for convergence)."""
+    n = gidx.shape[0]
+    for e in prange(n):
+        mu = 0.0
+        for r in range(M.shape[1]):
+            p = 1.0
+            for k in range(gidx.shape[1]):
+                p *= M[gidx[e, k], r]
+            mu += p
+        out_mean[e] = mu
+
+
+@njit(**PARALLEL_CACHED)
 def predict_full(gidx, M, E2, out_mean, out_var):
     """Predictive mean 1.(Hadamard_k m_k) and exact Var f = sum(Hadamard_k E[u u^T]) - mean^2."""
     n = gidx.shape[0]
@@ -475,6 +507,7 @@ def sequential_full(
     S,
     E2,
     noise,
+    fix_tau,
     rho,
     work,
     scr,
@@ -484,7 +517,7 @@ def sequential_full(
 ):
     """Entries in ``order``; after each entry its K objects (and the noise posterior) are refreshed.
 
-    noise: (3,) array [a, b, E tau], updated in place. old_L (K, R, R), old_e (K, R), Ltmp (R, R)
+    noise: (3,) array [a, b, E tau], updated in place (E tau only if not ``fix_tau``). old_L (K, R, R), old_e (K, R), Ltmp (R, R)
     scratch. Returns the number of messages not applied.
     """
     K = gidx.shape[1]
@@ -502,7 +535,8 @@ def sequential_full(
             new_a = (1.0 - rho) * alpha[e] + rho * 0.5
             noise[0] += new_a - alpha[e]
             noise[1] += new_b - beta[e]
-            noise[2] = noise[0] / noise[1]
+            if not fix_tau:
+                noise[2] = noise[0] / noise[1]
             alpha[e] = new_a
             beta[e] = new_b
         for k in range(K):
@@ -526,7 +560,7 @@ def sequential_full(
 
 @njit(**SERIAL)
 def sequential_diag(
-    model, order, gidx, y, s, Lam, eta, alpha, beta, P_Lam, P_eta, M, S, E2, noise, rho, scr, old_L, old_e
+    model, order, gidx, y, s, Lam, eta, alpha, beta, P_Lam, P_eta, M, S, E2, noise, fix_tau, rho, scr, old_L, old_e
 ):
     """Diagonal variant of ``sequential_full``; old_L, old_e (K, R) scratch."""
     K = gidx.shape[1]
@@ -544,7 +578,8 @@ def sequential_diag(
             new_a = (1.0 - rho) * alpha[e] + rho * 0.5
             noise[0] += new_a - alpha[e]
             noise[1] += new_b - beta[e]
-            noise[2] = noise[0] / noise[1]
+            if not fix_tau:
+                noise[2] = noise[0] / noise[1]
             alpha[e] = new_a
             beta[e] = new_b
         for k in range(K):

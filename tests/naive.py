@@ -228,7 +228,9 @@ def cp_probit_message(Lc, ec, s, Ez, Ezz):
     eta = P @ mean - ec
     Lam = 0.5 * (Lam + Lam.T)
     ev = np.linalg.eigvalsh(Lam)
-    if np.min(np.linalg.eigvalsh(cov)) <= 0 or ev.min() < -1e-10 * np.max(np.abs(np.diag(Lam))):
+    # semi-definite up to 1e-9 of the message's scale plus the rounding error of inv(cov) - Lc
+    tol = 1e-9 * np.max(np.abs(np.diag(Lam))) + 1e-11 * np.max(np.abs(np.diag(Lc)))
+    if np.min(np.linalg.eigvalsh(cov)) <= 0 or ev.min() < -tol:
         return None
     return Lam, eta
 
@@ -261,6 +263,9 @@ def cp_parallel_sweep(model, coords, y, shape, Lam, eta, alpha, beta, means, cov
             else:
                 j = coords[e, k]
                 new = cp_probit_message(P_Lam[k][j] - Lam[e, k], P_eta[k][j] - eta[e, k], y[e], Ez, Ezz)
+                if new is None:  # first-order fallback: E[z z^T] -> E[z] E[z]^T
+                    Lc_, ec_ = P_Lam[k][j] - Lam[e, k], P_eta[k][j] - eta[e, k]
+                    new = cp_probit_message(Lc_, ec_, y[e], Ez, np.outer(Ez, Ez))
             if new is None:
                 skipped += 1
                 continue

@@ -90,8 +90,9 @@ def split(arr, offsets):
 
 @pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
 @pytest.mark.parametrize("shape", [(4, 3, 5), (3, 4), (2, 3, 2, 3)])
-def test_rebuild_and_sweep_match_naive(rng, model, shape):
-    R, n, rho, prior_var, etau = 3, 40, 0.6, 1.5, 2.5
+@pytest.mark.parametrize("R", [1, 2, 3])
+def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
+    n, rho, prior_var, etau = 40, 0.6, 1.5, 2.5
     coords, y, Lam, eta = random_state(rng, shape, R, n, model)
     lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "full")
     nP_Lam, nP_eta, means, covs = naive.cp_posterior(coords, shape, Lam, eta, prior_var)
@@ -122,7 +123,7 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape):
         ENTRY_CHUNK,
         sk,
         np.empty((n_chunks, 3, R, R)),
-        np.empty((n_chunks, 5, R, R + 1)),
+        np.empty((n_chunks, 7, R, R + 1)),
     )
     np.testing.assert_allclose(Lam, ref[0], rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(eta, ref[1], rtol=1e-9, atol=1e-11)
@@ -227,14 +228,17 @@ def test_diag_sweep_matches_per_coordinate_formulas(rng, model):
                     tc = P_Lam[o, r] - Lam0[e, k, r]
                     nc = P_eta[o, r] - eta0[e, k, r]
                     vc, mc = 1 / tc, nc / tc
-                    c = 1 + Ezzd[r] * vc
-                    u = y[e] * (Ez[r] * mc + b) / np.sqrt(c)
-                    rr = np.exp(-0.5 * u * u - 0.5 * np.log(2 * np.pi) - log_ndtr(u))
-                    g = y[e] * rr * Ez[r] / np.sqrt(c)
-                    A = g * g + rr * u / c * Ezzd[r]
-                    mean, var = mc + vc * g, vc - vc * vc * A
-                    new_t, new_n = 1 / var - tc, mean / var - nc
-                    if not new_t > 0:
+                    for ezz in (Ezzd[r], Ez[r] ** 2):  # expected form, then plain first order
+                        c = 1 + ezz * vc
+                        u = y[e] * (Ez[r] * mc + b) / np.sqrt(c)
+                        rr = np.exp(-0.5 * u * u - 0.5 * np.log(2 * np.pi) - log_ndtr(u))
+                        g = y[e] * rr * Ez[r] / np.sqrt(c)
+                        A = g * g + rr * u / c * ezz
+                        mean, var = mc + vc * g, vc - vc * vc * A
+                        new_t, new_n = 1 / var - tc, mean / var - nc
+                        if new_t > 0 and var > 0:
+                            break
+                    if not (new_t > 0 and var > 0):
                         assert Lam[e, k, r] == Lam0[e, k, r]
                         continue
                 assert Lam[e, k, r] == pytest.approx((1 - rho) * Lam0[e, k, r] + rho * new_t, rel=1e-9)

@@ -1,0 +1,44 @@
+"""Initial posterior means of the CP embeddings.
+
+A parallel CEP sweep from small random means is attracted to the all-zero solution: the first
+messages see random "features" uncorrelated with the data, every mean shrinks by about
+1/sqrt(entries per object), and with K >= 3 modes the products of small means leave the prior in
+charge (measured: 1 seed in 2 collapses on a 30 x 25 x 20 rank-3 tensor). ``init="svd"`` starts
+instead from the leading R left singular vectors of each mode's unfolding of the observed tensor
+(missing entries as 0), scaled so that the initial reconstruction has the data's mean square.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import svds
+
+
+def _leading_left_vectors(A, R, rng):
+    """Up to R leading left singular vectors of the sparse matrix A (d, m), d x min(R, d)."""
+    d = A.shape[0]
+    if d <= 2000 or R >= d - 1:
+        G = (A @ A.T).toarray()
+        w, V = np.linalg.eigh(G)
+        return V[:, ::-1][:, : min(R, d)]
+    v0 = rng.standard_normal(min(A.shape))
+    U, s, _ = svds(A, k=R, v0=v0)
+    return U[:, np.argsort(s)[::-1]]
+
+
+def svd_init(coords, values, shape, R, init_scale, rng):
+    """Initial means (n_obj, R): per mode, scaled leading singular vectors plus a little noise."""
+    K = len(shape)
+    target = float(np.mean(values**2)) or 1.0
+    # entries of a unit vector are ~ 1/sqrt(d): scale so that sum_r prod_k u_kr has mean square target
+    s = (target / R) ** (1.0 / (2 * K))
+    blocks = []
+    for k in range(K):
+        others = [j for j in range(K) if j != k]
+        cols = np.ravel_multi_index(tuple(coords[:, j] for j in others), tuple(shape[j] for j in others))
+        A = sp.csr_matrix((values, (coords[:, k], cols)), shape=(shape[k], int(np.prod([shape[j] for j in others]))))
+        U = _leading_left_vectors(A, R, rng)
+        block = np.zeros((shape[k], R))
+        block[:, : U.shape[1]] = U * np.sqrt(shape[k])
+        block = s * (block + 0.1 * rng.standard_normal(block.shape))
+        blocks.append(init_scale * block)
+    return np.concatenate(blocks)
