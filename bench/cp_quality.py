@@ -39,7 +39,9 @@ def run_one(name, fold, rank, data_dir, **options):
         train.coords, train.values, model=model, shape=train.shape, rank=rank, seed=fold, **options
     )
     seconds = time.perf_counter() - t0
-    metric = res.rmse(test.coords, test.values) if model == "cp_gaussian" else res.auc(test.coords, test.values)
+    metric = (
+        res.rmse(test.coords, test.values) if model == "cp_gaussian" else res.auc(test.coords, test.values)
+    )
     return float(metric), res.n_iter, res.converged, seconds, float(np.median(np.diff(res.trace.elapsed)))
 
 
@@ -75,7 +77,8 @@ def main():
             raw[f"{name}-{rank}"] = [list(r) for r in runs]
             rows.append(
                 f"| {name} | {label} | {rank} | {vals.mean():.3f} ± {vals.std(ddof=1):.3f} | {paper:.3f} | "
-                f"{'yes' if ok else 'no'} | {min(its)}-{max(its)} ({conv}/{len(runs)} by tol) | {per_it:.1f} |"
+                f"{'yes' if ok else 'no'} | {min(its)}-{max(its)} ({conv}/{len(runs)} by tol) | "
+                f"{per_it:.1f} |"
             )
             print(rows[-1], flush=True)
     lines = [

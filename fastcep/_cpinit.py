@@ -35,7 +35,9 @@ def svd_init(coords, values, shape, R, init_scale, rng):
     for k in range(K):
         others = [j for j in range(K) if j != k]
         cols = np.ravel_multi_index(tuple(coords[:, j] for j in others), tuple(shape[j] for j in others))
-        A = sp.csr_matrix((values, (coords[:, k], cols)), shape=(shape[k], int(np.prod([shape[j] for j in others]))))
+        A = sp.csr_matrix(
+            (values, (coords[:, k], cols)), shape=(shape[k], int(np.prod([shape[j] for j in others])))
+        )
         U = _leading_left_vectors(A, R, rng)
         block = np.zeros((shape[k], R))
         block[:, : U.shape[1]] = U * np.sqrt(shape[k])

@@ -30,8 +30,6 @@ FLAT_PRECISION = 1e-6
 ENTRY_CHUNK = 256
 #: objects per parallel work unit of the posterior rebuild
 OBJECT_CHUNK = 64
-#: iterations of the Gaussian CP fit of the +-1 labels that starts a cp_probit fit
-PROBIT_INIT_ITER = 50
 #: initial posterior variance of the embeddings, as a fraction of init_scale^2
 INIT_VAR_FRACTION = 0.01
 
@@ -464,24 +462,7 @@ def fit_cp(
             # so that the first sweep sees E[z z^T] ~ E[z] E[z]^T like an alternating least
             # squares step; with the prior covariance, the first messages over-count the
             # spread of the means and pull them towards 0
-            if init == "svd" and model == "cp_probit":
-                # a short Gaussian CP fit of the +-1 labels (itself started from the SVD)
-                pre = fit_cp(
-                    coords,
-                    s,
-                    "cp_gaussian",
-                    shape=shape,
-                    rank=R,
-                    prior_var=pv,
-                    covariance=covariance,
-                    max_iter=PROBIT_INIT_ITER,
-                    tol=1e-3,
-                    init_scale=init_scale,
-                    n_threads=n_threads,
-                    seed=rng.integers(2**63),
-                )
-                M[:] = pre._M
-            elif init == "svd":
+            if init == "svd":
                 M[:] = svd_init(coords, y, shape, R, init_scale, rng)
             else:
                 M[:] = init_scale * rng.standard_normal(M.shape)

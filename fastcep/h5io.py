@@ -68,7 +68,7 @@ def save_model(result, path):
         f.attrs["seed"] = json.dumps(seed if isinstance(seed, (int, type(None))) else repr(seed))
         f.attrs["options"] = json.dumps(result.options, default=_json_default)
         gm, gc = f.create_group("means"), f.create_group("covs")
-        for k, (m, c) in enumerate(zip(result.posterior.means, result.posterior.covs)):
+        for k, (m, c) in enumerate(zip(result.posterior.means, result.posterior.covs, strict=True)):
             gm.create_dataset(str(k), data=m)
             gc.create_dataset(str(k), data=c)
         if result.posterior.noise is not None:

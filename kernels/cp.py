@@ -149,7 +149,8 @@ def probit_message_diag(Lc, ec, m_post, s, Ez, Ezzd, Lmsg, emsg):
     regression kernels with x = E[z_r] and E[z_r^2] (Ezzd) in the variance terms:
     c = 1 + E[z_r^2] vc, u = s (x mc + b) / sqrt(c), g = s r x / sqrt(c),
     A = g^2 + (r u / c) E[z_r^2], mean = mc + vc g, var = vc (1 - vc A); if that message
-    precision is not positive, E[z_r^2] -> E[z_r]^2 (plain first-order step). Lc, ec, m_post, Lmsg, emsg: (R,). Returns the number of coordinates whose message must not
+    precision is not positive, E[z_r^2] -> E[z_r]^2 (plain first-order step).
+    Lc, ec, m_post, Lmsg, emsg: (R,). Returns the number of coordinates whose message must not
     be applied (their Lmsg[r] is set to nan).
     """
     R = Ez.shape[0]
@@ -517,8 +518,8 @@ def sequential_full(
 ):
     """Entries in ``order``; after each entry its K objects (and the noise posterior) are refreshed.
 
-    noise: (3,) array [a, b, E tau], updated in place (E tau only if not ``fix_tau``). old_L (K, R, R), old_e (K, R), Ltmp (R, R)
-    scratch. Returns the number of messages not applied.
+    noise: (3,) array [a, b, E tau], updated in place (E tau only if not ``fix_tau``).
+    old_L (K, R, R), old_e (K, R), Ltmp (R, R) scratch. Returns the number of messages not applied.
     """
     K = gidx.shape[1]
     R = M.shape[1]
@@ -560,7 +561,26 @@ def sequential_full(
 
 @njit(**SERIAL)
 def sequential_diag(
-    model, order, gidx, y, s, Lam, eta, alpha, beta, P_Lam, P_eta, M, S, E2, noise, fix_tau, rho, scr, old_L, old_e
+    model,
+    order,
+    gidx,
+    y,
+    s,
+    Lam,
+    eta,
+    alpha,
+    beta,
+    P_Lam,
+    P_eta,
+    M,
+    S,
+    E2,
+    noise,
+    fix_tau,
+    rho,
+    scr,
+    old_L,
+    old_e,
 ):
     """Diagonal variant of ``sequential_full``; old_L, old_e (K, R) scratch."""
     K = gidx.shape[1]

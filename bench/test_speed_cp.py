@@ -1,0 +1,102 @@
+"""Speed of CP decomposition (issue 3), with pytest-benchmark.
+
+    python -m pytest bench/test_speed_cp.py --benchmark-columns=median,iqr,min,rounds -s
+
+Seconds per iteration and entries per second of CEP-1 on Alog (cp_gaussian) and Enron (cp_probit),
+fold 1, at ranks 3 and 8 (skipped without ../shared/data), and at rank 8 on a synthetic
+1,000 x 1,000 x 1,000 tensor with 1,000,000 observed entries (peak memory too). A benchmark round
+is ``ITERS`` iterations of one fit continued from a fitted state (``init_state``): the time per
+iteration is the round's time / ITERS, and includes the per-call checks of the input.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fastcep
+from fastcep.data_tools import load_paper_fold, make_cp_tensor
+
+DATA = pathlib.Path(
+    os.environ.get("FASTCEP_SHARED_DATA", pathlib.Path(__file__).resolve().parents[2] / "shared" / "data")
+)
+ITERS = 10
+BIG_N = int(os.environ.get("FASTCEP_BENCH_CP_N", 1_000_000))
+
+
+def _paper(name):
+    folder = DATA / name
+    if not (folder / "train-fold-1.txt").is_file():
+        pytest.skip(f"{name} folds not found under {folder}")
+    return load_paper_fold(name, 1, folder)[0]
+
+
+def _time_iterations(benchmark, T, model, rank, rounds=5):
+    kw = dict(model=model, shape=T.shape, rank=rank, seed=0, tol=0.0)
+    warm = fastcep.fit(T.coords, T.values, max_iter=3, **kw)  # compile, reach a typical state
+    assert np.all(np.isfinite(warm.posterior.means[0]))
+
+    def run():
+        return fastcep.fit(T.coords, T.values, max_iter=ITERS, init_state=warm.state, **kw)
+
+    res = benchmark.pedantic(run, rounds=rounds, iterations=1, warmup_rounds=1)
+    assert res.n_iter == ITERS
+    med = benchmark.stats.stats.median / ITERS
+    inner = float(np.median(np.diff(np.concatenate([[0.0], res.trace.elapsed]))))
+    benchmark.extra_info["ms_per_iteration"] = med * 1e3
+    benchmark.extra_info["ms_per_iteration_inner_loop"] = inner * 1e3
+    benchmark.extra_info["entries_per_s"] = len(T.values) / med
+    print(
+        f"\n{model} rank {rank}, n = {len(T.values)}: {med * 1e3:.2f} ms/iter "
+        f"({inner * 1e3:.2f} ms in the loop), {len(T.values) / med:.3g} entries/s"
+    )
+
+
+@pytest.mark.parametrize("rank", [3, 8])
+def test_alog_iteration(benchmark, rank):
+    _time_iterations(benchmark, _paper("alog"), "cp_gaussian", rank)
+
+
+@pytest.mark.parametrize("rank", [3, 8])
+def test_enron_iteration(benchmark, rank):
+    _time_iterations(benchmark, _paper("enron"), "cp_probit", rank)
+
+
+@pytest.fixture(scope="module")
+def big():
+    T, _ = make_cp_tensor((1000, 1000, 1000), 8, BIG_N, noise_sd=0.1, seed=0)
+    return T
+
+
+def test_synthetic_1m_rank8_iteration(benchmark, big):
+    _time_iterations(benchmark, big, "cp_gaussian", 8, rounds=3)
+
+
+_PEAK_SCRIPT = """
+import resource, sys
+import numpy as np
+from fastcep.data_tools import make_cp_tensor
+import fastcep
+n = int(sys.argv[1]); R = 8
+T, _ = make_cp_tensor((1000, 1000, 1000), R, n, noise_sd=0.1, seed=0)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+fastcep.fit(T.coords, T.values, model="cp_gaussian", shape=T.shape, rank=R, max_iter=2, tol=0)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+msg = n * 3 * (R * R + R) * 8 + 2 * n * 8
+print(peak - base, msg)
+"""
+
+
+def test_peak_memory_synthetic_1m_rank8():
+    """Peak resident memory of a 2-iteration fit against the bytes of the per-entry messages."""
+    out = subprocess.run(
+        [sys.executable, "-c", _PEAK_SCRIPT, str(BIG_N)], capture_output=True, text=True, check=True
+    )
+    used, msg = (float(v) for v in out.stdout.split())
+    print(
+        f"\npeak memory of fit: {used / 1e9:.2f} GB; messages need {msg / 1e9:.2f} GB; ratio {used / msg:.2f}"
+    )
+    assert used / msg < 10  # a sanity bound; the measured ratio goes to BENCHMARKS.md
