@@ -13,7 +13,7 @@ def fit(X, y, model="probit", method="cep1", **options):
 
     Regression: ``fit(X, y, model="probit" | "logistic", method="cep1" | "cep2" | "ep")``.
     CP decomposition: ``fit(coords, values, model="cp_gaussian" | "cp_probit", shape=dims, rank=R)``
-    (see ``fastcep.cp.fit_cp`` for its options: a0, b0, covariance, init_scale, eval_set, ...).
+    (see ``fastcep.cp.fit_cp`` for its options: a0, b0, covariance, schedule, init, eval_set, ...).
 
     Parameters
     ----------

@@ -22,7 +22,7 @@ from .results import trace_from_lists
 CP_MODELS = ("cp_gaussian", "cp_probit")
 CP_METHODS = ("cep1", "cep2")
 COVARIANCES = ("full", "diag")
-SCHEDULES = ("parallel", "sequential")
+SCHEDULES = ("parallel", "block", "sequential")
 
 #: initial (flat) site precision, DESIGN.md section 3
 FLAT_PRECISION = 1e-6
@@ -351,15 +351,75 @@ def fit_cp(
     init_state=None,
     verbose=False,
 ):
-    """Fit a Bayesian CP decomposition; see ``fastcep.fit`` for the parameters."""
+    """Fit a Bayesian CP decomposition by CEP-1 (called by ``fastcep.fit`` for CP models).
+
+    Parameters
+    ----------
+    coords : int array (n, K), K >= 2
+        0-based coordinates of the observed entries. A repeated row is a second, independent
+        observation of that entry (it has its own messages).
+    values : array (n,)
+        Real values (cp_gaussian) or binary labels {0, 1}, {-1, 1} or bool (cp_probit).
+    model : {"cp_gaussian", "cp_probit"}
+    method : {"cep1"}
+        "cep2" is refused with an explanation (the paper found it worse than CEP-1 for tensors).
+    shape : sequence of K ints, optional
+        Tensor shape (default: 1 + the largest index of each mode).
+    rank : int >= 1 (required)
+    prior_var : float > 0, default 1.0
+        Variance of the N(0, prior_var I) prior of every embedding.
+    a0, b0 : float > 0, default 1e-3
+        Gamma(a0, b0) prior of the noise precision tau (cp_gaussian).
+    damping : float in (0, 1], default 0.5
+        ``msg <- (1 - damping) msg + damping new`` in natural parameters.
+    max_iter : int, default 500
+    tol : float >= 0, default 1e-4
+        Stop when the relative RMS change of the training entries' predictive means over one
+        iteration is below tol (invariant to the gauges of the factors).
+    schedule : {"parallel", "block", "sequential"}, default "parallel"
+        "parallel": every entry's messages to every mode from one posterior (full covariances;
+        with covariance="diag" this is the block schedule, since simultaneous updates of the
+        coupled coordinates of an object diverge). "block": mode by mode (and coordinate by
+        coordinate for "diag"), each block in parallel over entries, then its objects rebuilt:
+        stable for any damping, like alternating least squares. "sequential": entries in a
+        seeded random order, the posterior refreshed after each (single-threaded).
+    covariance : {"full", "diag"}, default "full"
+        R x R posterior covariance per object, or a diagonal one (fully factorised; for large R).
+    init : {"svd", "random"}, default "svd"
+        Initial posterior means: leading singular vectors of each mode's unfolding, or N(0,
+        init_scale^2) draws (seeded).
+    init_scale : float >= 0, default 1.0
+    noise_warmup : int >= 0, default 10
+        cp_gaussian: iterations with the noise precision held at ``warmup_snr / Var(values)``.
+    warmup_snr : float > 0, default 10.0
+    eval_set : (coords, values) or None
+        Test entries whose RMSE (cp_gaussian) or AUC (cp_probit) is recorded every iteration in
+        ``trace.eval_metric``.
+    n_threads, callback, seed, init_state, verbose
+        As for regression; the callback receives a ``CPIterationInfo``, ``init_state`` a
+        ``CPState`` (``res.state``) of a fit on the same entries.
+
+    Returns
+    -------
+    CPResult
+
+    Raises
+    ------
+    ValueError, TypeError
+        On bad input, naming the parameter and the bad rows.
+    FloatingPointError
+        If the posterior becomes non-finite or not positive definite (try a smaller damping or
+        schedule="block").
+    """
     func = "fit"
     V.check_choice(model, "model", func, CP_MODELS)
     V.check_choice(method, "method", func, CP_METHODS)
-    if method == "cep2" and model == "cp_probit":
+    if method == "cep2":
         raise ValueError(
-            "fit: method='cep2' is not available for model='cp_probit': its second-order term needs "
-            "third derivatives of the probit moments in R dimensions per message, and the paper "
-            "reports that it does not improve on CEP-1 for tensors. Use method='cep1'."
+            f"fit: method='cep2' is not implemented for model={model!r}: its second-order term needs "
+            "derivatives of the R x R conditional moments with respect to the other modes' "
+            "embeddings for every message, and the paper reports that it is worse than CEP-1 for "
+            "tensors (section 5.2). Use method='cep1'."
         )
     coords, shape = check_coords(coords, shape, func)
     n, Kmodes = coords.shape
@@ -425,7 +485,7 @@ def fit_cp(
         scr = np.empty((n_chunks, 7, R, R + 1))
         Ls = np.empty((-(-n_obj // OBJECT_CHUNK), R, R))
     else:
-        scr = np.empty((n_chunks, 6, R))
+        scr = np.empty((n_chunks, 2))
     code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
 
     def rebuild():
@@ -434,6 +494,8 @@ def fit_cp(
                 lay.ptr,
                 lay.ent,
                 lay.obj_mode,
+                0,
+                n_obj,
                 Lam,
                 eta,
                 prior_prec,
@@ -472,10 +534,15 @@ def fit_cp(
             else:
                 S[:] = v0
             E2[:] = _second_moments(M, S, covariance)
-            # P_Lam, P_eta stay prior + (flat) messages: the first cavities are the prior, the
-            # other modes enter through the initial moments (for cp_gaussian the messages do not
-            # depend on the cavity; for cp_probit an initial posterior not made of messages would
-            # act as a near-certain cavity against which the first messages carry no information)
+            # the posterior natural parameters get the prior's precision (P_Lam, from the flat
+            # messages) centred at the initial means: the first cavities are broad (for cp_probit
+            # a near-certain cavity would make the first messages carry no information) and a
+            # sequential sweep starts from the initial means; the rebuild after the first sweep
+            # forgets this pseudo-observation (posterior = prior + messages)
+            if covariance == "full":
+                P_eta[:] = np.einsum("oij,oj->oi", P_Lam, M)
+            else:
+                P_eta[:] = P_Lam * M
         noise = np.array([a0 + alpha.sum(), b0 + beta.sum(), 0.0])
         noise[2] = noise[0] / noise[1]
         warm = model == "cp_gaussian" and init_state is None and noise_warmup > 0
@@ -497,48 +564,115 @@ def fit_cp(
         it = 0
         for it in range(1, max_iter + 1):
             M_old, S_old = M.copy(), S.copy()
-            if schedule == "parallel":
+            if schedule in ("parallel", "block"):
                 if covariance == "full":
-                    K.sweep_full(
-                        code,
-                        lay.gidx,
-                        y,
-                        s,
-                        Lam,
-                        eta,
-                        alpha,
-                        beta,
-                        P_Lam,
-                        P_eta,
-                        M,
-                        E2,
-                        noise[2],
-                        rho,
-                        ENTRY_CHUNK,
-                        skipped,
-                        work,
-                        scr,
-                    )
+                    if schedule == "parallel":
+                        K.sweep_full(
+                            code,
+                            lay.gidx,
+                            y,
+                            s,
+                            Lam,
+                            eta,
+                            alpha,
+                            beta,
+                            P_Lam,
+                            P_eta,
+                            M,
+                            E2,
+                            noise[2],
+                            rho,
+                            ENTRY_CHUNK,
+                            skipped,
+                            work,
+                            scr,
+                        )
+                    else:
+                        # block coordinate schedule: mode by mode (see kernels.cp.sweep_full_mode)
+                        skipped[:] = 0
+                        for k in range(Kmodes):
+                            K.sweep_full_mode(
+                                code,
+                                lay.gidx,
+                                y,
+                                s,
+                                Lam,
+                                eta,
+                                P_Lam,
+                                P_eta,
+                                M,
+                                E2,
+                                noise[2],
+                                rho,
+                                k,
+                                ENTRY_CHUNK,
+                                skipped,
+                                work,
+                                scr,
+                            )
+                            K.rebuild_full(
+                                lay.ptr,
+                                lay.ent,
+                                lay.obj_mode,
+                                lay.offsets[k],
+                                lay.offsets[k + 1],
+                                Lam,
+                                eta,
+                                prior_prec,
+                                P_Lam,
+                                P_eta,
+                                M,
+                                S,
+                                E2,
+                                OBJECT_CHUNK,
+                                Ls,
+                                bad,
+                            )
+                        if model == "cp_gaussian":
+                            K.noise_messages_full(lay.gidx, y, alpha, beta, M, E2, rho)
                 else:
-                    K.sweep_diag(
-                        code,
-                        lay.gidx,
-                        y,
-                        s,
-                        Lam,
-                        eta,
-                        alpha,
-                        beta,
-                        P_Lam,
-                        P_eta,
-                        M,
-                        E2,
-                        noise[2],
-                        rho,
-                        ENTRY_CHUNK,
-                        skipped,
-                        scr,
-                    )
+                    # block coordinate schedule: mode by mode, coordinate by coordinate
+                    skipped[:] = 0
+                    for k in range(Kmodes):
+                        for r in range(R):
+                            K.sweep_diag_coord(
+                                code,
+                                lay.gidx,
+                                y,
+                                s,
+                                Lam,
+                                eta,
+                                P_Lam,
+                                P_eta,
+                                M,
+                                E2,
+                                noise[2],
+                                rho,
+                                k,
+                                r,
+                                ENTRY_CHUNK,
+                                skipped,
+                                scr,
+                            )
+                            K.rebuild_diag_coord(
+                                lay.ptr,
+                                lay.ent,
+                                lay.offsets[k],
+                                lay.offsets[k + 1],
+                                k,
+                                r,
+                                Lam,
+                                eta,
+                                prior_prec,
+                                P_Lam,
+                                P_eta,
+                                M,
+                                S,
+                                E2,
+                                bad,
+                            )
+                    if model == "cp_gaussian":
+                        K.noise_messages_diag(lay.gidx, y, alpha, beta, M, E2, rho)
                 n_skipped = int(skipped.sum())
             else:
                 order = rng.permutation(n).astype(np.int64)
@@ -590,8 +724,6 @@ def fit_cp(
                             warm and it <= noise_warmup,
                             rho,
                             scr[0],
-                            np.empty((Kmodes, R)),
-                            np.empty((Kmodes, R)),
                         )
                     )
             rebuild()  # exact posterior = prior + messages (also removes sequential drift)

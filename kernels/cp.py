@@ -141,54 +141,37 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, scr):
 
 
 @njit(**LEAF)
-def probit_message_diag(Lc, ec, m_post, s, Ez, Ezzd, Lmsg, emsg):
-    """Fully factorised (diagonal) CEP-1 probit messages of one (entry, mode), one per r.
+def probit_coord(tc, nc, s, x, b, ezz, out):
+    """CEP-1 probit message of one entry to one coordinate z_r of a diagonal-covariance object.
 
-    For coordinate r: f = z_r u_r + b_r, b_r = sum_{r' != r} z_r' u_r' with the other
-    coordinates at their posterior means m_post; the conditional tilted is the 1-D probit of the
-    regression kernels with x = E[z_r] and E[z_r^2] (Ezzd) in the variance terms:
-    c = 1 + E[z_r^2] vc, u = s (x mc + b) / sqrt(c), g = s r x / sqrt(c),
-    A = g^2 + (r u / c) E[z_r^2], mean = mc + vc g, var = vc (1 - vc A); if that message
-    precision is not positive, E[z_r^2] -> E[z_r]^2 (plain first-order step).
-    Lc, ec, m_post, Lmsg, emsg: (R,). Returns the number of coordinates whose message must not
-    be applied (their Lmsg[r] is set to nan).
+    f = x z_r + b with x = E[prod of the other modes' coordinate r], b the rest of f at the
+    posterior means, cavity N(mc, vc) = (nc / tc, 1 / tc); the conditional tilted is the 1-D
+    probit of the regression kernels with E[x^2] (ezz) in the variance terms:
+    c = 1 + ezz vc, u = s (x mc + b) / sqrt(c), g = s r x / sqrt(c), a = vc (g^2 + (r u / c) ezz),
+    mean = mc + vc g, var = vc (1 - a). If that message precision is not positive, ezz -> x^2
+    (the plain first-order step, always valid). out (2,) receives (precision, precision x mean);
+    returns False if no valid message exists (not applied).
     """
-    R = Ez.shape[0]
-    b_all = 0.0
-    for r in range(R):
-        b_all += Ez[r] * m_post[r]
-    bad = 0
-    for r in range(R):
-        tc = Lc[r]
-        vc = 1.0 / tc
-        mc = ec[r] * vc
-        x = Ez[r]
-        ok = False
-        # second pass: the plain first-order step E[z_r^2] -> E[z_r]^2 when the expected form
-        # gives a negative message precision (as in ``entry_update``)
-        for second in range(2):
-            ezz = Ezzd[r] if second == 0 else x * x
-            c = 1.0 + ezz * vc
-            isc = 1.0 / math.sqrt(c)
-            u = s * (x * mc + b_all - x * m_post[r]) * isc
-            rr = inv_mills(u)
-            g = s * rr * x * isc
-            a = vc * (g * g + rr * u / c * ezz)
-            delta = vc * g
-            inv = 1.0 / (1.0 - a)
-            t_new = tc * a * inv
-            n_new = (delta * tc + ec[r] * a) * inv
-            ok = tc > 0.0 and a > 0.0 and a < 1.0 and t_new > 0.0 and math.isfinite(t_new)
-            ok = ok and math.isfinite(n_new)
-            if ok:
-                break
-        if ok:
-            Lmsg[r] = t_new
-            emsg[r] = n_new
-        else:
-            Lmsg[r] = math.nan
-            bad += 1
-    return bad
+    if not tc > 0.0:
+        return False
+    vc = 1.0 / tc
+    mc = nc * vc
+    for second in range(2):
+        e2 = ezz if second == 0 else x * x
+        c = 1.0 + e2 * vc
+        isc = 1.0 / math.sqrt(c)
+        u = s * (x * mc + b) * isc
+        rr = inv_mills(u)
+        g = s * rr * x * isc
+        a = vc * (g * g + rr * u / c * e2)
+        inv = 1.0 / (1.0 - a)
+        t_new = tc * a * inv
+        n_new = (vc * g * tc + nc * a) * inv
+        if a > 0.0 and a < 1.0 and t_new > 0.0 and math.isfinite(t_new) and math.isfinite(n_new):
+            out[0] = t_new
+            out[1] = n_new
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- Gaussian noise
@@ -236,13 +219,12 @@ def expected_sq_error_diag(gidx_e, y, M, E2d):
 
 # ---------------------------------------------------------------- one entry, all modes
 @njit(**LEAF)
-def entry_update(model, gidx_e, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, rho, work, scr):
-    """New damped messages of one entry for every mode (full R x R blocks), from the posterior.
+def entry_update(model, gidx_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, rho, work, scr):
+    """New damped messages of one entry to its objects of modes k_lo..k_hi-1 (full R x R blocks).
 
     Lam_e (K, R, R), eta_e (K, R): the entry's messages, updated in place. work: (3, R, R)
     scratch (Ezz, Lc, Lmsg) plus rows of scr; returns the number of messages not applied.
     """
-    K = gidx_e.shape[0]
     R = M.shape[1]
     Ezz = work[0]
     Lc = work[1]
@@ -253,7 +235,7 @@ def entry_update(model, gidx_e, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, r
     emsg = scr[2, 0, :R]
     probit_scr = scr[3:]
     skipped = 0
-    for k in range(K):
+    for k in range(k_lo, k_hi):
         other_modes_moments(gidx_e, k, M, E2, Ez, Ezz)
         if model == MODEL_GAUSSIAN:
             for i in range(R):
@@ -287,37 +269,39 @@ def entry_update(model, gidx_e, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, r
 
 
 @njit(**LEAF)
-def entry_update_diag(model, gidx_e, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2d, etau, rho, scr):
-    """Diagonal variant of ``entry_update``: Lam_e, eta_e (K, R); scr (6, R) scratch."""
+def coord_update_diag(model, gidx_e, k, r, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2d, etau, rho, out):
+    """Damped message of one entry to coordinate r of its mode-k object (diagonal covariances).
+
+    The conditional for z_r keeps the object's other coordinates at their posterior means
+    (b = sum_{q != r} x_q m_q): Gaussian Lam* = E[tau] E[x_r^2], eta* = E[tau] x_r (y - b);
+    probit ``probit_coord``. Lam_e, eta_e (K, R) updated in place; out (2,) scratch.
+    Returns 1 if the message was not applied, else 0.
+    """
     K = gidx_e.shape[0]
-    R = M.shape[1]
-    Ez = scr[0]
-    Ezzd = scr[1]
-    Lc = scr[2]
-    ec = scr[3]
-    Lmsg = scr[4]
-    emsg = scr[5]
-    skipped = 0
-    for k in range(K):
-        other_modes_moments_diag(gidx_e, k, M, E2d, Ez, Ezzd)
-        o = gidx_e[k]
-        if model == MODEL_GAUSSIAN:
-            b_all = 0.0
-            for r in range(R):
-                b_all += Ez[r] * M[o, r]
-            for r in range(R):
-                Lmsg[r] = etau * Ezzd[r]
-                emsg[r] = etau * Ez[r] * (y - (b_all - Ez[r] * M[o, r]))
+    o = gidx_e[k]
+    x = 1.0
+    ezz = 1.0
+    b = 0.0
+    for q in range(M.shape[1]):
+        p = 1.0
+        for kk in range(K):
+            if kk != k:
+                p *= M[gidx_e[kk], q]
+        if q == r:
+            x = p
         else:
-            for r in range(R):
-                Lc[r] = P_Lam[o, r] - Lam_e[k, r]
-                ec[r] = P_eta[o, r] - eta_e[k, r]
-            skipped += probit_message_diag(Lc, ec, M[o], s, Ez, Ezzd, Lmsg, emsg)
-        for r in range(R):
-            if math.isfinite(Lmsg[r]):
-                Lam_e[k, r] = (1.0 - rho) * Lam_e[k, r] + rho * Lmsg[r]
-                eta_e[k, r] = (1.0 - rho) * eta_e[k, r] + rho * emsg[r]
-    return skipped
+            b += p * M[o, q]
+    for kk in range(K):
+        if kk != k:
+            ezz *= E2d[gidx_e[kk], r]
+    if model == MODEL_GAUSSIAN:
+        out[0] = etau * ezz
+        out[1] = etau * x * (y - b)
+    elif not probit_coord(P_Lam[o, r] - Lam_e[k, r], P_eta[o, r] - eta_e[k, r], s, x, b, ezz, out):
+        return 1
+    Lam_e[k, r] = (1.0 - rho) * Lam_e[k, r] + rho * out[0]
+    eta_e[k, r] = (1.0 - rho) * eta_e[k, r] + rho * out[1]
+    return 0
 
 
 # ---------------------------------------------------------------- drivers
@@ -334,8 +318,9 @@ def sweep_full(
         k = 0
         for e in range(c * chunk, min(n, (c + 1) * chunk)):
             k += entry_update(
-                model, gidx[e], y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, etau, rho, work[c], scr[c]
-            )
+                model, gidx[e], 0, gidx.shape[1], y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, etau, rho,
+                work[c], scr[c],
+            )  # fmt: skip
             if model == MODEL_GAUSSIAN:
                 alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
                 beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
@@ -343,21 +328,62 @@ def sweep_full(
 
 
 @njit(**PARALLEL_CACHED)
-def sweep_diag(
-    model, gidx, y, s, Lam, eta, alpha, beta, P_Lam, P_eta, M, E2d, etau, rho, chunk, skipped, scr
+def sweep_full_mode(
+    model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k, chunk, skipped, work, scr
 ):
-    """Damped parallel sweep, diagonal covariances; scr (n_chunks, 6, R)."""
+    """Damped messages of every entry to its mode-k object, in parallel (full covariances).
+
+    One block of the default schedule: given the other modes, the objects of mode k are
+    independent, so updating mode k's messages and then rebuilding its objects is a block
+    coordinate step, as in alternating least squares (updating all modes from the same
+    posterior is a Jacobi step, which oscillates or diverges with damping near 1).
+    skipped (n_chunks,) accumulates; work, scr as in ``sweep_full``.
+    """
     n = gidx.shape[0]
     for c in prange(skipped.shape[0]):
-        k = 0
+        t = 0
         for e in range(c * chunk, min(n, (c + 1) * chunk)):
-            k += entry_update_diag(
-                model, gidx[e], y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2d, etau, rho, scr[c]
+            t += entry_update(
+                model, gidx[e], k, k + 1, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, etau, rho,
+                work[c], scr[c],
+            )  # fmt: skip
+        skipped[c] += t
+
+
+@njit(**PARALLEL_CACHED)
+def noise_messages_full(gidx, y, alpha, beta, M, E2, rho):
+    """Damped Gamma messages (shape 1/2, rate E[(y - f)^2] / 2) of every entry, in parallel."""
+    for e in prange(gidx.shape[0]):
+        alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
+        beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
+
+
+@njit(**PARALLEL_CACHED)
+def sweep_diag_coord(model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2d, etau, rho, k, r, chunk, skipped, out):
+    """Damped messages of every entry to coordinate r of its mode-k object, in parallel.
+
+    One block of the diagonal schedule: the objects of mode k are conditionally independent
+    given the other modes and coordinates, so updating (k, r) for all entries and then rebuilding
+    those objects (``rebuild_diag_coord``) is a block coordinate step (updating all coordinates
+    at once from the same means is a Jacobi step, which diverges when coordinates are coupled).
+    skipped (n_chunks,) receives counts; out (n_chunks, 2) scratch.
+    """
+    n = gidx.shape[0]
+    for c in prange(skipped.shape[0]):
+        t = 0
+        for e in range(c * chunk, min(n, (c + 1) * chunk)):
+            t += coord_update_diag(
+                model, gidx[e], k, r, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2d, etau, rho, out[c]
             )
-            if model == MODEL_GAUSSIAN:
-                alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
-                beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error_diag(gidx[e], y[e], M, E2d)
-        skipped[c] = k
+        skipped[c] += t
+
+
+@njit(**PARALLEL_CACHED)
+def noise_messages_diag(gidx, y, alpha, beta, M, E2d, rho):
+    """Damped Gamma messages (shape 1/2, rate E[(y - f)^2] / 2) of every entry, in parallel."""
+    for e in prange(gidx.shape[0]):
+        alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
+        beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error_diag(gidx[e], y[e], M, E2d)
 
 
 @njit(**LEAF)
@@ -379,16 +405,19 @@ def object_moments(P_Lam_o, P_eta_o, M_o, S_o, E2_o, L):
 
 
 @njit(**PARALLEL_CACHED)
-def rebuild_full(ptr, ent, obj_mode, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E2, obj_chunk, Ls, bad):
+def rebuild_full(
+    ptr, ent, obj_mode, lo, hi, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E2, obj_chunk, Ls, bad
+):
     """Posterior of every object = prior + its messages (CSR order), then its moments.
 
-    ptr (n_obj + 1,), ent (n * K,) entry ids grouped by object; Ls (n_obj_chunks, R, R)
-    scratch; bad (n_obj,) set to 1 where the posterior precision is not positive definite.
+    Objects lo..hi-1 only (all: 0, n_obj). ptr (n_obj + 1,), ent (n * K,) entry ids grouped by
+    object; Ls (>= n_obj_chunks, R, R) scratch; bad (n_obj,) set to 1 where the posterior
+    precision is not positive definite.
     """
-    n_obj, R = M.shape
-    for c in prange(Ls.shape[0]):
+    R = M.shape[1]
+    for c in prange(-(-(hi - lo) // obj_chunk)):
         L = Ls[c]
-        for o in range(c * obj_chunk, min(n_obj, (c + 1) * obj_chunk)):
+        for o in range(lo + c * obj_chunk, min(hi, lo + (c + 1) * obj_chunk)):
             k = obj_mode[o]
             for i in range(R):
                 P_eta[o, i] = 0.0
@@ -424,6 +453,24 @@ def rebuild_diag(ptr, ent, obj_mode, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E
             M[o, r] = P_eta[o, r] * S[o, r]
             E2[o, r] = S[o, r] + M[o, r] * M[o, r]
         bad[o] = 0 if ok else 1
+
+
+@njit(**PARALLEL_CACHED)
+def rebuild_diag_coord(ptr, ent, lo, hi, k, r, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E2, bad):
+    """Coordinate r of objects lo..hi-1 (all of mode k) = prior + their messages; bad as in rebuild."""
+    for o in prange(lo, hi):
+        pl = prior_prec
+        pe = 0.0
+        for idx in range(ptr[o], ptr[o + 1]):
+            e = ent[idx]
+            pl += Lam[e, k, r]
+            pe += eta[e, k, r]
+        P_Lam[o, r] = pl
+        P_eta[o, r] = pe
+        S[o, r] = 1.0 / pl
+        M[o, r] = pe / pl
+        E2[o, r] = S[o, r] + M[o, r] * M[o, r]
+        bad[o] = 0 if pl > 0.0 else 1
 
 
 # ---------------------------------------------------------------- prediction
@@ -529,7 +576,7 @@ def sequential_full(
         old_L[:, :, :] = Lam[e]
         old_e[:, :] = eta[e]
         skipped += entry_update(
-            model, gidx[e], y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho, work, scr
+            model, gidx[e], 0, K, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho, work, scr
         )
         if model == MODEL_GAUSSIAN:
             new_b = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
@@ -561,38 +608,33 @@ def sequential_full(
 
 @njit(**SERIAL)
 def sequential_diag(
-    model,
-    order,
-    gidx,
-    y,
-    s,
-    Lam,
-    eta,
-    alpha,
-    beta,
-    P_Lam,
-    P_eta,
-    M,
-    S,
-    E2,
-    noise,
-    fix_tau,
-    rho,
-    scr,
-    old_L,
-    old_e,
+    model, order, gidx, y, s, Lam, eta, alpha, beta, P_Lam, P_eta, M, S, E2, noise, fix_tau, rho, out
 ):
-    """Diagonal variant of ``sequential_full``; old_L, old_e (K, R) scratch."""
+    """Entries in ``order``; each coordinate's object is refreshed right after its message.
+
+    noise: (3,) [a, b, E tau] updated in place (E tau only if not ``fix_tau``); out (2,) scratch.
+    Returns the number of messages not applied.
+    """
     K = gidx.shape[1]
     R = M.shape[1]
     skipped = 0
     for ii in range(order.shape[0]):
         e = order[ii]
-        old_L[:, :] = Lam[e]
-        old_e[:, :] = eta[e]
-        skipped += entry_update_diag(
-            model, gidx[e], y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho, scr
-        )
+        for k in range(K):
+            o = gidx[e, k]
+            for r in range(R):
+                old_L = Lam[e, k, r]
+                old_e = eta[e, k, r]
+                if coord_update_diag(
+                    model, gidx[e], k, r, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho, out
+                ):
+                    skipped += 1
+                    continue
+                P_Lam[o, r] += Lam[e, k, r] - old_L
+                P_eta[o, r] += eta[e, k, r] - old_e
+                S[o, r] = 1.0 / P_Lam[o, r]
+                M[o, r] = P_eta[o, r] * S[o, r]
+                E2[o, r] = S[o, r] + M[o, r] * M[o, r]
         if model == MODEL_GAUSSIAN:
             new_b = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error_diag(gidx[e], y[e], M, E2)
             new_a = (1.0 - rho) * alpha[e] + rho * 0.5
@@ -602,12 +644,4 @@ def sequential_diag(
                 noise[2] = noise[0] / noise[1]
             alpha[e] = new_a
             beta[e] = new_b
-        for k in range(K):
-            o = gidx[e, k]
-            for r in range(R):
-                P_Lam[o, r] += Lam[e, k, r] - old_L[k, r]
-                P_eta[o, r] += eta[e, k, r] - old_e[k, r]
-                S[o, r] = 1.0 / P_Lam[o, r]
-                M[o, r] = P_eta[o, r] * S[o, r]
-                E2[o, r] = S[o, r] + M[o, r] * M[o, r]
     return skipped

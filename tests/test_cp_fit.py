@@ -93,7 +93,7 @@ def test_same_seed_same_factors_and_thread_count_invariance(gaussian_split):
 
 
 @pytest.mark.parametrize("covariance", ["full", "diag"])
-@pytest.mark.parametrize("schedule", ["parallel", "sequential"])
+@pytest.mark.parametrize("schedule", ["parallel", "block", "sequential"])
 def test_probit_learns_and_is_deterministic(probit_tensor, covariance, schedule):
     T = probit_tensor
     kw = dict(model="cp_probit", shape=T.shape, rank=2, seed=1, covariance=covariance, schedule=schedule)
@@ -108,15 +108,31 @@ def test_probit_learns_and_is_deterministic(probit_tensor, covariance, schedule)
     assert r1.posterior.noise is None
 
 
-def test_diag_covariance_matches_full_at_rank_one(gaussian_split):
-    # with R = 1 a full 1 x 1 covariance is a diagonal one: the two code paths must agree
-    T, tr, _, _ = gaussian_split
-    kw = dict(model="cp_gaussian", shape=SHAPE, rank=1, max_iter=10, seed=0)
-    full = fastcep.fit(T.coords[tr], T.values[tr], covariance="full", **kw)
-    diag = fastcep.fit(T.coords[tr], T.values[tr], covariance="diag", **kw)
+@pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
+def test_diag_equals_full_at_rank_one_with_the_block_schedule(model):
+    # with R = 1 a 1 x 1 covariance is diagonal and the block schedules visit the same blocks
+    # (mode by mode) in the same order: the two code paths must give the same numbers
+    T, _ = make_cp_tensor((12, 10, 8), 1, 500, noise_sd=0.1, seed=5, binary=model == "cp_probit")
+    kw = dict(model=model, shape=T.shape, rank=1, max_iter=30, tol=0.0, seed=0, schedule="block", damping=0.7)
+    full = fastcep.fit(T.coords, T.values, covariance="full", **kw)
+    diag = fastcep.fit(T.coords, T.values, covariance="diag", **kw)
     for k in range(3):
-        np.testing.assert_allclose(full.posterior.means[k], diag.posterior.means[k], rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(full.posterior.covs[k][:, :, 0], diag.posterior.covs[k], rtol=1e-9)
+        np.testing.assert_allclose(
+            full.posterior.means[k][:, 0], diag.posterior.means[k][:, 0], rtol=1e-9, atol=1e-12
+        )
+        np.testing.assert_allclose(full.posterior.covs[k][:, 0, 0], diag.posterior.covs[k][:, 0], rtol=1e-9)
+    if model == "cp_gaussian":
+        assert full.posterior.noise == pytest.approx(diag.posterior.noise, rel=1e-10)
+
+
+def test_block_schedule_is_stable_where_parallel_is_not():
+    # Jacobi updates of all modes at damping 1 overshoot; mode-by-mode blocks converge
+    T, _ = make_cp_tensor((12, 10, 8), 1, 500, noise_sd=0.1, seed=5)
+    kw = dict(model="cp_gaussian", shape=T.shape, rank=1, max_iter=200, seed=0, damping=1.0)
+    res = fastcep.fit(T.coords, T.values, schedule="block", **kw)
+    assert res.converged and res.n_iter < 100
+    a, b = res.posterior.noise
+    assert 70 < a / b < 130  # true precision 100
 
 
 def test_four_modes_and_callback_stop(rng):
@@ -253,6 +269,7 @@ VALUES = np.array([0.5, -1.0, 2.0])
         (COORDS, VALUES, dict(prior_var=-1.0), ValueError, "'prior_var' parameter"),
         (COORDS, VALUES, dict(covariance="dense"), ValueError, "'covariance' parameter"),
         (COORDS, VALUES, dict(method="ep"), ValueError, "'method' parameter"),
+        (COORDS, VALUES, dict(method="cep2"), ValueError, "not implemented"),
         (COORDS, VALUES, dict(eval_set=(COORDS + 5, VALUES)), ValueError, "eval_set"),
     ],
 )

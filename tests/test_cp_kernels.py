@@ -66,6 +66,8 @@ def kernel_state(coords, shape, Lam, eta, prior_var, covariance):
             lay.ptr,
             lay.ent,
             lay.obj_mode,
+            0,
+            n_obj,
             Lam,
             eta,
             1 / prior_var,
@@ -184,67 +186,72 @@ def test_probit_message_with_deterministic_z_is_exact_moment_matching(rng):
 
 
 @pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
-def test_diag_sweep_matches_per_coordinate_formulas(rng, model):
+@pytest.mark.parametrize("R", [1, 3])
+def test_diag_block_sweep_matches_per_coordinate_formulas(rng, model, R):
+    """One (mode k, coordinate r) block: messages from the textbook formulas, then the rebuild."""
     from scipy.special import log_ndtr
 
-    shape, R, n, rho, prior_var, etau = (4, 3, 5), 3, 30, 0.5, 1.0, 1.7
+    shape, n, rho, prior_var, etau = (4, 3, 5), 30, 0.5, 1.0, 1.7
     coords, y, Lam, eta = random_state(rng, shape, R, n, model, "diag")
     lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "diag")
-    alpha, beta = np.zeros(n), np.zeros(n)
-    Lam0, eta0 = Lam.copy(), eta.copy()
-    n_chunks = -(-n // ENTRY_CHUNK)
-    sk = np.zeros(n_chunks, dtype=np.int64)
     code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
-    K.sweep_diag(
-        code,
-        lay.gidx,
-        y,
-        y,
-        Lam,
-        eta,
-        alpha,
-        beta,
-        P_Lam,
-        P_eta,
-        M,
-        E2,
-        etau,
-        rho,
-        ENTRY_CHUNK,
-        sk,
-        np.empty((n_chunks, 6, R)),
-    )
-    for e in range(n):
-        for k in range(3):
-            o = lay.gidx[e, k]
-            others = [lay.gidx[e, kk] for kk in range(3) if kk != k]
-            Ez = np.prod([M[x] for x in others], axis=0)
-            Ezzd = np.prod([E2[x] for x in others], axis=0)
-            for r in range(R):
-                b = Ez @ M[o] - Ez[r] * M[o, r]
+    n_chunks = -(-n // ENTRY_CHUNK)
+    for k in range(3):
+        for r in range(R):
+            Lam0, eta0, M0, E20 = Lam.copy(), eta.copy(), M.copy(), E2.copy()
+            P_Lam0, P_eta0 = P_Lam.copy(), P_eta.copy()
+            sk = np.zeros(n_chunks, dtype=np.int64)
+            K.sweep_diag_coord(
+                code, lay.gidx, y, y, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k, r, ENTRY_CHUNK, sk,
+                np.empty((n_chunks, 2)),
+            )  # fmt: skip
+            n_bad = 0
+            for e in range(n):
+                o = lay.gidx[e, k]
+                others = [lay.gidx[e, kk] for kk in range(3) if kk != k]
+                Ez = np.prod([M0[x] for x in others], axis=0)
+                ezz = np.prod([E20[x, r] for x in others])
+                b = Ez @ M0[o] - Ez[r] * M0[o, r]
                 if model == "cp_gaussian":
-                    new_t, new_n = etau * Ezzd[r], etau * Ez[r] * (y[e] - b)
+                    new_t, new_n = etau * ezz, etau * Ez[r] * (y[e] - b)
                 else:
-                    tc = P_Lam[o, r] - Lam0[e, k, r]
-                    nc = P_eta[o, r] - eta0[e, k, r]
+                    tc = P_Lam0[o, r] - Lam0[e, k, r]
+                    nc = P_eta0[o, r] - eta0[e, k, r]
                     vc, mc = 1 / tc, nc / tc
-                    for ezz in (Ezzd[r], Ez[r] ** 2):  # expected form, then plain first order
-                        c = 1 + ezz * vc
+                    for e2 in (ezz, Ez[r] ** 2):  # expected form, then plain first order
+                        c = 1 + e2 * vc
                         u = y[e] * (Ez[r] * mc + b) / np.sqrt(c)
                         rr = np.exp(-0.5 * u * u - 0.5 * np.log(2 * np.pi) - log_ndtr(u))
                         g = y[e] * rr * Ez[r] / np.sqrt(c)
-                        A = g * g + rr * u / c * ezz
+                        A = g * g + rr * u / c * e2
                         mean, var = mc + vc * g, vc - vc * vc * A
                         new_t, new_n = 1 / var - tc, mean / var - nc
                         if new_t > 0 and var > 0:
                             break
                     if not (new_t > 0 and var > 0):
+                        n_bad += 1
                         assert Lam[e, k, r] == Lam0[e, k, r]
                         continue
                 assert Lam[e, k, r] == pytest.approx((1 - rho) * Lam0[e, k, r] + rho * new_t, rel=1e-9)
                 assert eta[e, k, r] == pytest.approx(
                     (1 - rho) * eta0[e, k, r] + rho * new_n, rel=1e-9, abs=1e-12
                 )
+            assert sk.sum() == n_bad
+            # only block (k, r) changed
+            mask = np.ones_like(Lam, dtype=bool)
+            mask[:, k, r] = False
+            np.testing.assert_array_equal(Lam[mask], Lam0[mask])
+            bad = np.zeros(len(M), dtype=np.int64)
+            lo, hi = lay.offsets[k], lay.offsets[k + 1]
+            K.rebuild_diag_coord(
+                lay.ptr, lay.ent, lo, hi, k, r, Lam, eta, 1 / prior_var, P_Lam, P_eta, M, S, E2, bad
+            )
+            nP_Lam, nP_eta, means, covs = naive.cp_posterior(
+                coords, shape, Lam[..., None] * np.eye(R), eta, prior_var
+            )
+            np.testing.assert_allclose(M[lo:hi, r], means[k][:, r], rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(S[lo:hi, r], covs[k][:, r, r], rtol=1e-10)
+            np.testing.assert_array_equal(M[:lo], M0[:lo])
 
 
 def test_expected_sq_error_and_predictive_variance_are_exact(rng):
