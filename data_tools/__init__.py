@@ -1,10 +1,16 @@
 """Data loaders, converters and generators of fastcep (installed as ``fastcep.data_tools``)."""
 
+from .dblp import DBLP_SHAPE, build_dblp_training, dblp_test_auc, dblp_training_set, load_dblp
 from .simulate import make_regression_simulation
 from .tensors import PAPER_TENSORS, SparseTensor, load_paper_fold, make_cp_tensor, read_text_tensor
 from .uci import UCI_DATASETS, load_uci, uci_splits
 
 __all__ = [
+    "DBLP_SHAPE",
+    "build_dblp_training",
+    "dblp_test_auc",
+    "dblp_training_set",
+    "load_dblp",
     "PAPER_TENSORS",
     "SparseTensor",
     "UCI_DATASETS",

@@ -2,7 +2,9 @@
 
 ``fastcep.fit`` fits Bayesian probit and logistic regression (CEP-1, CEP-2, EP) and Bayesian CP
 tensor decompositions (``model="cp_gaussian" | "cp_probit"``); the result holds the posterior,
-predictions and a per-iteration trace. ``fastcep.load_model`` reads a CP model saved with
+predictions and a per-iteration trace. ``fastcep.stream`` decomposes a tensor arriving in
+batches (ADF-CEP), from memory or block by block from an HDF5 tensor file (``write_tensor``,
+``text_to_tensor``, ``TensorReader``). ``fastcep.load_model`` reads a CP model saved with
 ``CPResult.save``. scikit-learn style estimators
 ``BayesianProbitClassifier`` and ``BayesianLogisticClassifier`` need scikit-learn.
 """
@@ -10,10 +12,11 @@ predictions and a per-iteration trace. ``fastcep.load_model`` reads a CP model s
 from . import metrics
 from .api import fit
 from .cp import CPPosterior, CPResult, CPState
-from .h5io import load_model
+from .h5io import TensorReader, TensorWriter, load_model, read_tensor, text_to_tensor, write_tensor
 from .metrics import auc, gaussian_kl, rmse
 from .regression import RegressionResult
 from .results import GaussianPosterior, IterationInfo, RegressionState, Trace
+from .stream import stream
 
 __version__ = "0.1.0"
 
@@ -27,13 +30,19 @@ __all__ = [
     "IterationInfo",
     "RegressionResult",
     "RegressionState",
+    "TensorReader",
+    "TensorWriter",
     "Trace",
     "auc",
     "fit",
     "gaussian_kl",
     "load_model",
     "metrics",
+    "read_tensor",
     "rmse",
+    "stream",
+    "text_to_tensor",
+    "write_tensor",
 ]
 
 _ESTIMATORS = ("BayesianProbitClassifier", "BayesianLogisticClassifier")

@@ -350,6 +350,8 @@ def fit_cp(
     seed=None,
     init_state=None,
     verbose=False,
+    _prior=None,
+    _init_moments=None,
 ):
     """Fit a Bayesian CP decomposition by CEP-1 (called by ``fastcep.fit`` for CP models).
 
@@ -396,8 +398,10 @@ def fit_cp(
         Test entries whose RMSE (cp_gaussian) or AUC (cp_probit) is recorded every iteration in
         ``trace.eval_metric``.
     n_threads, callback, seed, init_state, verbose
-        As for regression; the callback receives a ``CPIterationInfo``, ``init_state`` a
-        ``CPState`` (``res.state``) of a fit on the same entries.
+        As for regression (the private ``_prior`` (prior_Lam, prior_eta) per object and
+        ``_init_moments`` (means, covs) serve ``fastcep.stream``); the callback receives a
+        ``CPIterationInfo``, ``init_state`` a ``CPState`` (``res.state``) of a fit on the same
+        entries.
 
     Returns
     -------
@@ -476,7 +480,13 @@ def fit_cp(
     else:
         Lam, eta, alpha, beta = _check_state(init_state, n, Kmodes, R, covariance, func)
         _, _, (P_Lam, P_eta, M, S, E2) = _allocate(1, Kmodes, R, n_obj, covariance)
-    prior_prec = 1.0 / pv
+    if _prior is None:
+        eye = np.eye(R) if covariance == "full" else np.ones(R)
+        prior_Lam = np.ascontiguousarray(np.broadcast_to(eye / pv, (n_obj, *eye.shape)))
+        prior_eta = np.zeros((n_obj, R))
+    else:  # per-object priors (streaming: the current posterior of each object)
+        prior_Lam = np.ascontiguousarray(_prior[0], dtype=np.float64)
+        prior_eta = np.ascontiguousarray(_prior[1], dtype=np.float64)
     bad = np.zeros(n_obj, dtype=np.int64)
     n_chunks = -(-n // ENTRY_CHUNK)
     skipped = np.zeros(n_chunks, dtype=np.int64)
@@ -498,7 +508,8 @@ def fit_cp(
                 n_obj,
                 Lam,
                 eta,
-                prior_prec,
+                prior_Lam,
+                prior_eta,
                 P_Lam,
                 P_eta,
                 M,
@@ -509,7 +520,9 @@ def fit_cp(
                 bad,
             )
         else:
-            K.rebuild_diag(lay.ptr, lay.ent, lay.obj_mode, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E2, bad)
+            K.rebuild_diag(
+                lay.ptr, lay.ent, lay.obj_mode, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, bad
+            )
         if bad.any():
             raise FloatingPointError(
                 f"fit: the posterior precision of {int(bad.sum())} object(s) is not positive definite; "
@@ -524,7 +537,9 @@ def fit_cp(
             # so that the first sweep sees E[z z^T] ~ E[z] E[z]^T like an alternating least
             # squares step; with the prior covariance, the first messages over-count the
             # spread of the means and pull them towards 0
-            if init == "svd":
+            if _init_moments is not None:
+                M[:] = _init_moments[0]
+            elif init == "svd":
                 M[:] = svd_init(coords, y, shape, R, init_scale, rng)
             else:
                 M[:] = init_scale * rng.standard_normal(M.shape)
@@ -533,6 +548,8 @@ def fit_cp(
                 S[:] = v0 * np.eye(R)
             else:
                 S[:] = v0
+            if _init_moments is not None:
+                S[:] = _init_moments[1]
             E2[:] = _second_moments(M, S, covariance)
             # the posterior natural parameters get the prior's precision (P_Lam, from the flat
             # messages) centred at the initial means: the first cavities are broad (for cp_probit
@@ -618,7 +635,8 @@ def fit_cp(
                                 lay.offsets[k + 1],
                                 Lam,
                                 eta,
-                                prior_prec,
+                                prior_Lam,
+                                prior_eta,
                                 P_Lam,
                                 P_eta,
                                 M,
@@ -663,7 +681,8 @@ def fit_cp(
                                 r,
                                 Lam,
                                 eta,
-                                prior_prec,
+                                prior_Lam,
+                                prior_eta,
                                 P_Lam,
                                 P_eta,
                                 M,
@@ -788,7 +807,7 @@ def fit_cp(
                     break
             if converged:
                 break
-    return _pack(
+    res = _pack(
         model,
         method,
         covariance,
@@ -807,6 +826,9 @@ def fit_cp(
         beta,
         options,
     )
+    # the posterior's natural parameters (streaming absorbs them as the next prior)
+    res._P_Lam, res._P_eta = P_Lam.copy(), P_eta.copy()
+    return res
 
 
 def _pack(

@@ -406,9 +406,10 @@ def object_moments(P_Lam_o, P_eta_o, M_o, S_o, E2_o, L):
 
 @njit(**PARALLEL_CACHED)
 def rebuild_full(
-    ptr, ent, obj_mode, lo, hi, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E2, obj_chunk, Ls, bad
+    ptr, ent, obj_mode, lo, hi, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, obj_chunk, Ls, bad
 ):
-    """Posterior of every object = prior + its messages (CSR order), then its moments.
+    """Posterior of every object = its prior (prior_Lam (n_obj, R, R), prior_eta (n_obj, R)) + its
+    messages (CSR order), then its moments.
 
     Objects lo..hi-1 only (all: 0, n_obj). ptr (n_obj + 1,), ent (n * K,) entry ids grouped by
     object; Ls (>= n_obj_chunks, R, R) scratch; bad (n_obj,) set to 1 where the posterior
@@ -420,9 +421,9 @@ def rebuild_full(
         for o in range(lo + c * obj_chunk, min(hi, lo + (c + 1) * obj_chunk)):
             k = obj_mode[o]
             for i in range(R):
-                P_eta[o, i] = 0.0
+                P_eta[o, i] = prior_eta[o, i]
                 for j in range(R):
-                    P_Lam[o, i, j] = prior_prec if i == j else 0.0
+                    P_Lam[o, i, j] = prior_Lam[o, i, j]
             for idx in range(ptr[o], ptr[o + 1]):
                 e = ent[idx]
                 for i in range(R):
@@ -433,14 +434,14 @@ def rebuild_full(
 
 
 @njit(**PARALLEL_CACHED)
-def rebuild_diag(ptr, ent, obj_mode, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E2, bad):
+def rebuild_diag(ptr, ent, obj_mode, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, bad):
     """Diagonal variant of ``rebuild_full``: all blocks are (R,)."""
     n_obj, R = M.shape
     for o in prange(n_obj):
         k = obj_mode[o]
         for r in range(R):
-            P_Lam[o, r] = prior_prec
-            P_eta[o, r] = 0.0
+            P_Lam[o, r] = prior_Lam[o, r]
+            P_eta[o, r] = prior_eta[o, r]
         for idx in range(ptr[o], ptr[o + 1]):
             e = ent[idx]
             for r in range(R):
@@ -456,11 +457,11 @@ def rebuild_diag(ptr, ent, obj_mode, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E
 
 
 @njit(**PARALLEL_CACHED)
-def rebuild_diag_coord(ptr, ent, lo, hi, k, r, Lam, eta, prior_prec, P_Lam, P_eta, M, S, E2, bad):
+def rebuild_diag_coord(ptr, ent, lo, hi, k, r, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, bad):
     """Coordinate r of objects lo..hi-1 (all of mode k) = prior + their messages; bad as in rebuild."""
     for o in prange(lo, hi):
-        pl = prior_prec
-        pe = 0.0
+        pl = prior_Lam[o, r]
+        pe = prior_eta[o, r]
         for idx in range(ptr[o], ptr[o + 1]):
             e = ent[idx]
             pl += Lam[e, k, r]

@@ -70,7 +70,8 @@ def kernel_state(coords, shape, Lam, eta, prior_var, covariance):
             n_obj,
             Lam,
             eta,
-            1 / prior_var,
+            np.broadcast_to(np.eye(R) / prior_var, (n_obj, R, R)).copy(),
+            np.zeros((n_obj, R)),
             P_Lam,
             P_eta,
             M,
@@ -81,7 +82,10 @@ def kernel_state(coords, shape, Lam, eta, prior_var, covariance):
             bad,
         )
     else:
-        K.rebuild_diag(lay.ptr, lay.ent, lay.obj_mode, Lam, eta, 1 / prior_var, P_Lam, P_eta, M, S, E2, bad)
+        K.rebuild_diag(
+            lay.ptr, lay.ent, lay.obj_mode, Lam, eta, np.full((n_obj, R), 1 / prior_var),
+            np.zeros((n_obj, R)), P_Lam, P_eta, M, S, E2, bad,
+        )  # fmt: skip
     assert not bad.any()
     return lay, P_Lam, P_eta, M, S, E2
 
@@ -244,7 +248,22 @@ def test_diag_block_sweep_matches_per_coordinate_formulas(rng, model, R):
             bad = np.zeros(len(M), dtype=np.int64)
             lo, hi = lay.offsets[k], lay.offsets[k + 1]
             K.rebuild_diag_coord(
-                lay.ptr, lay.ent, lo, hi, k, r, Lam, eta, 1 / prior_var, P_Lam, P_eta, M, S, E2, bad
+                lay.ptr,
+                lay.ent,
+                lo,
+                hi,
+                k,
+                r,
+                Lam,
+                eta,
+                np.full((len(M), R), 1 / prior_var),
+                np.zeros((len(M), R)),
+                P_Lam,
+                P_eta,
+                M,
+                S,
+                E2,
+                bad,
             )
             nP_Lam, nP_eta, means, covs = naive.cp_posterior(
                 coords, shape, Lam[..., None] * np.eye(R), eta, prior_var
