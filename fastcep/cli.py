@@ -2,14 +2,22 @@
 
 ``fastcep demo``: fit Bayesian probit and logistic regression with CEP-1, CEP-2 and EP on the
 paper's simulated data and on a UCI set, and print a comparison table.
+``fastcep convert SRC.txt DST.h5``: a text tensor (``i,j,k,value`` a line) to an HDF5 tensor file.
+``fastcep info FILE``: what an HDF5 tensor, model or checkpoint file holds.
+``fastcep fit TENSOR.h5 -o MODEL.h5``: batch CEP on an HDF5 tensor, writes a model file.
+``fastcep stream TENSOR.h5 -o MODEL.h5``: ADF-CEP with checkpoints and ``--resume``.
+``fastcep evaluate MODEL.h5 TEST.h5``: RMSE (continuous) or AUC (binary) of a model on a tensor.
 
-User errors (bad arguments, missing files) exit with status 2 and a one-line message.
+``--json`` prints machine-readable output, ``--quiet`` silences progress and notes. User errors
+(bad arguments, missing or corrupt files, bad values) exit with status 2 and a one-line message.
 """
 
 import argparse
 import json
 import sys
 import time
+
+import numpy as np
 
 
 class UserError(Exception):
@@ -78,6 +86,206 @@ def cmd_demo(args):
     return 0
 
 
+def _out(args, payload, text):
+    if args.json:
+        json.dump(payload, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(text)
+
+
+def _shape_arg(text):
+    if text is None:
+        return None
+    try:
+        return tuple(int(v) for v in text.replace("x", ",").split(","))
+    except ValueError:
+        raise UserError(f"--shape must look like 200,100,200; got {text!r}") from None
+
+
+def cmd_convert(args):
+    from .h5io import text_to_tensor
+
+    delim = {"comma": ",", "tab": "\t", "space": " ", "auto": None}.get(args.delimiter, args.delimiter)
+    t0 = time.perf_counter()
+    shape = text_to_tensor(
+        args.src, args.dst, index_base=args.index_base, delimiter=delim, shape=_shape_arg(args.shape),
+        binary=args.binary,
+    )  # fmt: skip
+    from .h5io import TensorReader
+
+    with TensorReader(args.dst) as r:
+        n = r.n
+    secs = time.perf_counter() - t0
+    _out(
+        args,
+        {"file": args.dst, "shape": list(shape), "entries": n, "binary": args.binary, "seconds": secs},
+        f"wrote {args.dst}: {n} entries, shape {'x'.join(map(str, shape))} ({secs:.1f} s)",
+    )
+    return 0
+
+
+def cmd_info(args):
+    import h5py
+
+    from .h5io import TensorReader, load_model
+
+    try:
+        with h5py.File(args.file, "r") as f:
+            fmt = f.attrs.get("format")
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UserError(f"{args.file!r} is not an HDF5 file ({exc})") from None
+    if fmt == "fastcep-tensor":
+        with TensorReader(args.file) as r:
+            info = {
+                "file": args.file,
+                "format": fmt,
+                "shape": list(r.shape),
+                "entries": r.n,
+                "binary": r.binary,
+                "chunk_rows": r.chunk_rows,
+                "density": r.n / float(np.prod([float(d) for d in r.shape])),
+            }
+        text = (
+            f"{args.file}: tensor, shape {'x'.join(map(str, info['shape']))}, {info['entries']} entries "
+            f"({'binary' if info['binary'] else 'real'} values, density {info['density']:.3g}), "
+            f"chunks of {info['chunk_rows']} rows"
+        )
+    elif fmt == "fastcep-cp-model":
+        res = load_model(args.file)
+        info = {
+            "file": args.file,
+            "format": fmt,
+            "model": res.model,
+            "method": res.method,
+            "rank": res.rank,
+            "shape": list(res.shape),
+            "covariance": res.covariance,
+            "iterations": res.n_iter,
+            "converged": res.converged,
+            "stop_reason": res.stop_reason,
+        }
+        text = (
+            f"{args.file}: {res.model} model, rank {res.rank}, shape {'x'.join(map(str, res.shape))}, "
+            f"{res.covariance} covariances, {res.n_iter} iterations ({res.stop_reason})"
+        )
+    elif fmt == "fastcep-stream-checkpoint":
+        from .stream import _read_checkpoint
+
+        state, _ = _read_checkpoint(args.file, None)
+        info = {
+            "file": args.file,
+            "format": fmt,
+            "batches_done": state["batches_done"],
+            "rows_done": state["rows_done"],
+        }
+        text = (
+            f"{args.file}: stream checkpoint after {state['batches_done']} batches "
+            f"({state['rows_done']} entries)"
+        )
+    else:
+        raise UserError(f"{args.file!r} is not a fastcep file (format attribute {fmt!r})")
+    _out(args, info, text)
+    return 0
+
+
+def _options(args, names):
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def _summary(res, path, secs):
+    return {
+        "model_file": path,
+        "model": res.model,
+        "rank": res.rank,
+        "iterations": res.n_iter,
+        "converged": res.converged,
+        "stop_reason": res.stop_reason,
+        "seconds": secs,
+    }
+
+
+def cmd_fit(args):
+    from .api import fit
+    from .h5io import TensorReader
+
+    with TensorReader(args.tensor) as r:
+        if r.n > args.max_entries:
+            raise UserError(
+                f"{args.tensor!r} has {r.n} entries; 'fit' holds them in memory (limit --max-entries "
+                f"{args.max_entries}); use 'fastcep stream' for out-of-core decomposition"
+            )
+        coords, values = r.read()
+        shape = r.shape
+    opts = _options(args, ("damping", "max_iter", "tol", "covariance", "schedule", "seed", "prior_var"))
+    t0 = time.perf_counter()
+    last = [0.0]
+
+    def progress(info):
+        if not args.quiet and time.perf_counter() - last[0] > 0.5:
+            last[0] = time.perf_counter()
+            print(f"\r[fit] iteration {info.iteration}, change {info.change:.2e}", end="", file=sys.stderr)
+
+    res = fit(
+        coords, values, model=args.model, shape=shape, rank=args.rank, n_threads=args.threads,
+        callback=progress, **opts,
+    )  # fmt: skip
+    if not args.quiet:
+        print(file=sys.stderr)
+    secs = time.perf_counter() - t0
+    res.save(args.output)
+    _out(
+        args,
+        _summary(res, args.output, secs),
+        f"wrote {args.output}: {res.model} rank {res.rank}, {res.n_iter} iterations ({res.stop_reason}), "
+        f"{secs:.1f} s",
+    )
+    return 0
+
+
+def cmd_stream(args):
+    from .stream import stream
+
+    opts = _options(args, ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every"))
+    t0 = time.perf_counter()
+    res = stream(
+        args.tensor, args.model, args.rank, batch_size=args.batch_size, shuffle=args.shuffle, seed=args.seed,
+        checkpoint=args.checkpoint, resume=args.resume, n_threads=args.threads, progress=not args.quiet,
+        **opts,
+    )  # fmt: skip
+    secs = time.perf_counter() - t0
+    res.save(args.output)
+    _out(
+        args,
+        _summary(res, args.output, secs),
+        f"wrote {args.output}: {res.model} rank {res.rank}, {res.n_iter} batches ({res.stop_reason}), "
+        f"{secs:.1f} s",
+    )
+    return 0
+
+
+def cmd_evaluate(args):
+    from .h5io import TensorReader, load_model
+
+    res = load_model(args.model)
+    with TensorReader(args.tensor) as r:
+        if tuple(r.shape) != tuple(res.shape):
+            raise UserError(f"the test tensor has shape {r.shape}, the model {res.shape}")
+        coords, values = r.read()
+    if res.model == "cp_gaussian":
+        metric, value = "rmse", res.rmse(coords, values)
+    else:
+        metric, value = "auc", res.auc(coords, values)
+    _out(
+        args,
+        {"model_file": args.model, "tensor": args.tensor, "entries": len(values), metric: value},
+        f"{metric.upper()} {value:.4f} on {len(values)} entries",
+    )
+    return 0
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="fastcep", description="Conditional expectation propagation.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -87,6 +295,57 @@ def build_parser():
     d.add_argument("--json", action="store_true", help="print the table as JSON")
     d.add_argument("--quiet", action="store_true", help="no notes on stderr")
     d.set_defaults(func=cmd_demo)
+
+    c = sub.add_parser("convert", help="text tensor (i,j,k,value a line) -> HDF5 tensor file")
+    c.add_argument("src")
+    c.add_argument("dst")
+    c.add_argument("--index-base", type=int, choices=(0, 1), default=1, help="of the text file (default 1)")
+    c.add_argument("--delimiter", default="auto", help="comma, tab, space, auto (default) or a character")
+    c.add_argument("--shape", default=None, help="tensor shape, e.g. 200,100,200 (default: from the data)")
+    c.add_argument("--binary", action="store_true", help="values must be 0 or 1")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_convert)
+
+    i = sub.add_parser("info", help="describe an HDF5 tensor, model or checkpoint file")
+    i.add_argument("file")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=cmd_info)
+
+    def model_args(q):
+        q.add_argument("tensor", help="HDF5 tensor file (see 'fastcep convert')")
+        q.add_argument("-o", "--output", required=True, help="model file to write (HDF5)")
+        q.add_argument("--model", choices=("cp_gaussian", "cp_probit"), required=True)
+        q.add_argument("--rank", type=int, required=True)
+        q.add_argument("--damping", type=float, default=None)
+        q.add_argument("--max-iter", type=int, default=None)
+        q.add_argument("--tol", type=float, default=None)
+        q.add_argument("--prior-var", type=float, default=None)
+        q.add_argument("--covariance", choices=("full", "diag"), default=None)
+        q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--threads", type=int, default=None)
+        q.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        q.add_argument("--json", action="store_true")
+
+    f = sub.add_parser("fit", help="batch CEP on an HDF5 tensor; writes a model file")
+    model_args(f)
+    f.add_argument("--schedule", choices=("parallel", "block", "sequential"), default=None)
+    f.add_argument("--max-entries", type=int, default=50_000_000, help="refuse larger tensors (use stream)")
+    f.set_defaults(func=cmd_fit)
+
+    s = sub.add_parser("stream", help="streaming ADF-CEP on an HDF5 tensor, with checkpoints")
+    model_args(s)
+    s.add_argument("--batch-size", type=int, default=1000)
+    s.add_argument("--shuffle", action="store_true")
+    s.add_argument("--checkpoint", default=None, help="checkpoint file (HDF5), written atomically")
+    s.add_argument("--checkpoint-every", type=int, default=None, help="batches between checkpoints")
+    s.add_argument("--resume", action="store_true", help="continue from --checkpoint if it exists")
+    s.set_defaults(func=cmd_stream)
+
+    e = sub.add_parser("evaluate", help="RMSE or AUC of a model file on an HDF5 test tensor")
+    e.add_argument("model")
+    e.add_argument("tensor")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_evaluate)
     return p
 
 
@@ -95,9 +354,13 @@ def main(argv=None):
     args = parser.parse_args(argv)  # argparse exits with status 2 on bad arguments
     try:
         return args.func(args)
-    except (UserError, ValueError, TypeError, FileNotFoundError) as exc:
-        print(f"fastcep {args.command}: error: {exc}", file=sys.stderr)
+    except (UserError, ValueError, TypeError, OSError, FloatingPointError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"fastcep {args.command}: error: {msg}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"fastcep {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -763,25 +763,27 @@ def fit_cp(
             skips.append(n_skipped)
             paper.append(param_change)
             damps.append(rho)
-            result = _pack(
-                model,
-                method,
-                covariance,
-                R,
-                shape,
-                M,
-                S,
-                noise,
-                it,
-                converged,
-                stop_reason,
-                (elapsed, changes, skips, paper, damps, metric),
-                Lam,
-                eta,
-                alpha,
-                beta,
-                options,
-            )
+            result = None
+            if eval_set is not None or callback is not None:  # a result object only when needed
+                result = _pack(
+                    model,
+                    method,
+                    covariance,
+                    R,
+                    shape,
+                    M,
+                    S,
+                    noise,
+                    it,
+                    converged,
+                    stop_reason,
+                    (elapsed, changes, skips, paper, damps, metric),
+                    Lam,
+                    eta,
+                    alpha,
+                    beta,
+                    options,
+                )
             if eval_set is not None:
                 metric.append(
                     result.rmse(ev_coords, ev_values)

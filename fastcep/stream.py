@@ -442,7 +442,6 @@ def _run(
     P_Lam, P_eta, M, S, seen, noise = (state[k] for k in ("P_Lam", "P_eta", "M", "S", "seen", "noise"))
     order_rng = np.random.default_rng(seed) if shuffle else None
     bar = _Progress(src.n, progress)
-    bar.update(state["rows_done"])
     start = time.perf_counter() - (trace["elapsed"][-1] if trace["elapsed"] else 0.0)
     stop_reason = "end"
     done_here = 0

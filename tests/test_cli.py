@@ -1,0 +1,110 @@
+"""The fastcep command line: convert, info, fit, stream, evaluate; exit status 2 on user errors."""
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from fastcep.cli import main
+from fastcep.data_tools import make_cp_tensor
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    T, _ = make_cp_tensor((20, 15, 10), 2, 1500, noise_sd=0.1, seed=0)
+    lines = [
+        f"{a + 1},{b + 1},{c + 1},{v!r}" for (a, b, c), v in zip(T.coords, T.values.tolist(), strict=True)
+    ]
+    (tmp_path / "t.txt").write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    monkeypatch.chdir(tmp_path)
+    return tmp_path, T
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_convert_info_fit_evaluate_stream(workdir, capsys):
+    tmp, T = workdir
+    code, out, _ = run(capsys, "convert", "t.txt", "t.h5", "--shape", "20,15,10", "--json")
+    assert code == 0 and json.loads(out)["entries"] == 1500
+    code, out, _ = run(capsys, "info", "t.h5", "--json")
+    assert code == 0 and json.loads(out)["shape"] == [20, 15, 10]
+    code, out, err = run(
+        capsys, "fit", "t.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2", "--json"
+    )
+    assert code == 0 and json.loads(out)["converged"]
+    code, out, _ = run(capsys, "evaluate", "m.h5", "t.h5", "--json")
+    assert code == 0 and json.loads(out)["rmse"] < 0.15
+    code, out, err = run(
+        capsys, "stream", "t.h5", "-o", "s.h5", "--model", "cp_gaussian", "--rank", "2",
+        "--batch-size", "300", "--checkpoint", "ck.h5", "--checkpoint-every", "2",
+    )  # fmt: skip
+    assert code == 0 and "5 batches" in out and "entries" in err  # progress bar on stderr
+    code, out, _ = run(capsys, "info", "ck.h5", "--json")
+    assert json.loads(out)["batches_done"] == 5
+    code, out, _ = run(capsys, "info", "s.h5")
+    assert code == 0 and "cp_gaussian model, rank 2" in out
+    code, out, err = run(
+        capsys, "stream", "t.h5", "-o", "s2.h5", "--model", "cp_gaussian", "--rank", "2",
+        "--batch-size", "300", "--quiet",
+    )  # fmt: skip
+    assert code == 0 and err == ""
+
+
+def _bad(capsys, *argv):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert err.startswith(f"fastcep {argv[0]}: error:") and err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+def test_user_errors_exit_2_with_one_line(workdir, capsys):
+    tmp, _ = workdir
+    assert "missing.h5" in _bad(capsys, "info", "missing.h5")
+    assert "no such tensor file" in _bad(
+        capsys, "fit", "missing.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2"
+    )
+    (tmp / "bad.txt").write_text("1,1,1,0.5\n1,1,x,2\n")
+    assert "bad.txt:2: malformed line" in _bad(capsys, "convert", "bad.txt", "bad.h5")
+    assert not (tmp / "bad.h5").exists()
+    (tmp / "junk.h5").write_bytes(b"junk" * 100)
+    assert "not an HDF5 file" in _bad(capsys, "info", "junk.h5")
+    assert "cannot be opened as HDF5" in _bad(
+        capsys, "fit", "junk.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2"
+    )
+    run(capsys, "convert", "t.txt", "t.h5")
+    with h5py.File(tmp / "t.h5", "a") as f:
+        f.attrs["format_version"] = 9
+    assert "format version 9" in _bad(capsys, "info", "t.h5")
+    assert "not a valid fastcep model file" in _bad(capsys, "evaluate", "t.h5", "t.h5")
+    run(capsys, "convert", "t.txt", "t.h5")
+    assert "binary labels" in _bad(capsys, "fit", "t.h5", "-o", "m.h5", "--model", "cp_probit", "--rank", "2")
+    assert "needs binary values" in _bad(
+        capsys, "stream", "t.h5", "-o", "m.h5", "--model", "cp_probit", "--rank", "2"
+    )
+    assert "'rank' parameter" in _bad(
+        capsys, "fit", "t.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "0"
+    )
+    assert not (tmp / "m.h5").exists()
+    (tmp / "big.txt").write_text("1,1,1,0.5\n5,1,1,0.5\n")
+    assert "big.txt:2" in _bad(capsys, "convert", "big.txt", "big.h5", "--shape", "2,2,2")
+    with pytest.raises(SystemExit) as exc:  # argparse: missing arguments
+        main(["fit", "t.h5"])
+    assert exc.value.code == 2
+
+
+def test_empty_and_truncated_files(workdir, capsys):
+    tmp, _ = workdir
+    (tmp / "empty.txt").write_text("")
+    assert "no entries" in _bad(capsys, "convert", "empty.txt", "e.h5")
+    run(capsys, "convert", "t.txt", "t.h5")
+    data = (tmp / "t.h5").read_bytes()
+    (tmp / "trunc.h5").write_bytes(data[: len(data) // 2])
+    _bad(capsys, "info", "trunc.h5")
+    (tmp / "nan.txt").write_text("1,1,1,0.5\n2,2,2,nan\n")
+    assert "nan.txt:2" in _bad(capsys, "convert", "nan.txt", "nan.h5")
+    np.testing.assert_equal((tmp / "nan.h5").exists(), False)
