@@ -29,7 +29,7 @@ def read_text_tensor(path, index_base=1, delimiter=None, shape=None):
     index_base : {0, 1}
         Base of the indices in the file; the result is always 0-based.
     delimiter : str or None
-        None: commas if the first line has one, else any whitespace.
+        None: commas, tabs or spaces.
     shape : sequence of int or None
         Tensor shape; None: one more than the largest index of each mode.
 
@@ -42,36 +42,11 @@ def read_text_tensor(path, index_base=1, delimiter=None, shape=None):
     ValueError
         On a malformed line (its line number is given), a negative index or an index beyond shape.
     """
+    from fastcep.h5io import iter_text_rows
+
     if index_base not in (0, 1):
         raise V.param_error("index_base", "read_text_tensor", "0 or 1", index_base)
-    rows = []
-    width = None
-    with open(os.fspath(path), encoding="utf-8", newline=None) as fh:
-        for lineno, line in enumerate(fh, start=1):
-            text = line.strip()
-            if not text or text.startswith("#"):
-                continue
-            if delimiter is None:
-                delimiter = "," if "," in text else ""
-            parts = text.split(delimiter) if delimiter else text.split()
-            if width is None:
-                width = len(parts)
-                if width < 3:
-                    raise ValueError(
-                        f"{path}:{lineno}: expected at least 2 indices and a value, got {text!r}"
-                    )
-            if len(parts) != width:
-                raise ValueError(f"{path}:{lineno}: expected {width} fields, got {len(parts)}: {text!r}")
-            try:
-                idx = [int(p) for p in parts[:-1]]
-                val = float(parts[-1])
-            except ValueError:
-                raise ValueError(f"{path}:{lineno}: malformed line {text!r}") from None
-            if min(idx) < index_base:
-                raise ValueError(f"{path}:{lineno}: index below the index base {index_base}: {text!r}")
-            if not np.isfinite(val):
-                raise ValueError(f"{path}:{lineno}: value is not finite: {text!r}")
-            rows.append(idx + [val])
+    rows = [idx + [val] for _, idx, val in iter_text_rows(path, index_base, delimiter)]
     if not rows:
         raise ValueError(f"{path}: no entries")
     arr = np.array(rows, dtype=np.float64)

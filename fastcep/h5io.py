@@ -413,32 +413,19 @@ def read_tensor(path):
         return coords, values, r.shape
 
 
-def text_to_tensor(
-    src,
-    dst,
-    index_base=1,
-    delimiter=None,
-    shape=None,
-    binary=False,
-    chunk_rows=TENSOR_CHUNK_ROWS,
-    block_lines=1 << 18,
-):
-    """Convert a text tensor (``i,j,k,value`` a line, any delimiter, CRLF or LF) to an HDF5 file.
+def iter_text_rows(src, index_base=1, delimiter=None):
+    """Parse a text tensor line by line: yields (line number, indices as given, value).
 
     ``delimiter=None`` accepts commas, tabs and spaces. Blank lines and lines starting with '#'
-    are skipped; a malformed line raises ValueError naming its line number, and ``dst`` is not
-    written. Returns the tensor's shape.
+    are skipped. A malformed line (field count, non-integer index, non-number or non-finite
+    value, index below ``index_base``) raises ValueError naming ``src`` and its line number.
     """
     src = os.fspath(src)
     if index_base not in (0, 1):
-        raise ValueError(f"text_to_tensor: index_base must be 0 or 1, got {index_base!r}.")
+        raise ValueError(f"index_base must be 0 or 1, got {index_base!r}.")
     splitter = re.compile(r"[,\s]+") if delimiter is None else None
-    with (
-        open(src, encoding="utf-8", newline=None) as fh,
-        TensorWriter(dst, shape, binary=binary, chunk_rows=chunk_rows) as w,
-    ):
-        rows, linenos = [], []
-        ncol = None
+    ncol = None
+    with open(src, encoding="utf-8", newline=None) as fh:
         for lineno, line in enumerate(fh, start=1):
             line = line.strip()
             if not line or line.startswith("#"):
@@ -463,6 +450,30 @@ def text_to_tensor(
                 ) from None
             if min(idx) < index_base:
                 raise ValueError(f"{src}:{lineno}: index below the index base {index_base} in {line!r}.")
+            if not np.isfinite(val):
+                raise ValueError(f"{src}:{lineno}: value is not finite in {line!r}.")
+            yield lineno, idx, val
+
+
+def text_to_tensor(
+    src,
+    dst,
+    index_base=1,
+    delimiter=None,
+    shape=None,
+    binary=False,
+    chunk_rows=TENSOR_CHUNK_ROWS,
+    block_lines=1 << 18,
+):
+    """Convert a text tensor (``i,j,k,value`` a line, any delimiter, CRLF or LF) to an HDF5 file.
+
+    Lines are parsed by ``iter_text_rows``; a malformed line raises ValueError naming its line
+    number, and ``dst`` is not written. Returns the tensor's shape.
+    """
+    src = os.fspath(src)
+    with TensorWriter(dst, shape, binary=binary, chunk_rows=chunk_rows) as w:
+        rows, linenos = [], []
+        for lineno, idx, val in iter_text_rows(src, index_base, delimiter):
             rows.append(idx + [val])
             linenos.append(lineno)
             if len(rows) >= block_lines:

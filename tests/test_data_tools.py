@@ -109,3 +109,30 @@ def test_splits_protocol():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         uci_splits(2, 1)
+
+
+def test_read_text_tensor(tmp_path):
+    from fastcep.data_tools import read_text_tensor
+
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"# header\r\n1,2,3,0.5\r\n2,1,1,-1.5\r\n\r\n")
+    T = read_text_tensor(path, index_base=1, shape=(2, 2, 3))
+    np.testing.assert_array_equal(T.coords, [[0, 1, 2], [1, 0, 0]])
+    np.testing.assert_array_equal(T.values, [0.5, -1.5])
+    assert T.shape == (2, 2, 3)
+    assert read_text_tensor(path).shape == (2, 2, 3)
+    path.write_text("0\t1\t2\t7\n")
+    assert read_text_tensor(path, index_base=0).coords.tolist() == [[0, 1, 2]]
+    for body, match in [
+        ("1,2,3,0.5\n1,2,y,1\n", "t.txt:2: malformed line"),
+        ("1,2,3,0.5\n1,2,1\n", "t.txt:2: expected 4 fields"),
+        ("1,2,3,inf\n", "t.txt:1: value is not finite"),
+        ("0,2,3,1\n", "t.txt:1: index below the index base 1"),
+        ("", "no entries"),
+    ]:
+        path.write_text(body)
+        with pytest.raises(ValueError, match=match):
+            read_text_tensor(path)
+    path.write_text("3,1,1,1\n")
+    with pytest.raises(ValueError, match=r"beyond shape \(2, 2, 2\)"):
+        read_text_tensor(path, shape=(2, 2, 2))
