@@ -53,6 +53,7 @@ def main():
     ap.add_argument("--datasets", nargs="+", default=["alog", "enron"])
     ap.add_argument("--damping", type=float, default=None)
     ap.add_argument("--max-iter", type=int, default=None)
+    ap.add_argument("--prior-mean", type=float, default=None)
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
     options = {}
@@ -60,6 +61,8 @@ def main():
         options["damping"] = args.damping
     if args.max_iter is not None:
         options["max_iter"] = args.max_iter
+    if args.prior_mean is not None:
+        options["prior_mean"] = args.prior_mean
     # compile once outside the timings
     for name in args.datasets:
         run_one(name, args.folds[0], 2, args.data_dir, max_iter=2)

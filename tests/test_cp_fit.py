@@ -298,3 +298,21 @@ def test_predict_rejects_bad_coords(gaussian_fit):
         gaussian_fit.predict(np.array([[30, 0, 0]]))
     with pytest.raises(ValueError, match="must have 3 columns"):
         gaussian_fit.predict(np.array([[0, 0]]))
+
+
+@pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
+def test_prior_mean_is_the_posterior_of_an_unobserved_object(model):
+    T, _ = make_cp_tensor((8, 7, 6), 2, 150, noise_sd=0.1, seed=4, binary=model == "cp_probit")
+    shape = (9, 7, 6)  # object 8 of mode 0 has no entries: its posterior is its prior
+    for pm in (0.0, 0.3):
+        res = fastcep.fit(
+            T.coords, T.values, model=model, shape=shape, rank=2, prior_mean=pm, prior_var=2.0, seed=3
+        )
+        m, c = res.posterior.means[0][8], res.posterior.covs[0][8]
+        np.testing.assert_allclose(c, 2.0 * np.eye(2), rtol=1e-12)  # no messages: the prior
+        if pm == 0.0:
+            np.testing.assert_allclose(m, 0.0, atol=1e-12)
+        else:
+            assert np.all(m > 0) and np.all(m < 5 * pm)
+    with pytest.raises(ValueError, match="'prior_mean' parameter"):
+        fastcep.fit(T.coords, T.values, model=model, rank=2, prior_mean=-1.0)
