@@ -514,27 +514,31 @@ def fit_cp(
         scr = np.empty((n_chunks, 2))
     code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
 
+    def rebuild_objects(lo, hi):
+        """Full covariances: posterior of objects lo..hi-1 = prior + messages."""
+        K.rebuild_full(
+            lay.ptr,
+            lay.ent,
+            lay.obj_mode,
+            lo,
+            hi,
+            Lam,
+            eta,
+            prior_Lam,
+            prior_eta,
+            P_Lam,
+            P_eta,
+            M,
+            S,
+            E2,
+            OBJECT_CHUNK,
+            Ls,
+            bad,
+        )
+
     def rebuild():
         if covariance == "full":
-            K.rebuild_full(
-                lay.ptr,
-                lay.ent,
-                lay.obj_mode,
-                0,
-                n_obj,
-                Lam,
-                eta,
-                prior_Lam,
-                prior_eta,
-                P_Lam,
-                P_eta,
-                M,
-                S,
-                E2,
-                OBJECT_CHUNK,
-                Ls,
-                bad,
-            )
+            rebuild_objects(0, n_obj)
         else:
             K.rebuild_diag(
                 lay.ptr, lay.ent, lay.obj_mode, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, bad
@@ -645,25 +649,7 @@ def fit_cp(
                                 work,
                                 scr,
                             )
-                            K.rebuild_full(
-                                lay.ptr,
-                                lay.ent,
-                                lay.obj_mode,
-                                lay.offsets[k],
-                                lay.offsets[k + 1],
-                                Lam,
-                                eta,
-                                prior_Lam,
-                                prior_eta,
-                                P_Lam,
-                                P_eta,
-                                M,
-                                S,
-                                E2,
-                                OBJECT_CHUNK,
-                                Ls,
-                                bad,
-                            )
+                            rebuild_objects(lay.offsets[k], lay.offsets[k + 1])
                         if model == "cp_gaussian":
                             K.noise_messages_full(lay.gidx, y, alpha, beta, M, E2, rho)
                 else:
