@@ -5,6 +5,7 @@ parallel (or sequential) schedule with the kernels of ``fastcep.kernels.cp``, te
 and packs a ``CPResult``.
 """
 
+import math
 import sys
 import time
 from typing import NamedTuple
@@ -295,6 +296,18 @@ class CPResult:
         save_model(self, path)
 
 
+def _exact_sum(x):
+    """Correctly rounded sum: numpy's pairwise SIMD sum can differ in the last bits with the
+    array's memory alignment, which made a resumed stream differ from an uninterrupted one."""
+    return math.fsum(x.tolist())
+
+
+def _exact_var(x):
+    """Variance from correctly rounded sums (see ``_exact_sum``)."""
+    mean = _exact_sum(x) / len(x)
+    return _exact_sum((x - mean) ** 2) / len(x)
+
+
 def _second_moments(M, S, covariance):
     if covariance == "diag":
         return S + M * M
@@ -582,7 +595,7 @@ def fit_cp(
                 P_eta[:] = np.einsum("oij,oj->oi", P_Lam, M)
             else:
                 P_eta[:] = P_Lam * M
-        noise = np.array([a0 + alpha.sum(), b0 + beta.sum(), 0.0])
+        noise = np.array([a0 + _exact_sum(alpha), b0 + _exact_sum(beta), 0.0])
         noise[2] = noise[0] / noise[1]
         warm = model == "cp_gaussian" and init_state is None and noise_warmup > 0
         if warm:
@@ -591,7 +604,7 @@ def fit_cp(
             # which regularises the embeddings into a local optimum that explains the data as
             # noise (measured: 2 seeds in 5 stuck at E tau ~ 5 instead of 100 on a 30 x 25 x 20
             # rank-3 tensor)
-            noise[2] = warmup_snr / max(float(np.var(y)), 1e-300)
+            noise[2] = warmup_snr / max(_exact_var(y), 1e-300)
         tau_init = noise[2]
         f_old = np.zeros(n)
         f_new = np.empty(n)
@@ -751,8 +764,8 @@ def fit_cp(
                     )
             rebuild()  # exact posterior = prior + messages (also removes sequential drift)
             if model == "cp_gaussian":
-                noise[0] = a0 + alpha.sum()
-                noise[1] = b0 + beta.sum()
+                noise[0] = a0 + _exact_sum(alpha)
+                noise[1] = b0 + _exact_sum(beta)
                 noise[2] = tau_init if warm and it <= noise_warmup else noise[0] / noise[1]
             # convergence: relative RMS change of the predictive means of the training entries,
             # invariant to the scaling and rotation gauges of the CP factors (which drift slowly

@@ -28,6 +28,7 @@ from .cp import (
     INIT_VAR_FRACTION,
     SCHEDULES,
     CPResult,
+    _exact_sum,
     check_coords,
     check_values,
     fit_cp,
@@ -498,7 +499,7 @@ def _run(
             elif model == "cp_probit":
                 state["init_sd"] = 2.0
             else:
-                state["init_sd"] = float(np.mean(values**2) / R) ** (1.0 / (2 * Kmodes))
+                state["init_sd"] = (_exact_sum(values**2) / len(values) / R) ** (1.0 / (2 * Kmodes))
         sd0 = float(state["init_sd"])
         if new.any():
             rng = np.random.default_rng([seed, b])

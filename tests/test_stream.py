@@ -175,4 +175,9 @@ def test_sigkill_mid_stream_then_resume(tmp_path, gaussian):
     subprocess.run([sys.executable, "-c", _KILL_SCRIPT, str(src), str(ck), str(out)], check=True)
     resumed = np.load(out)
     full = fastcep.stream(src, "cp_gaussian", 3, batch_size=40, shuffle=True, seed=9, max_iter=8)
-    np.testing.assert_array_equal(resumed, np.concatenate([m.ravel() for m in full.posterior.means]))
+    # across processes the last bits may differ (seen once in CI: 2e-13 relative, which a wrong
+    # batch boundary or a lost batch would exceed by orders of magnitude); within one process the
+    # resumed posterior is bitwise equal (test_resume_gives_the_uninterrupted_posterior)
+    np.testing.assert_allclose(
+        resumed, np.concatenate([m.ravel() for m in full.posterior.means]), rtol=1e-10, atol=1e-12
+    )
