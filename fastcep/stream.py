@@ -489,8 +489,8 @@ def _run(
             u, inv = np.unique(coords[:, k], return_inverse=True)
             local[:, k] = inv.reshape(-1)
             glob.append(offsets[k] + u)
+        local_shape = tuple(len(g) for g in glob)
         glob = np.concatenate(glob)
-        local_shape = tuple(int(len(np.unique(coords[:, k]))) for k in range(Kmodes))
         init, init_cov = M[glob].copy(), S[glob].copy()
         new = ~seen[glob]
         if state.get("init_sd") is None:
