@@ -100,6 +100,6 @@ def test_peak_memory_synthetic_1m_rank8(big, tmp_path):
     )
     used, msg = (float(v) for v in out.stdout.split())
     print(
-        f"\npeak memory of fit: {used / 1e9:.2f} GB; messages need {msg / 1e9:.2f} GB; ratio {used / msg:.2f}"
+        f"\npeak memory of fit: {used / 1e9:.3f} GB; messages need {msg / 1e9:.3f} GB; ratio {used / msg:.3f}"
     )
     assert used / msg < 10  # a sanity bound; the measured ratio goes to BENCHMARKS.md
