@@ -195,9 +195,11 @@ def _options(args, names):
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
 
 
-def _summary(res, path, secs):
-    return {
-        "model_file": path,
+def _save_and_report(args, res, secs, unit):
+    """Write the fitted model to --output and print what was written (text or JSON)."""
+    res.save(args.output)
+    summary = {
+        "model_file": args.output,
         "model": res.model,
         "rank": res.rank,
         "iterations": res.n_iter,
@@ -205,6 +207,13 @@ def _summary(res, path, secs):
         "stop_reason": res.stop_reason,
         "seconds": secs,
     }
+    _out(
+        args,
+        summary,
+        f"wrote {args.output}: {res.model} rank {res.rank}, {res.n_iter} {unit} ({res.stop_reason}), "
+        f"{secs:.1f} s",
+    )
+    return 0
 
 
 def cmd_fit(args):
@@ -234,15 +243,7 @@ def cmd_fit(args):
     )  # fmt: skip
     if not args.quiet:
         print(file=sys.stderr)
-    secs = time.perf_counter() - t0
-    res.save(args.output)
-    _out(
-        args,
-        _summary(res, args.output, secs),
-        f"wrote {args.output}: {res.model} rank {res.rank}, {res.n_iter} iterations ({res.stop_reason}), "
-        f"{secs:.1f} s",
-    )
-    return 0
+    return _save_and_report(args, res, time.perf_counter() - t0, "iterations")
 
 
 def cmd_stream(args):
@@ -255,15 +256,7 @@ def cmd_stream(args):
         checkpoint=args.checkpoint, resume=args.resume, n_threads=args.threads, progress=not args.quiet,
         **opts,
     )  # fmt: skip
-    secs = time.perf_counter() - t0
-    res.save(args.output)
-    _out(
-        args,
-        _summary(res, args.output, secs),
-        f"wrote {args.output}: {res.model} rank {res.rank}, {res.n_iter} batches ({res.stop_reason}), "
-        f"{secs:.1f} s",
-    )
-    return 0
+    return _save_and_report(args, res, time.perf_counter() - t0, "batches")
 
 
 def cmd_evaluate(args):

@@ -612,13 +612,16 @@ def fit_cp(
         elapsed, changes, skips, paper, damps, metric = [], [], [], [], [], []
         converged, stop_reason = False, "max_iter"
         start = time.perf_counter()
-        order = np.arange(n, dtype=np.int64)
         it = 0
         for it in range(1, max_iter + 1):
             M_old, S_old = M.copy(), S.copy()
             if schedule in ("parallel", "block"):
                 if covariance == "full":
-                    if schedule == "parallel":
+                    # parallel: all modes from one posterior; block: mode by mode, each mode's
+                    # objects rebuilt before the next (see kernels.cp.sweep_full)
+                    skipped[:] = 0
+                    blocks = [(0, Kmodes)] if schedule == "parallel" else [(k, k + 1) for k in range(Kmodes)]
+                    for k_lo, k_hi in blocks:
                         K.sweep_full(
                             code,
                             lay.gidx,
@@ -626,45 +629,23 @@ def fit_cp(
                             s,
                             Lam,
                             eta,
-                            alpha,
-                            beta,
                             P_Lam,
                             P_eta,
                             M,
                             E2,
                             noise[2],
                             rho,
+                            k_lo,
+                            k_hi,
                             ENTRY_CHUNK,
                             skipped,
                             work,
                             scr,
                         )
-                    else:
-                        # block coordinate schedule: mode by mode (see kernels.cp.sweep_full_mode)
-                        skipped[:] = 0
-                        for k in range(Kmodes):
-                            K.sweep_full_mode(
-                                code,
-                                lay.gidx,
-                                y,
-                                s,
-                                Lam,
-                                eta,
-                                P_Lam,
-                                P_eta,
-                                M,
-                                E2,
-                                noise[2],
-                                rho,
-                                k,
-                                ENTRY_CHUNK,
-                                skipped,
-                                work,
-                                scr,
-                            )
-                            rebuild_objects(lay.offsets[k], lay.offsets[k + 1])
-                        if model == "cp_gaussian":
-                            K.noise_messages_full(lay.gidx, y, alpha, beta, M, E2, rho)
+                        if schedule == "block":
+                            rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
+                    if model == "cp_gaussian":
+                        K.noise_messages_full(lay.gidx, y, alpha, beta, M, E2, rho)
                 else:
                     # block coordinate schedule: mode by mode, coordinate by coordinate
                     skipped[:] = 0

@@ -39,6 +39,8 @@ from .results import trace_from_lists
 #: inner iterations of the first batch with the noise precision held fixed (see fastcep.fit)
 NOISE_WARMUP = 10
 CHECKPOINT_FORMAT = "fastcep-stream-checkpoint"
+#: arrays of the stream state in a checkpoint (the per-batch trace is stored beside them)
+_STATE_ARRAYS = ("P_Lam", "P_eta", "M", "S", "seen", "noise")
 CHECKPOINT_FORMAT_VERSION = 1
 
 STREAM_DEFAULTS = {
@@ -114,11 +116,8 @@ class _FileSource:
         self.reader = TensorReader(path)
         self.shape = self.reader.shape
         self.n = self.reader.n
-        if model == "cp_probit" and not self.reader.binary:
-            # accept real files whose values happen to be 0/1: checked block by block
-            self.check_binary = True
-        else:
-            self.check_binary = False
+        # a cp_probit stream from a file not marked binary: its values are checked block by block
+        self.check_binary = model == "cp_probit" and not self.reader.binary
         chunk = self.reader.chunk_rows
         self.block_rows = max(1, -(-int(block_rows) // chunk)) * chunk
 
@@ -227,7 +226,7 @@ def _write_checkpoint(path, state, options, trace_lists):
         f.attrs["batches_done"] = state["batches_done"]
         f.attrs["rows_done"] = state["rows_done"]
         f.attrs["init_sd"] = -1.0 if state.get("init_sd") is None else state["init_sd"]
-        for name in ("P_Lam", "P_eta", "M", "S", "seen", "noise", "inner"):
+        for name in _STATE_ARRAYS:
             f.create_dataset(name, data=state[name])
         g = f.create_group("trace")
         for name, values in trace_lists.items():
@@ -254,7 +253,7 @@ def _read_checkpoint(path, options):
             raise bad(f"format version {version}, this fastcep reads {CHECKPOINT_FORMAT_VERSION}")
         try:
             saved = json.loads(f.attrs["options"])
-            state = {k: np.array(f[k]) for k in ("P_Lam", "P_eta", "M", "S", "seen", "noise", "inner")}
+            state = {k: np.array(f[k]) for k in _STATE_ARRAYS}
             state["batches_done"] = int(f.attrs["batches_done"])
             state["rows_done"] = int(f.attrs["rows_done"])
             state["init_sd"] = None if float(f.attrs["init_sd"]) < 0 else float(f.attrs["init_sd"])
@@ -461,7 +460,6 @@ def _run(
             "S": np.broadcast_to(eye * pv, (n_obj, *eye.shape)).copy(),
             "seen": np.zeros(n_obj, dtype=bool),
             "noise": np.array([a0, b0]),
-            "inner": np.zeros(0, dtype=np.int64),
             "batches_done": 0,
             "rows_done": 0,
             "init_sd": None,
@@ -544,7 +542,6 @@ def _run(
             noise[:] = res.posterior.noise
         state["batches_done"] = b + 1
         state["rows_done"] += len(values)
-        state["inner"] = np.append(state["inner"], res.n_iter)
         now = time.perf_counter() - start
         trace["elapsed"].append(now)
         trace["change"].append(float(res.trace.change[-1]))

@@ -307,44 +307,23 @@ def coord_update_diag(model, gidx_e, k, r, y, s, Lam_e, eta_e, P_Lam, P_eta, M, 
 # ---------------------------------------------------------------- drivers
 @njit(**PARALLEL_CACHED)
 def sweep_full(
-    model, gidx, y, s, Lam, eta, alpha, beta, P_Lam, P_eta, M, E2, etau, rho, chunk, skipped, work, scr
+    model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, chunk, skipped, work, scr
 ):
-    """Damped parallel sweep over all entries (full covariances), noise messages included.
+    """Damped messages of every entry to its objects of modes k_lo..k_hi-1, in parallel (full
+    covariances); the noise messages are ``noise_messages_full``.
 
-    work (n_chunks, 3, R, R), scr (n_chunks, 7, R, R + 1) scratch; skipped (n_chunks,).
-    """
-    n = gidx.shape[0]
-    for c in prange(skipped.shape[0]):
-        k = 0
-        for e in range(c * chunk, min(n, (c + 1) * chunk)):
-            k += entry_update(
-                model, gidx[e], 0, gidx.shape[1], y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, etau, rho,
-                work[c], scr[c],
-            )  # fmt: skip
-            if model == MODEL_GAUSSIAN:
-                alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
-                beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
-        skipped[c] = k
-
-
-@njit(**PARALLEL_CACHED)
-def sweep_full_mode(
-    model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k, chunk, skipped, work, scr
-):
-    """Damped messages of every entry to its mode-k object, in parallel (full covariances).
-
-    One block of the default schedule: given the other modes, the objects of mode k are
-    independent, so updating mode k's messages and then rebuilding its objects is a block
-    coordinate step, as in alternating least squares (updating all modes from the same
-    posterior is a Jacobi step, which oscillates or diverges with damping near 1).
-    skipped (n_chunks,) accumulates; work, scr as in ``sweep_full``.
+    (0, K): the parallel (Jacobi) schedule, every mode from one posterior. (k, k + 1): one block
+    of the block schedule; given the other modes the objects of mode k are independent, so
+    updating mode k's messages and then rebuilding its objects is a block coordinate step, as in
+    alternating least squares (the Jacobi step oscillates or diverges with damping near 1).
+    work (n_chunks, 3, R, R), scr (n_chunks, 7, R, R + 1) scratch; skipped (n_chunks,) accumulates.
     """
     n = gidx.shape[0]
     for c in prange(skipped.shape[0]):
         t = 0
         for e in range(c * chunk, min(n, (c + 1) * chunk)):
             t += entry_update(
-                model, gidx[e], k, k + 1, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, etau, rho,
+                model, gidx[e], k_lo, k_hi, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, etau, rho,
                 work[c], scr[c],
             )  # fmt: skip
         skipped[c] += t

@@ -118,19 +118,21 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
         y,
         Lam,
         eta,
-        alpha,
-        beta,
         P_Lam,
         P_eta,
         M,
         E2,
         etau,
         rho,
+        0,
+        len(shape),
         ENTRY_CHUNK,
         sk,
         np.empty((n_chunks, 3, R, R)),
         np.empty((n_chunks, 7, R, R + 1)),
     )
+    if model == "cp_gaussian":
+        K.noise_messages_full(lay.gidx, y, alpha, beta, M, E2, rho)
     np.testing.assert_allclose(Lam, ref[0], rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(eta, ref[1], rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(alpha, ref[2], rtol=1e-12)
