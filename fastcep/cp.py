@@ -308,10 +308,13 @@ def _exact_var(x):
     return _exact_sum((x - mean) ** 2) / len(x)
 
 
-def _second_moments(M, S, covariance):
+def _second_moments(M, S, covariance, out=None):
+    """E[u u^T] = S + M M^T per object (the diagonals with "diag"), into ``out`` if given."""
     if covariance == "diag":
-        return S + M * M
-    return S + M[:, :, None] * M[:, None, :]
+        return np.add(S, M * M, out=out)
+    out = np.multiply(M[:, :, None], M[:, None, :], out=out)
+    out += S
+    return out
 
 
 def _allocate(n, Kmodes, R, n_obj, covariance):
@@ -332,9 +335,13 @@ def _allocate(n, Kmodes, R, n_obj, covariance):
     return Lam, np.zeros((n, Kmodes, R)), post
 
 
-def _change(M_old, S_old, M, S, covariance):
-    var = S if covariance == "diag" else np.diagonal(S, axis1=1, axis2=2)
-    var_old = S_old if covariance == "diag" else np.diagonal(S_old, axis1=1, axis2=2)
+def _variances(S, covariance):
+    """Posterior variances (n_obj, R): a view of S."""
+    return S if covariance == "diag" else np.diagonal(S, axis1=1, axis2=2)
+
+
+def _change(M_old, var_old, M, var):
+    """The paper's change measure: largest change of a mean (in sds) or relative change of a variance."""
     return float(max(np.max(np.abs(M - M_old) / np.sqrt(var)), np.max(np.abs(var - var_old) / var)))
 
 
@@ -520,8 +527,8 @@ def fit_cp(
     n_chunks = -(-n // ENTRY_CHUNK)
     skipped = np.zeros(n_chunks, dtype=np.int64)
     if covariance == "full":
-        work = np.empty((n_chunks, 3, R, R))
-        scr = np.empty((n_chunks, 7, R, R + 1))
+        work = np.empty((n_chunks, K.ENTRY_MATS, R, R))
+        scr = np.empty((n_chunks, K.ENTRY_VECS, R))
         Ls = np.empty((-(-n_obj // OBJECT_CHUNK), R, R))
     else:
         scr = np.empty((n_chunks, 2))
@@ -585,7 +592,7 @@ def fit_cp(
                 S[:] = v0
             if _init_moments is not None:
                 S[:] = _init_moments[1]
-            E2[:] = _second_moments(M, S, covariance)
+            _second_moments(M, S, covariance, out=E2)
             # the posterior natural parameters get the prior's precision (P_Lam, from the flat
             # messages) centred at the initial means: the first cavities are broad (for cp_probit
             # a near-certain cavity would make the first messages carry no information) and a
@@ -614,7 +621,7 @@ def fit_cp(
         start = time.perf_counter()
         it = 0
         for it in range(1, max_iter + 1):
-            M_old, S_old = M.copy(), S.copy()
+            M_old, var_old = M.copy(), _variances(S, covariance).copy()
             if schedule in ("parallel", "block"):
                 if covariance == "full":
                     # parallel: all modes from one posterior; block: mode by mode, each mode's
@@ -753,7 +760,7 @@ def fit_cp(
             # and keep per-parameter changes from settling)
             K.predict_mean(lay.gidx, M, f_new)
             change = float(np.sqrt(np.mean((f_new - f_old) ** 2) / max(np.mean(f_new**2), 1e-300)))
-            param_change = _change(M_old, S_old, M, S, covariance)
+            param_change = _change(M_old, var_old, M, _variances(S, covariance))
             f_old, f_new = f_new, f_old
             now = time.perf_counter() - start
             elapsed.append(now)
@@ -825,9 +832,10 @@ def fit_cp(
         alpha,
         beta,
         options,
+        copy=False,
     )
     # the posterior's natural parameters (streaming absorbs them as the next prior)
-    res._P_Lam, res._P_eta = P_Lam.copy(), P_eta.copy()
+    res._P_Lam, res._P_eta = P_Lam, P_eta
     return res
 
 
@@ -849,7 +857,9 @@ def _pack(
     alpha,
     beta,
     options,
+    copy=True,
 ):
+    """The result object; ``copy=False`` hands over M and S (only once the fit is done with them)."""
     elapsed, changes, skips, paper, damps, metric = lists
     trace = trace_from_lists(elapsed, changes, skips, paper, damps, metric)
     noise_post = (float(noise[0]), float(noise[1])) if model == "cp_gaussian" else None
@@ -859,8 +869,8 @@ def _pack(
         covariance,
         R,
         shape,
-        M.copy(),
-        S.copy(),
+        M.copy() if copy else M,
+        S.copy() if copy else S,
         noise_post,
         it,
         converged,

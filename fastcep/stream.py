@@ -489,7 +489,7 @@ def _run(
             glob.append(offsets[k] + u)
         local_shape = tuple(len(g) for g in glob)
         glob = np.concatenate(glob)
-        init, init_cov = M[glob].copy(), S[glob].copy()
+        init, init_cov = M[glob], S[glob]  # copies (fancy indexing)
         new = ~seen[glob]
         if state.get("init_sd") is None:
             if init_scale is not None:

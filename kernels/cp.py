@@ -21,7 +21,7 @@ import math
 from numba import njit, prange
 
 from ._config import LEAF, PARALLEL_CACHED, SERIAL
-from .linalg import cholesky, cholesky_inverse, lu_solve_inplace
+from .linalg import cholesky, cholesky_inverse
 from .special import inv_mills, log_ndtr
 
 MODEL_GAUSSIAN = 0
@@ -63,81 +63,159 @@ def other_modes_moments_diag(gidx_e, k, M, E2d, Ez, Ezzd):
 
 
 # ---------------------------------------------------------------- probit message (full)
+#: scratch of ``probit_message``: R x R matrices and R-vectors
+PROBIT_MATS = 6
+PROBIT_VECS = 3
+
+
 @njit(**LEAF)
-def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, scr):
+def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback):
     """CEP-1 probit message of one (entry, mode) from its cavity (Lc, ec) into (Lmsg, emsg).
 
-    Sc = Lc^{-1}, mc = Sc ec, c = 1 + tr(Sc Ezz), u = s Ez.mc / sqrt(c), r = phi(u)/Phi(u),
-    g = s r Ez / sqrt(c), A = g g^T + (r u / c) Ezz. The tilted covariance Sc - Sc A Sc and mean
-    mc + Sc g give the message Lam* = (I - A Sc)^{-1} A and eta* = (I - A Sc)^{-1} (g + A mc)
-    (the same as inv(cov) - Lc and inv(cov) mean - ec, without their cancellation). Returns
-    False (message not to be applied) if the cavity or the tilted covariance is not positive
-    definite or Lam* is not positive semi-definite (Cholesky, relative jitter 1e-9).
-    scr: (4, R, R + 1) scratch.
+    Textbook form (supplement 1.1.2): Sc = Lc^{-1}, mc = Sc ec, c = 1 + tr(Sc Ezz),
+    u = s Ez.mc / sqrt(c), r = phi(u)/Phi(u), g = s r Ez / sqrt(c), A = g g^T + (r u / c) Ezz;
+    tilted covariance Sig = Sc - Sc A Sc, mean m = mc + Sc g; message Lam* = Sig^{-1} - Lc,
+    eta* = Sig^{-1} m - ec. Computed in the cavity's whitened coordinates, without inverting Sig
+    and without the cancellation of Sig^{-1} - Lc: with Lc = L L^T, W = L^{-1} and
+    B = W A W^T (Sig = W^T (I - B) W; Sig positive definite iff I - B is),
+
+        Lam* = L ((I - B)^{-1} - I) L^T = A + F^T F,  F = chol(I - B)^{-1} W A,
+        eta* = g + Lam* m,  m = W^T (W ec + W g).
+
+    With ``fallback``, when that message is not valid (an indefinite A: a misclassified entry,
+    u < 0, whose other modes are uncertain), the plain first-order step E[z z^T] -> E[z] E[z]^T
+    is taken instead; its message is rank one and costs O(R^2) from the same factorisation:
+    with v = W Ez, w = W ec, b = g'^2 + r u / c (g' = s r / sqrt(c), c = 1 + |v|^2),
+    lam = b |v|^2: Lam* = b / (1 - lam) Ez Ez^T, eta* = g' Ez + b / (1 - lam) (v.w + g' |v|^2) Ez.
+
+    A message is valid if the cavity and the tilted covariance are positive definite, Lam* is
+    positive semi-definite (certain when r u >= 0; else a Cholesky of Lam* + 1e-9 max|diag| I)
+    and nonzero, eta* finite.
+    Returns 0 (no valid message: Lmsg, emsg undefined), 1 (the CEP-1 message) or 2 (the
+    first-order fallback). mat: (PROBIT_MATS, R, R), vec: (PROBIT_VECS, R) C-contiguous scratch.
     """
     R = Ez.shape[0]
-    L = scr[0, :, :R]
-    Sc = scr[1, :, :R]
-    sys = scr[2, :, :R]
-    rhs = scr[3]
+    L = mat[0]
+    W = mat[1]
+    T = mat[2]
+    B = mat[3]
+    L2 = mat[4]
+    F = mat[5]
+    v = vec[0]
+    w = vec[1]
+    m = vec[2]
     if not cholesky(Lc, L):
-        return False
-    cholesky_inverse(L, Sc)
+        return 0
+    # W = L^{-1} (lower triangular)
+    for j in range(R):
+        for i in range(j):
+            W[i, j] = 0.0
+        W[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, R):
+            t = 0.0
+            for k in range(j, i):
+                t -= L[i, k] * W[k, j]
+            W[i, j] = t / L[i, i]
+    vv = 0.0
+    vw = 0.0
+    for i in range(R):
+        a = 0.0
+        b = 0.0
+        for k in range(i + 1):
+            a += W[i, k] * Ez[k]
+            b += W[i, k] * ec[k]
+        v[i] = a
+        w[i] = b
+        vv += a * a
+        vw += a * b
+    # T = W Ezz; B_z = T W^T (lower half), c = 1 + tr(B_z)
+    for i in range(R):
+        for j in range(R):
+            T[i, j] = 0.0
+        for k in range(i + 1):
+            wik = W[i, k]
+            for j in range(R):
+                T[i, j] += wik * Ezz[k, j]
     c = 1.0
     for i in range(R):
-        for j in range(R):
-            c += Sc[i, j] * Ezz[i, j]
+        for j in range(i + 1):
+            t = 0.0
+            for k in range(j + 1):
+                t += T[i, k] * W[j, k]
+            B[i, j] = t
+        c += B[i, i]
     isc = 1.0 / math.sqrt(c)
-    dot = 0.0
-    for i in range(R):
-        mci = 0.0
-        for j in range(R):
-            mci += Sc[i, j] * ec[j]
-        rhs[i, R] = mci  # mc, kept in the last column for now
-        dot += Ez[i] * mci
-    u = s * dot * isc
+    u = s * vw * isc
     r = inv_mills(u)
     kappa = r * u / c
+    gs = s * r * isc
+    # I - B with B = gs^2 v v^T + kappa B_z; its Cholesky factor L2
     for i in range(R):
-        gi = s * r * Ez[i] * isc
-        for j in range(R):
-            rhs[i, j] = gi * s * r * Ez[j] * isc + kappa * Ezz[i, j]  # A
-    # right-hand side [A, g + A mc]; system I - A Sc
-    for i in range(R):
-        amc = 0.0
-        for j in range(R):
-            amc += rhs[i, j] * rhs[j, R]
-        gi = s * r * Ez[i] * isc
-        for j in range(R):
-            asc = 0.0
-            for q in range(R):
-                asc += rhs[i, q] * Sc[q, j]
-            sys[i, j] = (1.0 if i == j else 0.0) - asc
-        emsg[i] = gi + amc
-    for i in range(R):
-        rhs[i, R] = emsg[i]
-    if not lu_solve_inplace(sys, rhs):
-        return False
+        for j in range(i + 1):
+            B[i, j] = (1.0 if i == j else 0.0) - (gs * gs * v[i] * v[j] + kappa * B[i, j])
+            B[j, i] = B[i, j]
+    if cholesky(B, L2):
+        # F = L2^{-1} (W A), W A = gs^2 v Ez^T + kappa T (forward substitution, column by column)
+        for i in range(R):
+            for j in range(R):
+                t = gs * gs * v[i] * Ez[j] + kappa * T[i, j]
+                for k in range(i):
+                    t -= L2[i, k] * F[k, j]
+                F[i, j] = t / L2[i, i]
+        # m = W^T (w + gs v) (back substitution order irrelevant: a product with W^T)
+        for i in range(R):
+            t = 0.0
+            for k in range(i, R):
+                t += W[k, i] * (w[k] + gs * v[k])
+            m[i] = t
+        big = 0.0
+        for i in range(R):
+            for j in range(i + 1):
+                t = gs * gs * Ez[i] * Ez[j] + kappa * Ezz[i, j]
+                for k in range(R):
+                    t += F[k, i] * F[k, j]
+                Lmsg[i, j] = t
+                Lmsg[j, i] = t
+            big = max(big, abs(Lmsg[i, i]))
+        ok = big > 0.0
+        for i in range(R):
+            t = gs * Ez[i]
+            for j in range(R):
+                t += Lmsg[i, j] * m[j]
+            emsg[i] = t
+            ok = ok and math.isfinite(t)
+        if ok and kappa >= 0.0:
+            # A = g g^T + kappa Ezz is positive semi-definite (Ezz is, a Hadamard product of
+            # second-moment matrices), hence so is Lam* = A + F^T F: no check needed
+            return 1
+        if ok:
+            for i in range(R):
+                for j in range(R):
+                    B[i, j] = Lmsg[i, j] + (1e-9 * big if i == j else 0.0)
+            if cholesky(B, L2):
+                return 1
+    if not fallback:
+        return 0
+    # first-order fallback: Ezz -> Ez Ez^T, B_z -> v v^T
+    c = 1.0 + vv
+    isc = 1.0 / math.sqrt(c)
+    u = s * vw * isc
+    r = inv_mills(u)
+    gs = s * r * isc
+    beta = gs * gs + r * u / c
+    lam = beta * vv
+    if not (beta > 0.0 and lam < 1.0):
+        return 0
+    scale = beta / (1.0 - lam)
+    proj = scale * (vw + gs * vv)
     big = 0.0
     for i in range(R):
-        emsg[i] = rhs[i, R]
         for j in range(R):
-            Lmsg[i, j] = 0.5 * (rhs[i, j] + rhs[j, i])
-        big = max(big, abs(Lmsg[i, i]))
-    # the tilted covariance must be positive definite (Lc + Lam* = its inverse) and the message
-    # precision positive semi-definite (rank-deficient messages are exact for rank-1 factors),
-    # up to a relative 1e-9 of its largest diagonal entry
-    for i in range(R):
-        for j in range(R):
-            sys[i, j] = Lc[i, j] + Lmsg[i, j]
-    ok = cholesky(sys, L)
-    for i in range(R):
-        for j in range(R):
-            sys[i, j] = Lmsg[i, j] + (1e-9 * big if i == j else 0.0)
-    ok = ok and big > 0.0 and cholesky(sys, L)
-    for i in range(R):
-        ok = ok and math.isfinite(emsg[i])
-    return ok
+            Lmsg[i, j] = scale * Ez[i] * Ez[j]
+        emsg[i] = gs * Ez[i] + proj * Ez[i]
+        big = max(big, Lmsg[i, i])
+    ok = big > 0.0 and math.isfinite(scale) and math.isfinite(proj)
+    return 2 if ok else 0
 
 
 @njit(**LEAF)
@@ -218,22 +296,28 @@ def expected_sq_error_diag(gidx_e, y, M, E2d):
 
 
 # ---------------------------------------------------------------- one entry, all modes
+#: scratch of ``entry_update``: R x R matrices and R-vectors (its own three of each + the probit's)
+ENTRY_MATS = 3 + PROBIT_MATS
+ENTRY_VECS = 3 + PROBIT_VECS
+
+
 @njit(**LEAF)
-def entry_update(model, gidx_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, rho, work, scr):
+def entry_update(model, gidx_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, rho, mat, vec):
     """New damped messages of one entry to its objects of modes k_lo..k_hi-1 (full R x R blocks).
 
-    Lam_e (K, R, R), eta_e (K, R): the entry's messages, updated in place. work: (3, R, R)
-    scratch (Ezz, Lc, Lmsg) plus rows of scr; returns the number of messages not applied.
+    Lam_e (K, R, R), eta_e (K, R): the entry's messages, updated in place. mat (ENTRY_MATS, R, R)
+    and vec (ENTRY_VECS, R) C-contiguous scratch. A probit message that the paper's expected
+    quadratic form makes indefinite (a misclassified entry, u < 0, whose other modes are
+    uncertain) is replaced by the plain first-order step (``probit_message``). Returns the
+    number of messages not applied.
     """
     R = M.shape[1]
-    Ezz = work[0]
-    Lc = work[1]
-    Lmsg = work[2]
-    # scr (7, R, R + 1): one block per vector (R may be 1 or 2: rows of one block would not do)
-    Ez = scr[0, 0, :R]
-    ec = scr[1, 0, :R]
-    emsg = scr[2, 0, :R]
-    probit_scr = scr[3:]
+    Ezz = mat[0]
+    Lc = mat[1]
+    Lmsg = mat[2]
+    Ez = vec[0]
+    ec = vec[1]
+    emsg = vec[2]
     skipped = 0
     for k in range(k_lo, k_hi):
         other_modes_moments(gidx_e, k, M, E2, Ez, Ezz)
@@ -249,15 +333,7 @@ def entry_update(model, gidx_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, M,
                 ec[i] = P_eta[o, i] - eta_e[k, i]
                 for j in range(R):
                     Lc[i, j] = P_Lam[o, i, j] - Lam_e[k, i, j]
-            ok = probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, probit_scr)
-            if not ok:
-                # the expected-quadratic form gives an indefinite message (a misclassified entry,
-                # u < 0, whose other modes are uncertain): fall back on the plain first-order
-                # Taylor step, E[z z^T] -> E[z] E[z]^T, whose message is rank-one PSD
-                for i in range(R):
-                    for j in range(R):
-                        Ezz[i, j] = Ez[i] * Ez[j]
-                ok = probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, probit_scr)
+            ok = probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat[3:], vec[3:], True) > 0
         if ok:
             for i in range(R):
                 eta_e[k, i] = (1.0 - rho) * eta_e[k, i] + rho * emsg[i]
@@ -307,7 +383,7 @@ def coord_update_diag(model, gidx_e, k, r, y, s, Lam_e, eta_e, P_Lam, P_eta, M, 
 # ---------------------------------------------------------------- drivers
 @njit(**PARALLEL_CACHED)
 def sweep_full(
-    model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, chunk, skipped, work, scr
+    model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, chunk, skipped, mat, vec
 ):
     """Damped messages of every entry to its objects of modes k_lo..k_hi-1, in parallel (full
     covariances); the noise messages are ``noise_messages_full``.
@@ -316,7 +392,8 @@ def sweep_full(
     of the block schedule; given the other modes the objects of mode k are independent, so
     updating mode k's messages and then rebuilding its objects is a block coordinate step, as in
     alternating least squares (the Jacobi step oscillates or diverges with damping near 1).
-    work (n_chunks, 3, R, R), scr (n_chunks, 7, R, R + 1) scratch; skipped (n_chunks,) accumulates.
+    mat (n_chunks, ENTRY_MATS, R, R), vec (n_chunks, ENTRY_VECS, R) scratch; skipped (n_chunks,)
+    accumulates.
     """
     n = gidx.shape[0]
     for c in prange(skipped.shape[0]):
@@ -324,7 +401,7 @@ def sweep_full(
         for e in range(c * chunk, min(n, (c + 1) * chunk)):
             t += entry_update(
                 model, gidx[e], k_lo, k_hi, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, etau, rho,
-                work[c], scr[c],
+                mat[c], vec[c],
             )  # fmt: skip
         skipped[c] += t
 
@@ -537,8 +614,8 @@ def sequential_full(
     noise,
     fix_tau,
     rho,
-    work,
-    scr,
+    mat,
+    vec,
     old_L,
     old_e,
     Ltmp,
@@ -556,7 +633,7 @@ def sequential_full(
         old_L[:, :, :] = Lam[e]
         old_e[:, :] = eta[e]
         skipped += entry_update(
-            model, gidx[e], 0, K, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho, work, scr
+            model, gidx[e], 0, K, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho, mat, vec
         )
         if model == MODEL_GAUSSIAN:
             new_b = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
