@@ -95,7 +95,27 @@ def test_sweep_throughput(benchmark, big, triad_bandwidth, name):
     work = work_buffers(n_chunks, d)
 
     def one_sweep():
-        parallel_sweep(code, X, s, tau, nu, T, N_, mu, v, 0.5, nodes, weights, CHUNK_ROWS, pT, pN, sk, work)
+        parallel_sweep(
+            code,
+            X,
+            s,
+            tau,
+            nu,
+            T,
+            N_,
+            mu,
+            v,
+            0.5,
+            nodes,
+            weights,
+            CHUNK_ROWS,
+            pT,
+            pN,
+            sk,
+            work,
+            0,
+            np.uint64(0),
+        )
         reduce_posterior(prior_T, prior_N, pT, pN, T, N_, mu, v)
 
     for _ in range(3):  # compile, then move away from the flat start

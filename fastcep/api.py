@@ -11,7 +11,8 @@ MODELS = REGRESSION_MODELS + CP_MODELS
 def fit(X, y, model="probit", method="cep1", **options):
     """Fit a Bayesian model by conditional expectation propagation (or a baseline method).
 
-    Regression: ``fit(X, y, model="probit" | "logistic", method="cep1" | "cep2" | "ep")``.
+    Regression: ``fit(X, y, model="probit" | "logistic", method="cep1" | "cep2" | "ep" | "lp" | "is" |
+    "vb")``.
     CP decomposition: ``fit(coords, values, model="cp_gaussian" | "cp_probit", shape=dims, rank=R)``
     (see ``fastcep.cp.fit_cp`` for its options: a0, b0, covariance, schedule, init, eval_set, ...).
 
@@ -22,9 +23,17 @@ def fit(X, y, model="probit", method="cep1", **options):
     y : array of shape (n,)
         Labels in {0, 1}, {-1, 1} or bool.
     model : {"probit", "logistic"}
-    method : {"cep1", "cep2", "ep"}
+    method : {"cep1", "cep2", "ep", "lp", "is", "vb"}
         CEP with first- or second-order Taylor expectation, or factorised EP (analytic for
-        probit, 2-D Gauss-Hermite for logistic).
+        probit, 2-D Gauss-Hermite for logistic); the paper's baselines: "lp" Laplace
+        propagation (each message from the mode and curvature of its tilted distribution,
+        found by a safeguarded Newton solve of the exact one-dimensional reduction of the mode
+        equation: the same optimum as the paper's L-BFGS search), "is" EP with tilted moments
+        from importance sampling (``n_samples`` draws from the cavity per row and sweep,
+        seeded: never settles below a small tol, use ``max_iter``), "vb" mean-field
+        variational Bayes (probit through the Albert-Chib augmentation, logistic through the
+        Jaakkola-Jordan bound; coordinate ascent, the evidence lower bound in ``trace.elbo``;
+        ``damping``, ``schedule`` and ``init_state`` do not apply).
     prior_var : float > 0 or array of shape (d,), default 1.0
         Variance of the zero-mean Gaussian prior on each weight.
     damping : float in (0, 1] or "auto", default "auto"
@@ -44,13 +53,16 @@ def fit(X, y, model="probit", method="cep1", **options):
     stopping : {"posterior", "paper"}, default "posterior"
     n_nodes : int, default 9
         Gauss-Hermite nodes of the logistic conditional moments (per dimension for EP).
+    n_samples : int, default 10000
+        Importance samples per row and sweep of method "is" (the paper used 500,000).
     n_threads : int or None
         Threads for this call (``None``: numba's current setting). Results do not depend on it.
     callback : callable or None
         Called as ``callback(info)`` after every sweep with an ``IterationInfo``; returning
         True stops the fit.
     seed : int, Generator or None
-        Accepted for a uniform API; CEP and EP are deterministic.
+        Seeds the draws of method "is" (same seed, same result, whatever the thread count;
+        None: fresh entropy); the other methods are deterministic.
     init_state : RegressionState or None
         Resume from ``res.state`` of an earlier fit on the same data.
     verbose : bool, default False

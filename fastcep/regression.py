@@ -24,9 +24,10 @@ from .results import (
     RegressionState,
     trace_from_lists,
 )
+from .vb import run_vb
 
 MODELS = ("probit", "logistic")
-METHODS = ("cep1", "cep2", "ep")
+METHODS = ("cep1", "cep2", "ep", "lp", "is", "vb")
 SCHEDULES = ("parallel", "sequential")
 STOPPING = ("posterior", "paper")
 
@@ -46,6 +47,7 @@ DEFAULTS = {
     "schedule": "parallel",
     "stopping": "posterior",
     "n_nodes": 9,
+    "n_samples": 10_000,
 }
 
 
@@ -174,6 +176,31 @@ def _initial_state(X, prior_T, init_state, func):
     return tau, nu
 
 
+def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, options):
+    """Mean-field VB (``fastcep.vb``) packed as a ``RegressionResult`` (no site messages: state
+    None; the evidence lower bound per iteration in ``trace.elbo``; damping does not apply)."""
+    start = time.perf_counter()
+
+    def relay(it, change, mu, v, elbo):
+        now = time.perf_counter() - start
+        return callback(IterationInfo(it, change, now, 0, GaussianPosterior(mu, v)))
+
+    out = run_vb(X, s, model, prior_T, max_iter, tol, relay if callback is not None else None)
+    k = out["n_iter"]
+    trace = trace_from_lists(
+        out["elapsed"], out["change"], [0] * k, [np.nan] * k, [np.nan] * k, elbo=out["elbo"]
+    )
+    post = GaussianPosterior(out["mu"], out["v"])
+    return RegressionResult(
+        model, "vb", post, k, out["converged"], out["stop_reason"], trace, None, dict(options, damping=None)
+    )
+
+
+def _sweep_key(base_key, it):
+    """The uint64 random key of sweep ``it`` (importance sampling): fresh draws every sweep."""
+    return np.random.SeedSequence([base_key, it]).generate_state(1, np.uint64)[0]
+
+
 def fit_regression(
     X,
     y,
@@ -187,6 +214,7 @@ def fit_regression(
     schedule=DEFAULTS["schedule"],
     stopping=DEFAULTS["stopping"],
     n_nodes=DEFAULTS["n_nodes"],
+    n_samples=DEFAULTS["n_samples"],
     n_threads=None,
     callback=None,
     seed=None,
@@ -214,7 +242,9 @@ def fit_regression(
     n_nodes = V.check_int(n_nodes, "n_nodes", func, low=2, high=200)
     n_threads = V.check_n_threads(n_threads, func)
     callback = V.check_callback(callback, func)
-    V.check_seed(seed, func)  # CEP and EP are deterministic; seed is accepted for a uniform API
+    n_samples = V.check_int(n_samples, "n_samples", func, low=1)
+    rng = V.check_seed(seed, func)  # used by method="is" only; the other methods are deterministic
+    base_key = int(rng.integers(0, 2**63))
     options = dict(
         prior_var=prior_var,
         damping=rho,
@@ -223,10 +253,15 @@ def fit_regression(
         schedule=schedule,
         stopping=stopping,
         n_nodes=n_nodes,
+        n_samples=n_samples,
         n_threads=n_threads,
         seed=seed,
     )
 
+    if method == "vb":
+        if init_state is not None:
+            raise ValueError("fit: init_state is not supported with method='vb' (it has no site messages).")
+        return _fit_vb(X, s, model, prior_T, max_iter, tol, callback, options)
     tau, nu = _initial_state(X, prior_T, init_state, func)
     prior_N = np.zeros(d)
     T, N, mu, v = (np.empty(d) for _ in range(4))
@@ -254,15 +289,19 @@ def fit_regression(
             mu_old = mu.copy()
             v_old = v.copy()
             nu_old = nu.copy() if stopping == "paper" else None
+            key = _sweep_key(base_key, it)
             if schedule == "parallel":
                 parallel_sweep(
-                    code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped_c, work
-                )
+                    code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped_c, work,
+                    n_samples, key,
+                )  # fmt: skip
                 reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v)
                 n_skipped = int(skipped_c.sum())
             else:
                 n_skipped = int(
-                    sequential_sweep(code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, order, *bufs)
+                    sequential_sweep(
+                        code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, n_samples, key, order, *bufs
+                    )
                 )
                 # exact rebuild: no drift from the incremental updates
                 rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v)

@@ -36,6 +36,7 @@ class Trace(NamedTuple):
     paper_change: np.ndarray  #: mean over rows of summed squared change of nu (NaN if not tracked)
     damping: np.ndarray  #: damping used in each iteration
     eval_metric: np.ndarray  #: metric on the fit's eval_set per iteration (NaN when none)
+    elbo: np.ndarray  #: evidence lower bound per iteration (method "vb"; NaN for the others)
 
 
 class IterationInfo(NamedTuple):
@@ -48,10 +49,12 @@ class IterationInfo(NamedTuple):
     posterior: GaussianPosterior
 
 
-def trace_from_lists(elapsed, change, skipped, paper_change, damping, eval_metric=None):
+def trace_from_lists(elapsed, change, skipped, paper_change, damping, eval_metric=None, elbo=None):
     """Pack per-iteration lists into a ``Trace`` of arrays."""
     if eval_metric is None:
         eval_metric = [np.nan] * len(elapsed)
+    if elbo is None:
+        elbo = [np.nan] * len(elapsed)
     return Trace(
         np.asarray(elapsed, dtype=np.float64),
         np.asarray(change, dtype=np.float64),
@@ -59,4 +62,5 @@ def trace_from_lists(elapsed, change, skipped, paper_change, damping, eval_metri
         np.asarray(paper_change, dtype=np.float64),
         np.asarray(damping, dtype=np.float64),
         np.asarray(eval_metric, dtype=np.float64),
+        np.asarray(elbo, dtype=np.float64),
     )

@@ -4,7 +4,19 @@ Kernels take arrays and scalars only, never raise and never do I/O; the Python l
 ``fastcep`` validates, allocates and turns bad input into clear exceptions.
 """
 
-from . import logistic, probit, regression, special
+from . import cp, importance, laplace, linalg, logistic, probit, regression, special, vb
 from ._config import CHUNK_ROWS, FASTMATH
 
-__all__ = ["CHUNK_ROWS", "FASTMATH", "logistic", "probit", "regression", "special"]
+__all__ = [
+    "CHUNK_ROWS",
+    "FASTMATH",
+    "cp",
+    "importance",
+    "laplace",
+    "linalg",
+    "logistic",
+    "probit",
+    "regression",
+    "special",
+    "vb",
+]

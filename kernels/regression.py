@@ -14,7 +14,7 @@ sequential_sweep: rows in the given order, the posterior refreshed after every r
 
 from numba import njit, prange
 
-from . import logistic, probit
+from . import importance, laplace, logistic, probit
 from ._config import LEAF, PARALLEL_CACHED, SERIAL
 
 METHOD_CODES = {
@@ -24,12 +24,19 @@ METHOD_CODES = {
     ("logistic", "cep1"): 3,
     ("logistic", "cep2"): 4,
     ("logistic", "ep"): 5,
+    ("probit", "lp"): 6,
+    ("logistic", "lp"): 7,
+    ("probit", "is"): 8,
+    ("logistic", "is"): 9,
 }
 
 
 @njit(**LEAF)
-def _row(code, x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
-    """Dispatch one row update to the row function of ``code``; returns skipped messages."""
+def _row(code, x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work, n_samples, key):
+    """Dispatch one row update to the row function of ``code``; returns skipped messages.
+
+    n_samples and key (the row's uint64 random key) serve importance sampling only.
+    """
     if code == 0:
         return probit.cep1_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
     if code == 1:
@@ -40,12 +47,23 @@ def _row(code, x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n
         return logistic.cep1_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
     if code == 4:
         return logistic.cep2_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
-    return logistic.ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
+    if code == 5:
+        return logistic.ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
+    if code == 6:
+        return laplace.probit_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
+    if code == 7:
+        return laplace.logistic_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
+    if code == 8:
+        return importance.probit_row(x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, work)
+    return importance.logistic_row(x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, work)
 
 
 @njit(**PARALLEL_CACHED)
-def parallel_sweep(code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped, work):
-    """One damped parallel sweep; work is (n_chunks, N_WORK, d) scratch."""
+def parallel_sweep(
+    code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped, work, n_samples, key
+):
+    """One damped parallel sweep; work is (n_chunks, N_WORK, d) scratch; key (uint64) seeds the
+    random draws of importance sampling (row i uses ``importance.row_key(key, i)``)."""
     n = X.shape[0]
     n_chunks = pT.shape[0]
     for c in prange(n_chunks):
@@ -58,23 +76,30 @@ def parallel_sweep(code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk,
         wk = work[c]
         k = 0
         for i in range(lo, hi):
-            k += _row(code, X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, acc_t, acc_n, wk)
+            k += _row(
+                code, X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, acc_t, acc_n, wk,
+                n_samples, importance.row_key(key, i),
+            )  # fmt: skip
         skipped[c] = k
 
 
 @njit(**SERIAL)
 def sequential_sweep(
-    code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, order, old_t, old_n, scr_t, scr_n, work
-):
+    code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, n_samples, key, order, old_t, old_n, scr_t, scr_n,
+    work,
+):  # fmt: skip
     """One sequential sweep over ``order``; old_t, old_n, scr_t, scr_n (d,) and work (N_WORK, d)
-    are scratch. Returns the number of skipped messages."""
+    are scratch; n_samples, key as in ``parallel_sweep``. Returns the number of skipped messages."""
     d = X.shape[1]
     k = 0
     for ii in range(order.shape[0]):
         i = order[ii]
         old_t[:] = tau[i]
         old_n[:] = nu[i]
-        k += _row(code, X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, scr_t, scr_n, work)
+        k += _row(
+            code, X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, scr_t, scr_n, work,
+            n_samples, importance.row_key(key, i),
+        )  # fmt: skip
         for m in range(d):
             dt = tau[i, m] - old_t[m]
             dn = nu[i, m] - old_n[m]

@@ -7,7 +7,8 @@ the fast kernels are compared against these on small random data.
 import math
 
 import numpy as np
-from scipy.special import expit, log_ndtr
+from scipy import optimize
+from scipy.special import expit, log_expit, log_ndtr
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -118,9 +119,96 @@ def logistic_ep_row(x, s, tc, nc, nodes, weights):
     return tau, nu
 
 
+# ---------------------------------------------------------------- baselines: LP and IS
+def _log_lik(model, a):
+    """h(a), h'(a), h''(a) of h = log Phi (probit) or log sigma (logistic)."""
+    if model == "probit":
+        r = mills(a)
+        return float(log_ndtr(a)), r, -r * (a + r)
+    p = float(expit(a))
+    return float(log_expit(a)), 1 - p, -p * (1 - p)
+
+
+def lp_row(model, x, s, tc, nc):
+    """Laplace propagation messages of one row: the mode of the d-dimensional tilted density
+    N(w | mc, diag(1/tc)) f(s x.w) found by a general optimiser (trust-region Newton with the
+    exact gradient and Hessian, then plain Newton steps), and the diagonal of the negative
+    Hessian there."""
+    mc = nc / tc
+
+    def neg_log(w):
+        return 0.5 * np.sum(tc * (w - mc) ** 2) - _log_lik(model, s * x @ w)[0]
+
+    def grad(w):
+        return tc * (w - mc) - s * _log_lik(model, s * x @ w)[1] * x
+
+    def hess(w):
+        return np.diag(tc) - _log_lik(model, s * x @ w)[2] * np.outer(x, x)
+
+    res = optimize.minimize(neg_log, mc, jac=grad, hess=hess, method="trust-exact", options={"gtol": 1e-13})
+    w = res.x
+    for _ in range(5):  # polish: full Newton steps from the optimiser's answer
+        w = w - np.linalg.solve(hess(w), grad(w))
+    h2 = _log_lik(model, s * x @ w)[2]
+    prec = tc - h2 * x * x
+    return prec - tc, prec * w - nc
+
+
+_M64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def _mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def row_key(key, i):
+    """The per-row key of the importance sampler's counter-based generator (splitmix64)."""
+    return _mix64(key ^ _mix64((i + _GOLDEN) & _M64))
+
+
+def standard_normals(key, n_samples, d):
+    """(n_samples, d) Box-Muller normals of the splitmix64 stream of ``key``, in kernel order."""
+    per = 2 * ((d + 1) // 2)
+    state = key
+    u = np.empty(n_samples * per)
+    for j in range(u.size):
+        state = (state + _GOLDEN) & _M64
+        u[j] = ((_mix64(state) >> 11) + 1) * 2.0**-53
+    u = u.reshape(n_samples, per // 2, 2)
+    rad = np.sqrt(-2 * np.log(u[..., 0]))
+    z = np.stack([rad * np.cos(2 * np.pi * u[..., 1]), rad * np.sin(2 * np.pi * u[..., 1])], axis=-1)
+    return z.reshape(n_samples, per)[:, :d]
+
+
+def is_row(model, x, s, tc, nc, eps):
+    """Importance-sampling EP messages of one row from the cavity draws mc + eps / sqrt(tc)
+    (eps (S, d)), weighted by f(s x.w); x_m = 0 gives the exact flat message."""
+    mc, sd = nc / tc, 1 / np.sqrt(tc)
+    w = mc + sd * eps
+    a = s * (w @ x)
+    f = np.exp(np.array([_log_lik(model, t)[0] for t in a]))
+    f /= f.sum()
+    mean = f @ w
+    var = f @ (w - mean) ** 2
+    t_new, n_new = 1 / var - tc, mean / var - nc
+    t_new = np.where(var > 0, t_new, np.nan)
+    return np.where(x == 0, 0.0, t_new), np.where(x == 0, 0.0, n_new)
+
+
+def valid(method, new_t, new_n):
+    """Messages that are applied: finite, with a positive precision; IS keeps negative ones
+    (Monte-Carlo noise around weak sites; dropping them biases the posterior precision up)."""
+    ok = np.isfinite(new_t) & np.isfinite(new_n)
+    return ok if method == "is" else ok & (new_t > 0)
+
+
 # ---------------------------------------------------------------- sweeps
-def _site_messages(model, method, X, s, tau, nu, T, N, nodes, weights):
-    """All new messages from one posterior (T, N); NaN where a message is invalid."""
+def _site_messages(model, method, X, s, tau, nu, T, N, nodes, weights, n_samples=0, keys=None):
+    """All new messages from one posterior (T, N); NaN where a message is invalid. Importance
+    sampling uses ``n_samples`` draws from the generator of row i's key ``keys[i]``."""
     n, d = X.shape
     mu, v = N / T, 1 / T
     new_t = np.full((n, d), np.nan)
@@ -128,6 +216,13 @@ def _site_messages(model, method, X, s, tau, nu, T, N, nodes, weights):
     for i in range(n):
         tc = T - tau[i]
         nc = N - nu[i]
+        if method == "lp":
+            new_t[i], new_n[i] = lp_row(model, X[i], s[i], tc, nc)
+            continue
+        if method == "is":
+            eps = standard_normals(keys[i], n_samples, d)
+            new_t[i], new_n[i] = is_row(model, X[i], s[i], tc, nc, eps)
+            continue
         if method == "ep":
             if model == "probit":
                 t, nn = probit_ep_row(X[i], s[i], tc, nc)
@@ -146,18 +241,19 @@ def _site_messages(model, method, X, s, tau, nu, T, N, nodes, weights):
     return new_t, new_n
 
 
-def parallel_sweep(model, method, X, s, tau, nu, prior_T, rho, nodes, weights):
+def parallel_sweep(model, method, X, s, tau, nu, prior_T, rho, nodes, weights, n_samples=0, key=0):
     """One damped parallel sweep: new messages from the current posterior, damped, summed."""
     T = prior_T + tau.sum(0)
     N = nu.sum(0)
-    new_t, new_n = _site_messages(model, method, X, s, tau, nu, T, N, nodes, weights)
-    ok = (new_t > 0) & np.isfinite(new_t) & np.isfinite(new_n)
+    keys = [row_key(key, i) for i in range(X.shape[0])]
+    new_t, new_n = _site_messages(model, method, X, s, tau, nu, T, N, nodes, weights, n_samples, keys)
+    ok = valid(method, new_t, new_n)
     tau = np.where(ok, (1 - rho) * tau + rho * new_t, tau)
     nu = np.where(ok, (1 - rho) * nu + rho * new_n, nu)
     return tau, nu, int((~ok).sum())
 
 
-def sequential_sweep(model, method, X, s, tau, nu, prior_T, rho, nodes, weights):
+def sequential_sweep(model, method, X, s, tau, nu, prior_T, rho, nodes, weights, n_samples=0, key=0):
     """One sequential sweep: rows in order, the posterior recomputed after each row."""
     tau = tau.copy()
     nu = nu.copy()
@@ -166,9 +262,10 @@ def sequential_sweep(model, method, X, s, tau, nu, prior_T, rho, nodes, weights)
         T = prior_T + tau.sum(0)
         N = nu.sum(0)
         new_t, new_n = _site_messages(
-            model, method, X[i : i + 1], s[i : i + 1], tau[i : i + 1], nu[i : i + 1], T, N, nodes, weights
-        )
-        ok = (new_t[0] > 0) & np.isfinite(new_t[0]) & np.isfinite(new_n[0])
+            model, method, X[i : i + 1], s[i : i + 1], tau[i : i + 1], nu[i : i + 1], T, N, nodes, weights,
+            n_samples, [row_key(key, i)],
+        )  # fmt: skip
+        ok = valid(method, new_t[0], new_n[0])
         tau[i] = np.where(ok, (1 - rho) * tau[i] + rho * new_t[0], tau[i])
         nu[i] = np.where(ok, (1 - rho) * nu[i] + rho * new_n[0], nu[i])
         skipped += int((~ok).sum())

@@ -15,6 +15,9 @@ from fastcep.kernels.regression import METHOD_CODES, parallel_sweep, sequential_
 
 RTOL = 1e-10
 NODES, WEIGHTS = gauss_hermite(9)
+#: importance sampling in the sweep tests: draws per row and the sweep's random key
+N_SAMPLES = 200
+KEY = 0x0123456789ABCDEF
 
 
 def WORK(d):
@@ -179,7 +182,7 @@ def test_parallel_sweep_matches_naive(rng, model, method):
     prior_T = np.full(d, 1.0)
     rho = 0.7
     tau_ref, nu_ref, skipped_ref = naive.parallel_sweep(
-        model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS
+        model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS, N_SAMPLES, KEY
     )
     T, N, mu, v = (np.empty(d) for _ in range(4))
     chunk = 8  # several chunks on small data
@@ -205,6 +208,8 @@ def test_parallel_sweep_matches_naive(rng, model, method):
         pN,
         sk,
         work_buffers(n_chunks, d),
+        N_SAMPLES,
+        np.uint64(KEY),
     )
     np.testing.assert_allclose(tau, tau_ref, rtol=RTOL)
     np.testing.assert_allclose(nu, nu_ref, rtol=RTOL, atol=1e-13)
@@ -222,14 +227,15 @@ def test_sequential_sweep_matches_naive(rng, model, method):
     prior_T = np.full(d, 2.0)
     rho = 0.6
     tau_ref, nu_ref, skipped_ref = naive.sequential_sweep(
-        model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS
+        model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS, N_SAMPLES, KEY
     )
     T, N, mu, v = (np.empty(d) for _ in range(4))
     rebuild_posterior(prior_T, np.zeros(d), tau, nu, CHUNK_ROWS, T, N, mu, v)
     bufs = [np.empty(d) for _ in range(4)] + [WORK(d)]
     k = sequential_sweep(
-        METHOD_CODES[(model, method)], X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, np.arange(n), *bufs
-    )
+        METHOD_CODES[(model, method)], X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, N_SAMPLES,
+        np.uint64(KEY), np.arange(n), *bufs,
+    )  # fmt: skip
     np.testing.assert_allclose(tau, tau_ref, rtol=1e-9)
     np.testing.assert_allclose(nu, nu_ref, rtol=1e-9, atol=1e-12)
     assert k == skipped_ref

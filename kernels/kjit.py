@@ -1,0 +1,279 @@
+"""Kernel-based just-in-time EP messages for logistic regression (Jitkrittum et al., UAI 2015).
+
+Fully factorised EP, row i with label sign s and cavity N(mc, diag(vc)) (vc_m = 1/(T_m - tau_im),
+mc_m = (N_m - nu_im) vc_m). The factor sigma(s x.w) depends on w only through a = x.w, whose
+cavity distribution is N(mu_a, s2_a), mu_a = x.mc, s2_a = sum_m x_m^2 vc_m. With a' = s a
+~ N(s mu_a, s2_a) the factor is sigma(a'), so its tilted moments are a function of the input
+u = (s mu_a, log s2_a) alone. Given the tilted mean and variance (mean_a, var_a) of a, Gaussian
+conditioning gives every weight's tilted moments exactly:
+
+    E[w_m]   = mc_m + x_m vc_m (mean_a - mu_a) / s2_a
+    Var[w_m] = vc_m - x_m^2 vc_m^2 (s2_a - var_a) / s2_a^2
+
+and the site is the moment-matching message (``_sweep.message_from_moments`` with
+delta = E - mc, a = 1 - Var/vc).
+
+Targets. The operator predicts the two factors of these formulas,
+
+    alpha = (E[a'] - s mu_a) / s2_a        in (0, 1)    (d log Z / d mu of the factor of a')
+    beta  = (s2_a - var_a) / s2_a^2        in (0, 1/4)  (- d^2 log Z / d mu^2)
+
+(so (mean_a - mu_a) / s2_a = s alpha). Both are bounded and smooth for every cavity, tend to
+sigma(-u0) and sigma(u0) sigma(-u0) as s2_a -> 0, and a site's message is linear in them, so an
+absolute error of the regression is a relative error of the messages of about the same size.
+(The mean shift and log variance ratio of a' are not: they vanish as s2_a -> 0, and a fixed
+absolute error swamps them: measured, the posterior variances collapsed a hundredfold.)
+
+Regression. Bayesian linear regression on D random Fourier features of the standardised input
+z = u / scale (Gaussian kernel of unit lengthscale once the frequencies are scaled),
+
+    phi(u) = sqrt(2/D) cos(F z + b),   F (D, 2), b (D,) drawn once
+    A = I / prior_var + sum_j w_j phi_j phi_j^T,   w_j = 1 / (noise_var + err_j)
+    coef_k = A^{-1} sum_j w_j y_jk phi_j,   mean_k(u) = phi(u)^T coef_k
+    var(u) = noise_var + phi(u)^T A^{-1} phi(u)
+
+err_j is the importance-sampling error variance of training pair j (``tilted_target``): the
+estimates of beta from a tight cavity are very noisy (their error grows like 1/s2_a) and must
+count for less. The weight is shared by both outputs (the larger error of the two), so they
+share A and the predictive variance. var = noise_var + |L^{-1} phi|^2 with L the Cholesky
+factor of A.
+
+``kjit_sweep`` is the damped parallel sweep: a row whose predictive variance exceeds the
+threshold (or every row when the operator has no data) is sent to the oracle, the
+importance-sampling EP row ``importance.logistic_row`` with the same random key as method "is",
+whose draws also give the row's training pair. Chunks of rows are the unit of parallel work and
+write only their rows and partial sums, so the result does not depend on the number of threads.
+"""
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from . import importance
+from ._config import LEAF, PARALLEL_CACHED
+from ._sweep import damp_site, message_from_moments
+from .special import log_sigmoid
+
+#: rows of the (N_WORK, d) scratch of a row used here (rows 0-4 belong to the IS oracle)
+_W_MC = 5
+_W_VC = 6
+_W_SD = 7
+_W_EPS = 8
+
+
+@njit(**LEAF)
+def features(u0, u1, freq, phase, scale, phi):
+    """phi (D,) = sqrt(2/D) cos(freq @ (u / scale) + phase) for one input u = (u0, u1)."""
+    D = phase.shape[0]
+    z0 = u0 / scale[0]
+    z1 = u1 / scale[1]
+    c = math.sqrt(2.0 / D)
+    for j in range(D):
+        phi[j] = c * math.cos(freq[j, 0] * z0 + freq[j, 1] * z1 + phase[j])
+
+
+@njit(**LEAF)
+def predict_one(u0, u1, freq, phase, scale, chol, coef, noise_var, phi, r, out):
+    """Predictive means out (2,) and the predictive variance (returned) at u = (u0, u1).
+
+    chol (D, D): lower Cholesky factor of the feature precision A; coef (2, D): the outputs'
+    posterior mean weights; phi, r (D,) scratch.
+    """
+    D = phase.shape[0]
+    features(u0, u1, freq, phase, scale, phi)
+    m0 = 0.0
+    m1 = 0.0
+    q = 0.0
+    for j in range(D):
+        p = phi[j]
+        m0 += p * coef[0, j]
+        m1 += p * coef[1, j]
+        t = p
+        for k in range(j):
+            t -= chol[j, k] * r[k]
+        t /= chol[j, j]
+        r[j] = t
+        q += t * t
+    out[0] = m0
+    out[1] = m1
+    return noise_var + q
+
+
+@njit(**LEAF)
+def feature_matrix(U, freq, phase, scale, Phi):
+    """Phi (m, D): the features of the inputs U (m, 2)."""
+    for i in range(U.shape[0]):
+        features(U[i, 0], U[i, 1], freq, phase, scale, Phi[i])
+
+
+@njit(**LEAF)
+def predict(U, freq, phase, scale, chol, coef, noise_var, mean, var, phi, r):
+    """Predictive means mean (m, 2) and variances var (m,) at the inputs U (m, 2)."""
+    for i in range(U.shape[0]):
+        var[i] = predict_one(U[i, 0], U[i, 1], freq, phase, scale, chol, coef, noise_var, phi, r, mean[i])
+
+
+@njit(**PARALLEL_CACHED)
+def accumulate(Phi, Y, wts, gram, rhs):
+    """gram (D, D) += Phi^T diag(wts) Phi and rhs (2, D) += Y[:, :2]^T diag(wts) Phi over the rows
+    of Phi (m, D), in order; Y (m, >= 2) targets, wts (m,) weights.
+
+    Each j owns row j of gram and column j of rhs (race-free, thread-count independent)."""
+    m, D = Phi.shape
+    for j in prange(D):
+        for i in range(m):
+            p = Phi[i, j] * wts[i]
+            rhs[0, j] += p * Y[i, 0]
+            rhs[1, j] += p * Y[i, 1]
+            for k in range(D):
+                gram[j, k] += p * Phi[i, k]
+
+
+@njit(**LEAF)
+def cavity(x, tau_r, nu_r, T, N, mc, vc):
+    """Cavity means mc and variances vc (d,) of one row; returns (mu_a, s2_a, proper).
+
+    proper is False if a cavity precision is not positive or mu_a, s2_a are not finite or
+    s2_a is not positive (the operator does not apply there)."""
+    d = x.shape[0]
+    mu_a = 0.0
+    s2_a = 0.0
+    proper = True
+    for m in range(d):
+        tc = T[m] - tau_r[m]
+        v = 1.0 / tc
+        vc[m] = v
+        mc[m] = (N[m] - nu_r[m]) * v
+        mu_a += x[m] * mc[m]
+        s2_a += x[m] * x[m] * v
+        proper = proper and tc > 0.0
+    proper = proper and s2_a > 0.0 and math.isfinite(mu_a) and math.isfinite(s2_a)
+    return mu_a, s2_a, proper
+
+
+@njit(**LEAF)
+def tilted_target(x, s, mu_a, s2_a, sd, n_samples, key, eps, out):
+    """Training target of one row from the same draws as ``importance._is_row`` with the same key:
+    out (3,) = (alpha, beta, err) from the self-normalised moments of a' = s x.w, w = mc + sd eps.
+
+    alpha = (E[a'] - s mu_a) / s2_a, beta = (s2_a - var_a) / s2_a^2; err is the estimate's
+    error variance, the larger of var_a / (s2_a^2 ESS) (alpha) and 2 var_a^2 / (s2_a^4 ESS)
+    (beta, Gaussian fourth moment), ESS = (sum f)^2 / sum f^2. sd (d,) the cavity standard
+    deviations, eps (d,) scratch. Weighted Welford updates (rescaled when a larger weight appears)
+    keep the variance free of cancellation.
+    """
+    d = x.shape[0]
+    state = np.uint64(key)
+    W = 0.0
+    W2 = 0.0
+    mean = 0.0
+    M2 = 0.0
+    lmax = -math.inf
+    smu = s * mu_a
+    for _ in range(n_samples):
+        state = importance.standard_normals(state, eps)
+        r = 0.0
+        for m in range(d):
+            r += x[m] * sd[m] * eps[m]
+        r *= s  # a' - s mu_a
+        lf = log_sigmoid(smu + r)
+        if lf > lmax:
+            scale = math.exp(lmax - lf)
+            W *= scale
+            W2 *= scale * scale
+            M2 *= scale
+            lmax = lf
+        f = math.exp(lf - lmax)
+        W += f
+        W2 += f * f
+        dev = r - mean
+        mean += (f / W) * dev
+        M2 += f * dev * (r - mean)
+    var = M2 / W
+    inv = 1.0 / s2_a
+    ess = W * W / W2
+    out[0] = mean * inv
+    out[1] = (1.0 - var * inv) * inv
+    q = var * inv * inv
+    out[2] = max(q, 2.0 * q * q) / ess
+
+
+@njit(**LEAF)
+def operator_messages(x, s, tau_r, nu_r, T, N, vc, alpha, beta, rho, acc_t, acc_n):
+    """Damped messages of one row from the predicted (alpha, beta); returns skipped sites."""
+    d = x.shape[0]
+    g1 = s * alpha  # (mean_a - mu_a) / s2_a
+    g2 = beta  # (s2_a - var_a) / s2_a^2
+    k = 0
+    for m in range(d):
+        tc = T[m] - tau_r[m]
+        nc = N[m] - nu_r[m]
+        xv = x[m] * vc[m]
+        delta = xv * g1
+        a = x[m] * xv * g2
+        t_new, n_new, ok = message_from_moments(tc, nc, delta, a)
+        k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
+    return k
+
+
+@njit(**PARALLEL_CACHED)
+def kjit_sweep(
+    X, s, tau, nu, T, N, rho, n_samples, key, chunk, pT, pN, skipped, work, freq, phase, scale, chol, coef,
+    noise_var, threshold, use_operator, fwork, used_oracle, U, Y,
+):  # fmt: skip
+    """One damped parallel KJIT sweep over the rows of X (n, d).
+
+    work (n_chunks, N_WORK, d) and fwork (n_chunks, 2, D) scratch; pT, pN (n_chunks, d) and
+    skipped (n_chunks,) as in ``regression.parallel_sweep``; key (uint64) the sweep's key (row i
+    uses ``importance.row_key(key, i)``). The operator (freq, phase, scale, chol, coef, noise_var)
+    answers a row if use_operator and its predictive variance is <= threshold; otherwise the IS
+    oracle does. Writes used_oracle (n,) bool, every row's input U (n, 2), and Y (n, 3): for an
+    oracle row its training target (alpha, beta, err) (``tilted_target``), for the others the
+    prediction (alpha, beta, predictive variance). A row with an improper cavity goes to the
+    oracle (which skips its messages) and gets NaN in U and Y: no training pair.
+    """
+    n = X.shape[0]
+    n_chunks = pT.shape[0]
+    for c in prange(n_chunks):
+        lo = c * chunk
+        hi = min(n, lo + chunk)
+        acc_t = pT[c]
+        acc_n = pN[c]
+        acc_t[:] = 0.0
+        acc_n[:] = 0.0
+        wk = work[c]
+        mc = wk[_W_MC]
+        vc = wk[_W_VC]
+        sd = wk[_W_SD]
+        eps = wk[_W_EPS]
+        phi = fwork[c, 0]
+        r = fwork[c, 1]
+        k = 0
+        for i in range(lo, hi):
+            x = X[i]
+            mu_a, s2_a, proper = cavity(x, tau[i], nu[i], T, N, mc, vc)
+            u0 = s[i] * mu_a
+            u1 = math.log(s2_a) if proper else 0.0
+            U[i, 0] = u0 if proper else math.nan
+            U[i, 1] = u1 if proper else math.nan
+            oracle = True
+            if use_operator and proper:
+                pv = predict_one(u0, u1, freq, phase, scale, chol, coef, noise_var, phi, r, Y[i])
+                Y[i, 2] = pv
+                oracle = not pv <= threshold  # (a NaN variance goes to the oracle)
+            if oracle:
+                rkey = importance.row_key(key, i)
+                if proper:
+                    for m in range(x.shape[0]):
+                        sd[m] = math.sqrt(vc[m])
+                    tilted_target(x, s[i], mu_a, s2_a, sd, n_samples, rkey, eps, Y[i])
+                else:
+                    Y[i, :] = math.nan
+                k += importance.logistic_row(
+                    x, s[i], tau[i], nu[i], T, N, rho, n_samples, rkey, acc_t, acc_n, wk
+                )
+            else:
+                k += operator_messages(x, s[i], tau[i], nu[i], T, N, vc, Y[i, 0], Y[i, 1], rho, acc_t, acc_n)
+            used_oracle[i] = oracle
+        skipped[c] = k

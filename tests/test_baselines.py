@@ -1,0 +1,147 @@
+"""The paper's regression baselines as methods of ``fastcep.fit``: Laplace propagation ("lp") and
+importance-sampling EP ("is"): exact limits, convergence to analytic EP, fit-level behaviour."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.special import log_ndtr
+
+import fastcep
+import naive
+from fastcep.data_tools import make_regression_simulation
+from fastcep.kernels import importance, laplace, probit
+from fastcep.kernels._sweep import work_buffers
+
+
+def _row_problem(rng, d=4):
+    x = rng.normal(0, 1, d)
+    tc = np.exp(rng.uniform(-1, 1, d))
+    nc = rng.normal(0, 1, d) * tc
+    return x, tc, nc
+
+
+def _messages(row_fn, x, s, tc, nc, *extra):
+    """New (undamped) messages of one row whose current sites are flat (tau = nu = 0)."""
+    d = x.size
+    tau, nu = np.zeros(d), np.zeros(d)
+    acc_t, acc_n = np.zeros(d), np.zeros(d)
+    k = row_fn(x, s, tau, nu, tc, nc, *extra, acc_t, acc_n, work_buffers(1, d)[0])
+    return tau, nu, k
+
+
+def _ep_messages(x, s, tc, nc):
+    mu, v = nc / tc, 1 / tc
+    nodes = weights = np.zeros(2)
+    d = x.size
+    tau, nu = np.zeros(d), np.zeros(d)
+    acc = np.zeros(d), np.zeros(d)
+    k = probit.ep_row(x, s, tau, nu, tc, nc, mu, v, 1.0, nodes, weights, *acc, work_buffers(1, d)[0])
+    assert k == 0
+    return tau, nu
+
+
+def test_is_converges_to_analytic_probit_ep_as_samples_grow(rng):
+    """The tilted means and variances of IS-EP approach the analytic EP moments at the Monte-Carlo
+    rate: the error over 1e6 draws is a fraction of the error over 1e3 draws."""
+    # every weight matters (|x_m| >= 1): a weak site's tilted variance is within Monte-Carlo
+    # error of its cavity's and IS cannot estimate its message
+    x = np.array([1.5, -1.2, 2.0, -1.0])
+    tc = np.exp(rng.uniform(-0.5, 0.5, 4))
+    nc = rng.normal(0, 0.5, 4) * tc
+    s = 1.0
+    t_ep, n_ep = _ep_messages(x, s, tc, nc)
+    var_ep, mean_ep = 1 / (tc + t_ep), (nc + n_ep) / (tc + t_ep)
+    errors = []
+    for n_samples in (1_000, 10_000, 100_000, 1_000_000):
+        err = []
+        for rep in range(4):
+            key = importance.row_key(np.uint64(12345 + rep), 0)
+            t, n, k = _messages(importance.probit_row, x, s, tc, nc, 1.0, n_samples, key)
+            # few draws may estimate a variance above the cavity's: that site is skipped (its
+            # error is then the cavity's); with many draws none is
+            assert k == 0 or n_samples < 100_000
+            var, mean = 1 / (tc + t), (nc + n) / (tc + t)
+            z = np.abs(mean - mean_ep) / np.sqrt(var_ep)
+            err.append(max(np.max(z), np.max(np.abs(var / var_ep - 1))))
+        errors.append(float(np.mean(err)))
+    assert errors[-1] < 0.01
+    assert errors[-1] < errors[0] / 5  # sqrt(1000) = 32 for a perfect 1/sqrt(S) rate
+
+
+def test_is_draws_are_standard_normal():
+    z = np.empty(400_001)
+    importance.standard_normals(importance.row_key(np.uint64(7), 3), z)
+    assert abs(z.mean()) < 5 / math.sqrt(z.size)
+    assert abs(z.var() - 1) < 5 * math.sqrt(2 / z.size)
+    assert abs(np.mean(z**3)) < 5 * math.sqrt(15 / z.size)
+    # and the same draws as the textbook generator of tests/naive.py
+    ref = naive.standard_normals(importance.row_key(np.uint64(7), 3), 1, 40)[0]
+    np.testing.assert_allclose(z[:40], ref, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("model", [laplace.PROBIT, laplace.LOGISTIC])
+def test_lp_mode_solves_the_stationarity_equation(rng, model):
+    for _ in range(200):
+        mu_a = rng.normal(0, 10)
+        sigma2 = math.exp(rng.uniform(-8, 6))
+        a = laplace.tilted_mode(model, mu_a, sigma2)
+        h1, _ = laplace.log_lik_derivs(model, a)
+        assert a - mu_a - sigma2 * h1 == pytest.approx(0.0, abs=1e-12 * (1 + abs(a) + abs(mu_a)))
+
+
+def test_lp_one_weight_is_the_laplace_approximation_of_the_exact_tilted():
+    """With one weight (d = 1) LP's posterior is the mode and curvature of the exact 1-D tilted
+    density: check both on a fine grid."""
+    x, s, tc, nc = np.array([1.3]), -1.0, np.array([0.8]), np.array([0.4])
+    zeros = np.zeros(1), np.zeros(1), 1.0, np.zeros(2), np.zeros(2)  # mu, v, rho, nodes, weights
+    t, n, k = _messages(laplace.probit_row, x, s, tc, nc, *zeros)
+    assert k == 0
+    grid = np.linspace(-10, 10, 2_000_001)
+    logp = -0.5 * tc[0] * (grid - nc[0] / tc[0]) ** 2 + log_ndtr(s * x[0] * grid)
+    i = int(np.argmax(logp))
+    h = grid[1] - grid[0]
+    curv = -(logp[i + 1] - 2 * logp[i] + logp[i - 1]) / h**2
+    mode = (n[0] + nc[0]) / (t[0] + tc[0])
+    assert mode == pytest.approx(grid[i], abs=2 * h)
+    assert t[0] + tc[0] == pytest.approx(curv, rel=1e-4)
+
+
+@pytest.mark.parametrize("model", ["probit", "logistic"])
+@pytest.mark.parametrize("method", ["lp", "is"])
+def test_fit_with_baseline_methods(model, method):
+    X, y, _ = make_regression_simulation(model, n=400, seed=3)
+    # IS never settles below tol (Monte-Carlo noise): 40 sweeps
+    kw = dict(model=model, method=method, max_iter=40, tol=1e-4, damping=0.5, seed=11, n_samples=2000)
+    res = fastcep.fit(X, y, **kw)
+    assert np.all(np.isfinite(res.posterior.mean)) and np.all(res.posterior.var > 0)
+    ep = fastcep.fit(X, y, model=model, method="ep", max_iter=200, tol=1e-6, damping=0.5)
+    # close to EP (LP: the mode instead of the mean; IS: Monte-Carlo error)
+    sd = np.sqrt(ep.posterior.var)
+    assert np.max(np.abs(res.posterior.mean - ep.posterior.mean) / sd) < 0.5
+    again = fastcep.fit(X, y, n_threads=1, **kw)
+    np.testing.assert_array_equal(again.posterior.mean, res.posterior.mean)
+    np.testing.assert_array_equal(again.posterior.var, res.posterior.var)
+
+
+@pytest.mark.parametrize("model", ["probit", "logistic"])
+def test_fit_vb_bound_never_decreases_and_means_match_ep(model):
+    X, y, _ = make_regression_simulation(model, n=1000, seed=5)
+    res = fastcep.fit(X, y, model=model, method="vb", max_iter=1000, tol=1e-7)
+    assert res.converged and res.state is None
+    elbo = res.trace.elbo
+    assert len(elbo) == res.n_iter and np.all(np.isfinite(elbo))
+    assert np.all(np.diff(elbo) >= -1e-9 * np.abs(elbo[1:]))
+    ep = fastcep.fit(X, y, model=model, method="ep", max_iter=500, tol=1e-7)
+    sd = np.sqrt(ep.posterior.var)
+    assert np.max(np.abs(res.posterior.mean - ep.posterior.mean) / sd) < 0.2
+    # mean-field VB underestimates the posterior variances
+    assert np.all(res.posterior.var < ep.posterior.var)
+    assert np.all(np.isnan(fastcep.fit(X, y, model=model, method="ep", max_iter=3).trace.elbo))
+
+
+def test_fit_vb_refuses_init_state():
+    X, y, _ = make_regression_simulation("probit", n=50, seed=5)
+    res = fastcep.fit(X, y, method="ep", max_iter=3)
+    with pytest.raises(ValueError, match="init_state"):
+        fastcep.fit(X, y, method="vb", init_state=res.state)
