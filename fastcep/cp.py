@@ -302,6 +302,13 @@ def _exact_sum(x):
     return math.fsum(x.tolist())
 
 
+def _noise_sums(a0, b0, alpha, beta, out):
+    """(a0 + sum alpha, b0 + sum beta): fixed-chunk partial sums (``kernels.cp.chunk_sums``), then
+    their correctly rounded sum; the same whatever the thread count or memory alignment."""
+    K.chunk_sums(alpha, beta, ENTRY_CHUNK, out)
+    return a0 + math.fsum(out[:, 0].tolist()), b0 + math.fsum(out[:, 1].tolist())
+
+
 def _exact_var(x):
     """Variance from correctly rounded sums (see ``_exact_sum``)."""
     mean = _exact_sum(x) / len(x)
@@ -533,6 +540,8 @@ def fit_cp(
     else:
         scr = np.empty((n_chunks, 2))
     code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
+    # the parallel schedule computes the noise messages in the sweep's pass over the entries
+    fused_noise = model == "cp_gaussian" and schedule == "parallel" and covariance == "full"
 
     def rebuild_objects(lo, hi):
         """Full covariances: posterior of objects lo..hi-1 = prior + messages."""
@@ -602,7 +611,8 @@ def fit_cp(
                 P_eta[:] = np.einsum("oij,oj->oi", P_Lam, M)
             else:
                 P_eta[:] = P_Lam * M
-        noise = np.array([a0 + _exact_sum(alpha), b0 + _exact_sum(beta), 0.0])
+        noise_chunks = np.empty((n_chunks, 2))
+        noise = np.array([*_noise_sums(a0, b0, alpha, beta, noise_chunks), 0.0])
         noise[2] = noise[0] / noise[1]
         warm = model == "cp_gaussian" and init_state is None and noise_warmup > 0
         if warm:
@@ -648,10 +658,13 @@ def fit_cp(
                             skipped,
                             work,
                             scr,
+                            fused_noise,
+                            alpha,
+                            beta,
                         )
                         if schedule == "block":
                             rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
-                    if model == "cp_gaussian":
+                    if model == "cp_gaussian" and not fused_noise:
                         K.noise_messages_full(lay.gidx, y, alpha, beta, M, E2, rho)
                 else:
                     # block coordinate schedule: mode by mode, coordinate by coordinate
@@ -752,8 +765,7 @@ def fit_cp(
                     )
             rebuild()  # exact posterior = prior + messages (also removes sequential drift)
             if model == "cp_gaussian":
-                noise[0] = a0 + _exact_sum(alpha)
-                noise[1] = b0 + _exact_sum(beta)
+                noise[0], noise[1] = _noise_sums(a0, b0, alpha, beta, noise_chunks)
                 noise[2] = tau_init if warm and it <= noise_warmup else noise[0] / noise[1]
             # convergence: relative RMS change of the predictive means of the training entries,
             # invariant to the scaling and rotation gauges of the CP factors (which drift slowly

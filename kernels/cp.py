@@ -383,10 +383,12 @@ def coord_update_diag(model, gidx_e, k, r, y, s, Lam_e, eta_e, P_Lam, P_eta, M, 
 # ---------------------------------------------------------------- drivers
 @njit(**PARALLEL_CACHED)
 def sweep_full(
-    model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, chunk, skipped, mat, vec
-):
+    model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, chunk, skipped, mat, vec,
+    with_noise, alpha, beta,
+):  # fmt: skip
     """Damped messages of every entry to its objects of modes k_lo..k_hi-1, in parallel (full
-    covariances); the noise messages are ``noise_messages_full``.
+    covariances); with ``with_noise`` also its Gamma noise message (as ``noise_messages_full``,
+    from the same posterior, in the same pass).
 
     (0, K): the parallel (Jacobi) schedule, every mode from one posterior. (k, k + 1): one block
     of the block schedule; given the other modes the objects of mode k are independent, so
@@ -403,6 +405,9 @@ def sweep_full(
                 model, gidx[e], k_lo, k_hi, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, etau, rho,
                 mat[c], vec[c],
             )  # fmt: skip
+            if with_noise:
+                alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
+                beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
         skipped[c] += t
 
 
@@ -412,6 +417,21 @@ def noise_messages_full(gidx, y, alpha, beta, M, E2, rho):
     for e in prange(gidx.shape[0]):
         alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
         beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
+
+
+@njit(**PARALLEL_CACHED)
+def chunk_sums(alpha, beta, chunk, out):
+    """out[c] = (sum of alpha, sum of beta) over the entries of chunk c: with a fixed chunk the
+    noise posterior's sums do not depend on the thread count or on memory alignment."""
+    n = alpha.shape[0]
+    for c in prange(out.shape[0]):
+        a = 0.0
+        b = 0.0
+        for e in range(c * chunk, min(n, (c + 1) * chunk)):
+            a += alpha[e]
+            b += beta[e]
+        out[c, 0] = a
+        out[c, 1] = b
 
 
 @njit(**PARALLEL_CACHED)
@@ -469,7 +489,8 @@ def rebuild_full(
 
     Objects lo..hi-1 only (all: 0, n_obj). ptr (n_obj + 1,), ent (n * K,) entry ids grouped by
     object; Ls (>= n_obj_chunks, R, R) scratch; bad (n_obj,) set to 1 where the posterior
-    precision is not positive definite.
+    precision is not positive definite. Messages and priors are symmetric: only their lower
+    triangles are summed.
     """
     R = M.shape[1]
     for c in prange(-(-(hi - lo) // obj_chunk)):
@@ -484,8 +505,11 @@ def rebuild_full(
                 e = ent[idx]
                 for i in range(R):
                     P_eta[o, i] += eta[e, k, i]
-                    for j in range(R):
+                    for j in range(i + 1):  # messages are symmetric: the lower triangle, mirrored below
                         P_Lam[o, i, j] += Lam[e, k, i, j]
+            for i in range(R):
+                for j in range(i):
+                    P_Lam[o, j, i] = P_Lam[o, i, j]
             bad[o] = 0 if object_moments(P_Lam[o], P_eta[o], M[o], S[o], E2[o], L) else 1
 
 

@@ -103,35 +103,40 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
         model, coords, y, shape, Lam, eta, alpha, beta, means, covs, nP_Lam, nP_eta, etau, rho
     )
     n_chunks = -(-n // ENTRY_CHUNK)
-    sk = np.zeros(n_chunks, dtype=np.int64)
     code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
-    K.sweep_full(
-        code,
-        lay.gidx,
-        y,
-        y,
-        Lam,
-        eta,
-        P_Lam,
-        P_eta,
-        M,
-        E2,
-        etau,
-        rho,
-        0,
-        len(shape),
-        ENTRY_CHUNK,
-        sk,
-        np.empty((n_chunks, K.ENTRY_MATS, R, R)),
-        np.empty((n_chunks, K.ENTRY_VECS, R)),
-    )
-    if model == "cp_gaussian":
-        K.noise_messages_full(lay.gidx, y, alpha, beta, M, E2, rho)
-    np.testing.assert_allclose(Lam, ref[0], rtol=1e-9, atol=1e-11)
-    np.testing.assert_allclose(eta, ref[1], rtol=1e-9, atol=1e-11)
-    np.testing.assert_allclose(alpha, ref[2], rtol=1e-12)
-    np.testing.assert_allclose(beta, ref[3], rtol=1e-10, atol=1e-12)
-    assert sk.sum() == ref[4]
+    for fused in (False, True):  # noise messages in the sweep's pass, or by their own kernel
+        sk = np.zeros(n_chunks, dtype=np.int64)
+        L2, e2, a2, b2 = Lam.copy(), eta.copy(), alpha.copy(), beta.copy()
+        K.sweep_full(
+            code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, 0, len(shape), ENTRY_CHUNK, sk,
+            np.empty((n_chunks, K.ENTRY_MATS, R, R)), np.empty((n_chunks, K.ENTRY_VECS, R)),
+            fused and model == "cp_gaussian", a2, b2,
+        )  # fmt: skip
+        if model == "cp_gaussian" and not fused:
+            K.noise_messages_full(lay.gidx, y, a2, b2, M, E2, rho)
+        np.testing.assert_allclose(L2, ref[0], rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(e2, ref[1], rtol=1e-9, atol=1e-11)
+        if model == "cp_gaussian":
+            np.testing.assert_allclose(a2, ref[2], rtol=1e-12)
+            np.testing.assert_allclose(b2, ref[3], rtol=1e-10, atol=1e-12)
+        assert sk.sum() == ref[4]
+
+
+def test_noise_chunk_sums(rng):
+    n, chunk = 1000, 64
+    a, b = rng.random(n), rng.random(n)
+    out = np.empty((-(-n // chunk), 2))
+    K.chunk_sums(a, b, chunk, out)
+    assert out[:, 0].sum() == pytest.approx(a.sum(), rel=1e-14)
+    assert out[:, 1].sum() == pytest.approx(b.sum(), rel=1e-14)
+    # bitwise the same from differently aligned copies of the data (numpy's own sum is not)
+    for shift in (1, 2, 3):
+        buf = np.empty(2 * n + 8)
+        a2, b2 = buf[shift : shift + n], buf[n + 4 + shift : n + 4 + shift + n]
+        a2[:], b2[:] = a, b
+        out2 = np.empty_like(out)
+        K.chunk_sums(a2, b2, chunk, out2)
+        np.testing.assert_array_equal(out2, out)
 
 
 def probit_scratch(R):
