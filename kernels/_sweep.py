@@ -66,6 +66,24 @@ def damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n):
     return 0 if ok else 1
 
 
+@njit(**LEAF)
+def row_cavity(x, tau_r, nu_r, T, N, vb, mb):
+    """Cavities of one row's d weights: variances vb and means mb (d,) written; returns
+    (x.mc, sum_m x_m^2 vc_m, number of improper cavities (precision <= 0))."""
+    m_eta = 0.0
+    v_eta = 0.0
+    n_improper = 0
+    for m in range(x.shape[0]):
+        tc = T[m] - tau_r[m]
+        vc = 1.0 / tc
+        vb[m] = vc
+        mb[m] = (N[m] - nu_r[m]) * vc
+        m_eta += x[m] * mb[m]
+        v_eta += x[m] * x[m] * vc
+        n_improper += 0 if tc > 0.0 else 1
+    return m_eta, v_eta, n_improper
+
+
 def work_buffers(n_chunks, d):
     """Scratch space of the parallel sweep: (n_chunks, N_WORK, d)."""
     return np.empty((n_chunks, N_WORK, d))

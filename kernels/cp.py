@@ -21,7 +21,7 @@ import math
 from numba import njit, prange
 
 from ._config import LEAF, PARALLEL_CACHED, SERIAL
-from .linalg import cholesky, cholesky_inverse
+from .linalg import cholesky, cholesky_inverse, tri_inverse
 from .special import inv_mills, log_ndtr
 
 MODEL_GAUSSIAN = 0
@@ -106,16 +106,7 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback):
     m = vec[2]
     if not cholesky(Lc, L):
         return 0
-    # W = L^{-1} (lower triangular)
-    for j in range(R):
-        for i in range(j):
-            W[i, j] = 0.0
-        W[j, j] = 1.0 / L[j, j]
-        for i in range(j + 1, R):
-            t = 0.0
-            for k in range(j, i):
-                t -= L[i, k] * W[k, j]
-            W[i, j] = t / L[i, i]
+    tri_inverse(L, W)
     vv = 0.0
     vw = 0.0
     for i in range(R):

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from ._config import LEAF
-from ._sweep import damp_site
+from ._sweep import damp_site, row_cavity
 from .special import log_ndtr, log_sigmoid
 
 PROBIT = 0
@@ -78,17 +78,11 @@ def _is_row(model, x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, w
     eps = work[2]
     A = work[3]
     B = work[4]
-    base = 0.0
-    n_improper = 0
+    base, _, n_improper = row_cavity(x, tau_r, nu_r, T, N, sd, mc)
     for m in range(d):
-        tc = T[m] - tau_r[m]
-        vc = 1.0 / tc
-        sd[m] = math.sqrt(vc) if tc > 0.0 else 0.0
-        mc[m] = (N[m] - nu_r[m]) * vc
-        base += x[m] * mc[m]
+        sd[m] = math.sqrt(sd[m]) if sd[m] > 0.0 else 0.0  # variance -> sd
         A[m] = 0.0
         B[m] = 0.0
-        n_improper += 0 if tc > 0.0 else 1
     W = 0.0
     lmax = -math.inf
     state = np.uint64(key)  # (an int64 would turn the generator's arithmetic into float64)

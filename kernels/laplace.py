@@ -22,7 +22,7 @@ import math
 from numba import njit
 
 from ._config import LEAF
-from ._sweep import damp_site
+from ._sweep import damp_site, row_cavity
 from .special import inv_mills, sigmoid_pair
 
 PROBIT = 0
@@ -73,18 +73,8 @@ def _lp_row(model, x, s, tau_r, nu_r, T, N, rho, acc_t, acc_n, work):
     d = x.shape[0]
     vb = work[0]
     mb = work[1]
-    mu_a = 0.0
-    sigma2 = 0.0
-    n_improper = 0
-    for m in range(d):
-        tc = T[m] - tau_r[m]
-        vc = 1.0 / tc
-        vb[m] = vc
-        mb[m] = (N[m] - nu_r[m]) * vc
-        mu_a += s * x[m] * mb[m]
-        sigma2 += x[m] * x[m] * vc
-        n_improper += 0 if tc > 0.0 else 1
-    a = tilted_mode(model, mu_a, sigma2)
+    m_eta, sigma2, n_improper = row_cavity(x, tau_r, nu_r, T, N, vb, mb)
+    a = tilted_mode(model, s * m_eta, sigma2)
     h1, h2 = log_lik_derivs(model, a)
     ok_row = n_improper == 0 and math.isfinite(a) and math.isfinite(h1) and math.isfinite(h2)
     k = 0

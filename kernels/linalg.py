@@ -35,12 +35,12 @@ def cholesky(A, L):
 
 
 @njit(**LEAF)
-def cholesky_inverse(L, out):
-    """A^{-1} from the lower Cholesky factor L of A, into out (R, R), symmetric."""
+def tri_inverse(L, out):
+    """L^{-1} of the lower triangular L (R, R) into out (lower triangular, zeros above), column
+    by column."""
     R = L.shape[0]
-    # out <- L^{-1} (lower triangular), column by column
     for j in range(R):
-        for i in range(R):
+        for i in range(j):
             out[i, j] = 0.0
         out[j, j] = 1.0 / L[j, j]
         for i in range(j + 1, R):
@@ -48,6 +48,13 @@ def cholesky_inverse(L, out):
             for k in range(j, i):
                 s -= L[i, k] * out[k, j]
             out[i, j] = s / L[i, i]
+
+
+@njit(**LEAF)
+def cholesky_inverse(L, out):
+    """A^{-1} from the lower Cholesky factor L of A, into out (R, R), symmetric."""
+    R = L.shape[0]
+    tri_inverse(L, out)
     # A^{-1} = L^{-T} L^{-1}: entry (i, j) = sum_k Linv[k, i] Linv[k, j], k >= max(i, j)
     for i in range(R):
         for j in range(i, R):

@@ -10,7 +10,7 @@ import math
 from numba import njit, prange
 
 from ._config import LEAF, PARALLEL_CACHED
-from ._sweep import damp_site, message_from_moments
+from ._sweep import damp_site, message_from_moments, row_cavity
 from .special import MILLS_TABLE_RANGE, inv_mills, inv_mills_tabulated, log_ndtr
 
 _MILLS_LO, _MILLS_HI = MILLS_TABLE_RANGE
@@ -120,16 +120,7 @@ def ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, wo
     """Analytic factorised EP update of one row: moments of each w_m under the joint tilted."""
     d = x.shape[0]
     vb = work[0]
-    m_eta = 0.0
-    v_eta = 0.0
-    n_improper = 0
-    for m in range(d):
-        tc = T[m] - tau_r[m]
-        vc = 1.0 / tc
-        vb[m] = vc
-        m_eta += x[m] * (N[m] - nu_r[m]) * vc
-        v_eta += x[m] * x[m] * vc
-        n_improper += 0 if tc > 0.0 else 1
+    m_eta, v_eta, n_improper = row_cavity(x, tau_r, nu_r, T, N, vb, work[1])
     idn2 = 1.0 / (1.0 + v_eta)
     idn = math.sqrt(idn2)
     z = s * m_eta * idn
