@@ -12,7 +12,7 @@ def fit(X, y, model="probit", method="cep1", **options):
     """Fit a Bayesian model by conditional expectation propagation (or a baseline method).
 
     Regression: ``fit(X, y, model="probit" | "logistic", method="cep1" | "cep2" | "ep" | "lp" | "is" |
-    "vb")``.
+    "vb" | "kjit")``.
     CP decomposition: ``fit(coords, values, model="cp_gaussian" | "cp_probit", shape=dims, rank=R)``
     (see ``fastcep.cp.fit_cp`` for its options: a0, b0, covariance, schedule, init, eval_set, ...).
 
@@ -23,7 +23,7 @@ def fit(X, y, model="probit", method="cep1", **options):
     y : array of shape (n,)
         Labels in {0, 1}, {-1, 1} or bool.
     model : {"probit", "logistic"}
-    method : {"cep1", "cep2", "ep", "lp", "is", "vb"}
+    method : {"cep1", "cep2", "ep", "lp", "is", "vb", "kjit"}
         CEP with first- or second-order Taylor expectation, or factorised EP (analytic for
         probit, 2-D Gauss-Hermite for logistic); the paper's baselines: "lp" Laplace
         propagation (each message from the mode and curvature of its tilted distribution,
@@ -33,7 +33,11 @@ def fit(X, y, model="probit", method="cep1", **options):
         seeded: never settles below a small tol, use ``max_iter``), "vb" mean-field
         variational Bayes (probit through the Albert-Chib augmentation, logistic through the
         Jaakkola-Jordan bound; coordinate ascent, the evidence lower bound in ``trace.elbo``;
-        ``damping``, ``schedule`` and ``init_state`` do not apply).
+        ``damping``, ``schedule`` and ``init_state`` do not apply), "kjit" (logistic only)
+        kernel-based just-in-time EP: a random-Fourier-feature Bayesian regression predicts each
+        row's tilted moments, and rows whose predictive variance exceeds ``threshold`` fall back
+        on importance sampling (as "is"), whose results train it; oracle rows per sweep in
+        ``res.options["oracle_calls"]``; parallel schedule only.
     prior_var : float > 0 or array of shape (d,), default 1.0
         Variance of the zero-mean Gaussian prior on each weight.
     damping : float in (0, 1] or "auto", default "auto"
@@ -54,14 +58,19 @@ def fit(X, y, model="probit", method="cep1", **options):
     n_nodes : int, default 9
         Gauss-Hermite nodes of the logistic conditional moments (per dimension for EP).
     n_samples : int, default 10000
-        Importance samples per row and sweep of method "is" (the paper used 500,000).
+        Importance samples per row and sweep of methods "is" and "kjit" (the paper used 500,000).
+    threshold : float >= 0, default 1e-3
+        "kjit": predictive variance above which a row is sent to importance sampling (0: every
+        row, which reproduces method "is" exactly).
+    n_features : int, default 200
+        "kjit": random Fourier features of the message operator.
     n_threads : int or None
         Threads for this call (``None``: numba's current setting). Results do not depend on it.
     callback : callable or None
         Called as ``callback(info)`` after every sweep with an ``IterationInfo``; returning
         True stops the fit.
     seed : int, Generator or None
-        Seeds the draws of method "is" (same seed, same result, whatever the thread count;
+        Seeds the draws of methods "is" and "kjit" (same seed, same result, whatever the thread count;
         None: fresh entropy); the other methods are deterministic.
     init_state : RegressionState or None
         Resume from ``res.state`` of an earlier fit on the same data.

@@ -16,6 +16,9 @@ from ._threads import num_threads
 from .kernels import CHUNK_ROWS, logistic, probit
 from .kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
 from .kernels.regression import METHOD_CODES, parallel_sweep, sequential_sweep
+from .kjit import N_FEATURES as KJIT_FEATURES
+from .kjit import THRESHOLD as KJIT_THRESHOLD
+from .kjit import KJITSweeps
 from .metrics import auc as _auc
 from .results import (
     GaussianPosterior,
@@ -27,7 +30,7 @@ from .results import (
 from .vb import run_vb
 
 MODELS = ("probit", "logistic")
-METHODS = ("cep1", "cep2", "ep", "lp", "is", "vb")
+METHODS = ("cep1", "cep2", "ep", "lp", "is", "vb", "kjit")
 SCHEDULES = ("parallel", "sequential")
 STOPPING = ("posterior", "paper")
 
@@ -48,6 +51,8 @@ DEFAULTS = {
     "stopping": "posterior",
     "n_nodes": 9,
     "n_samples": 10_000,
+    "threshold": KJIT_THRESHOLD,
+    "n_features": KJIT_FEATURES,
 }
 
 
@@ -215,13 +220,23 @@ def fit_regression(
     stopping=DEFAULTS["stopping"],
     n_nodes=DEFAULTS["n_nodes"],
     n_samples=DEFAULTS["n_samples"],
+    threshold=DEFAULTS["threshold"],
+    n_features=DEFAULTS["n_features"],
     n_threads=None,
     callback=None,
     seed=None,
     init_state=None,
     verbose=False,
 ):
-    """Fit a Bayesian probit or logistic regression; see ``fastcep.fit`` for the parameters."""
+    """Fit a Bayesian probit or logistic regression; see ``fastcep.fit`` for the parameters.
+
+    method="kjit" (logistic model, parallel schedule only): EP whose tilted moments come from a
+    message operator learned just in time (``fastcep.kjit``) with the importance-sampling row of
+    method "is" as its oracle. ``threshold`` (float >= 0, default 1e-3): a row whose operator
+    predictive variance exceeds it asks the oracle (0: every row does, which reproduces method
+    "is" exactly); ``n_features`` (int >= 1, default 200): the operator's random features. The
+    rows sent to the oracle in each sweep are in ``res.options["oracle_calls"]``.
+    """
     func = "fit"
     V.check_choice(model, "model", func, MODELS)
     V.check_choice(method, "method", func, METHODS)
@@ -243,7 +258,17 @@ def fit_regression(
     n_threads = V.check_n_threads(n_threads, func)
     callback = V.check_callback(callback, func)
     n_samples = V.check_int(n_samples, "n_samples", func, low=1)
-    rng = V.check_seed(seed, func)  # used by method="is" only; the other methods are deterministic
+    threshold = V.check_float(threshold, "threshold", func, low=0.0)
+    n_features = V.check_int(n_features, "n_features", func, low=1, high=5000)
+    if method == "kjit" and model != "logistic":
+        raise ValueError(
+            f"fit: method='kjit' is not available for model={model!r}: "
+            "kjit is implemented for the logistic model, as in the paper."
+        )
+    if method == "kjit" and schedule != "parallel":
+        raise V.param_error("schedule", func, "'parallel' with method='kjit'", schedule)
+    # used by methods "is" and "kjit" only; the other methods are deterministic
+    rng = V.check_seed(seed, func)
     base_key = int(rng.integers(0, 2**63))
     options = dict(
         prior_var=prior_var,
@@ -254,6 +279,8 @@ def fit_regression(
         stopping=stopping,
         n_nodes=n_nodes,
         n_samples=n_samples,
+        threshold=threshold,
+        n_features=n_features,
         n_threads=n_threads,
         seed=seed,
     )
@@ -266,14 +293,17 @@ def fit_regression(
     prior_N = np.zeros(d)
     T, N, mu, v = (np.empty(d) for _ in range(4))
     nodes, weights = gauss_hermite(n_nodes) if model == "logistic" else gauss_hermite(2)
-    code = METHOD_CODES[(model, method)]
+    code = METHOD_CODES.get((model, method))  # (None for kjit: its own sweep)
     chunk = CHUNK_ROWS
     n_chunks = -(-n // chunk)
+    kjit = None
     if schedule == "parallel":
         pT = np.empty((n_chunks, d))
         pN = np.empty((n_chunks, d))
         skipped_c = np.zeros(n_chunks, dtype=np.int64)
         work = work_buffers(n_chunks, d)
+        # (drawn after base_key: method "kjit" with threshold 0 gets the draws of method "is")
+        kjit = KJITSweeps(n, n_chunks, n_features, threshold, rng) if method == "kjit" else None
     else:
         order = np.arange(n, dtype=np.int64)
         bufs = [np.empty(d) for _ in range(4)] + [work_buffers(1, d)[0]]
@@ -290,7 +320,12 @@ def fit_regression(
             v_old = v.copy()
             nu_old = nu.copy() if stopping == "paper" else None
             key = _sweep_key(base_key, it)
-            if schedule == "parallel":
+            if kjit is not None:
+                kjit.sweep(X, s, tau, nu, T, N, rho, n_samples, key, chunk, pT, pN, skipped_c, work)
+                reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v)
+                kjit.learn()
+                n_skipped = int(skipped_c.sum())
+            elif schedule == "parallel":
                 parallel_sweep(
                     code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped_c, work,
                     n_samples, key,
@@ -326,9 +361,10 @@ def fit_regression(
                     rho = max(0.5 * rho, AUTO_DAMPING_FLOOR)
                     best, since = np.inf, 0
             if verbose:
+                oracle = f", oracle rows {kjit.oracle_calls[-1]}" if kjit is not None else ""
                 print(
                     f"[fastcep] {model}/{method} iter {it}: change {change:.3e}, "
-                    f"skipped {n_skipped}, {now:.3f} s",
+                    f"skipped {n_skipped}{oracle}, {now:.3f} s",
                     file=sys.stderr,
                 )
             if not (np.all(np.isfinite(mu)) and np.all(np.isfinite(v))):
@@ -348,6 +384,8 @@ def fit_regression(
             if converged:
                 break
     trace = trace_from_lists(elapsed, changes, skips, paper, damps)
+    if kjit is not None:
+        options["oracle_calls"] = list(kjit.oracle_calls)
     state = RegressionState(RegressionSites(tau, nu), T, N)
     return RegressionResult(
         model, method, GaussianPosterior(mu, v), it, converged, stop_reason, trace, state, options

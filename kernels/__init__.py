@@ -4,7 +4,7 @@ Kernels take arrays and scalars only, never raise and never do I/O; the Python l
 ``fastcep`` validates, allocates and turns bad input into clear exceptions.
 """
 
-from . import cp, importance, laplace, linalg, logistic, probit, regression, special, vb
+from . import cp, importance, kjit, laplace, linalg, logistic, probit, regression, special, vb
 from ._config import CHUNK_ROWS, FASTMATH
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "FASTMATH",
     "cp",
     "importance",
+    "kjit",
     "laplace",
     "linalg",
     "logistic",

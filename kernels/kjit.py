@@ -19,24 +19,28 @@ Targets. The operator predicts the two factors of these formulas,
     beta  = (s2_a - var_a) / s2_a^2        in (0, 1/4)  (- d^2 log Z / d mu^2)
 
 (so (mean_a - mu_a) / s2_a = s alpha). Both are bounded and smooth for every cavity, tend to
-sigma(-u0) and sigma(u0) sigma(-u0) as s2_a -> 0, and a site's message is linear in them, so an
-absolute error of the regression is a relative error of the messages of about the same size.
-(The mean shift and log variance ratio of a' are not: they vanish as s2_a -> 0, and a fixed
-absolute error swamps them: measured, the posterior variances collapsed a hundredfold.)
+sigma(-u0) and sigma(u0) sigma(-u0) as s2_a -> 0, and the messages depend on them through
+delta = x_m vc_m s alpha and a = x_m^2 vc_m beta, so an absolute error of the regression is a
+relative error of the messages of about the same size. (The mean shift and log variance ratio
+of a' are not: they vanish as s2_a -> 0 and a fixed absolute error swamps them; measured, the
+posterior variances collapsed several hundredfold.)
+
+Oracle targets. Stein's identity writes the same two moments as expectations of bounded
+functions of g = sigma(-a') under the tilted: alpha = E[g], beta = E[g (1 - g)] - Var[g]
+(``tilted_target``); from the IS draws their error variance is at most about 1/(4 ESS) for every
+cavity, where that of the direct estimates from the moments of a' grows like 1/(s2_a ESS) and
+2/(s2_a^2 ESS) (measured: weighting those by their estimated error biased the posterior
+variances by 15%).
 
 Regression. Bayesian linear regression on D random Fourier features of the standardised input
 z = u / scale (Gaussian kernel of unit lengthscale once the frequencies are scaled),
 
     phi(u) = sqrt(2/D) cos(F z + b),   F (D, 2), b (D,) drawn once
-    A = I / prior_var + sum_j w_j phi_j phi_j^T,   w_j = 1 / (noise_var + err_j)
-    coef_k = A^{-1} sum_j w_j y_jk phi_j,   mean_k(u) = phi(u)^T coef_k
-    var(u) = noise_var + phi(u)^T A^{-1} phi(u)
+    A = I / prior_var + Phi^T Phi / noise_var         (shared by both outputs)
+    coef_k = A^{-1} Phi^T y_k / noise_var,   mean_k(u) = phi(u)^T coef_k
+    var(u) = noise_var + phi(u)^T A^{-1} phi(u) = noise_var + |L^{-1} phi(u)|^2,  A = L L^T
 
-err_j is the importance-sampling error variance of training pair j (``tilted_target``): the
-estimates of beta from a tight cavity are very noisy (their error grows like 1/s2_a) and must
-count for less. The weight is shared by both outputs (the larger error of the two), so they
-share A and the predictive variance. var = noise_var + |L^{-1} phi|^2 with L the Cholesky
-factor of A.
+(``accumulate`` takes per-pair weights; the fit gives every pair 1 / noise_var.)
 
 ``kjit_sweep`` is the damped parallel sweep: a row whose predictive variance exceeds the
 threshold (or every row when the operator has no data) is sent to the oracle, the
@@ -52,7 +56,7 @@ from numba import njit, prange
 
 from . import importance
 from ._config import LEAF, PARALLEL_CACHED
-from ._sweep import damp_site, message_from_moments
+from ._sweep import damp_site, message_from_moments, row_cavity
 from .special import log_sigmoid
 
 #: rows of the (N_WORK, d) scratch of a row used here (rows 0-4 belong to the IS oracle)
@@ -116,8 +120,8 @@ def predict(U, freq, phase, scale, chol, coef, noise_var, mean, var, phi, r):
 
 @njit(**PARALLEL_CACHED)
 def accumulate(Phi, Y, wts, gram, rhs):
-    """gram (D, D) += Phi^T diag(wts) Phi and rhs (2, D) += Y[:, :2]^T diag(wts) Phi over the rows
-    of Phi (m, D), in order; Y (m, >= 2) targets, wts (m,) weights.
+    """gram (D, D) += Phi^T diag(wts) Phi and rhs (2, D) += Y^T diag(wts) Phi over the rows of
+    Phi (m, D), in order; Y (m, 2) targets, wts (m,) weights.
 
     Each j owns row j of gram and column j of rhs (race-free, thread-count independent)."""
     m, D = Phi.shape
@@ -131,44 +135,23 @@ def accumulate(Phi, Y, wts, gram, rhs):
 
 
 @njit(**LEAF)
-def cavity(x, tau_r, nu_r, T, N, mc, vc):
-    """Cavity means mc and variances vc (d,) of one row; returns (mu_a, s2_a, proper).
+def tilted_target(x, s, mu_a, sd, n_samples, key, eps, out):
+    """Training target out (2,) = (alpha, beta) of one row from the same draws as
+    ``importance._is_row`` with the same key (w = mc + sd eps, a' = s x.w).
 
-    proper is False if a cavity precision is not positive or mu_a, s2_a are not finite or
-    s2_a is not positive (the operator does not apply there)."""
-    d = x.shape[0]
-    mu_a = 0.0
-    s2_a = 0.0
-    proper = True
-    for m in range(d):
-        tc = T[m] - tau_r[m]
-        v = 1.0 / tc
-        vc[m] = v
-        mc[m] = (N[m] - nu_r[m]) * v
-        mu_a += x[m] * mc[m]
-        s2_a += x[m] * x[m] * v
-        proper = proper and tc > 0.0
-    proper = proper and s2_a > 0.0 and math.isfinite(mu_a) and math.isfinite(s2_a)
-    return mu_a, s2_a, proper
-
-
-@njit(**LEAF)
-def tilted_target(x, s, mu_a, s2_a, sd, n_samples, key, eps, out):
-    """Training target of one row from the same draws as ``importance._is_row`` with the same key:
-    out (3,) = (alpha, beta, err) from the self-normalised moments of a' = s x.w, w = mc + sd eps.
-
-    alpha = (E[a'] - s mu_a) / s2_a, beta = (s2_a - var_a) / s2_a^2; err is the estimate's
-    error variance, the larger of var_a / (s2_a^2 ESS) (alpha) and 2 var_a^2 / (s2_a^4 ESS)
-    (beta, Gaussian fourth moment), ESS = (sum f)^2 / sum f^2. sd (d,) the cavity standard
-    deviations, eps (d,) scratch. Weighted Welford updates (rescaled when a larger weight appears)
-    keep the variance free of cancellation.
+    Stein's identity turns the tilted moments of a' into expectations of bounded functions of
+    g = sigma(-a') (the derivative of log sigma(a')): alpha = E[g] and
+    beta = E[g (1 - g)] - Var[g] under the tilted (self-normalised weights sigma(a')). These are
+    the same moments as (E[a'] - s mu_a) / s2_a and (s2_a - var_a) / s2_a^2 but their Monte-Carlo
+    error is below 1/(2 sqrt(ESS)) for every cavity, where the direct estimates' error grows like
+    1/sqrt(s2_a ESS) and 1/(s2_a sqrt(ESS)). sd (d,) cavity standard deviations, eps (d,) scratch.
     """
     d = x.shape[0]
     state = np.uint64(key)
     W = 0.0
-    W2 = 0.0
-    mean = 0.0
+    mg = 0.0
     M2 = 0.0
+    mh = 0.0
     lmax = -math.inf
     smu = s * mu_a
     for _ in range(n_samples):
@@ -176,27 +159,23 @@ def tilted_target(x, s, mu_a, s2_a, sd, n_samples, key, eps, out):
         r = 0.0
         for m in range(d):
             r += x[m] * sd[m] * eps[m]
-        r *= s  # a' - s mu_a
-        lf = log_sigmoid(smu + r)
-        if lf > lmax:
+        a = smu + s * r
+        lf = log_sigmoid(a)
+        if lf > lmax:  # rescale the sums to the new largest weight (none underflows)
             scale = math.exp(lmax - lf)
             W *= scale
-            W2 *= scale * scale
             M2 *= scale
             lmax = lf
         f = math.exp(lf - lmax)
+        g = 1.0 / (1.0 + math.exp(a))  # sigma(-a')
         W += f
-        W2 += f * f
-        dev = r - mean
-        mean += (f / W) * dev
-        M2 += f * dev * (r - mean)
-    var = M2 / W
-    inv = 1.0 / s2_a
-    ess = W * W / W2
-    out[0] = mean * inv
-    out[1] = (1.0 - var * inv) * inv
-    q = var * inv * inv
-    out[2] = max(q, 2.0 * q * q) / ess
+        c = f / W
+        dev = g - mg
+        mg += c * dev  # weighted Welford: running means and sum of squared deviations
+        M2 += f * dev * (g - mg)
+        mh += c * (g * (1.0 - g) - mh)
+    out[0] = mg
+    out[1] = mh - M2 / W
 
 
 @njit(**LEAF)
@@ -228,10 +207,10 @@ def kjit_sweep(
     skipped (n_chunks,) as in ``regression.parallel_sweep``; key (uint64) the sweep's key (row i
     uses ``importance.row_key(key, i)``). The operator (freq, phase, scale, chol, coef, noise_var)
     answers a row if use_operator and its predictive variance is <= threshold; otherwise the IS
-    oracle does. Writes used_oracle (n,) bool, every row's input U (n, 2), and Y (n, 3): for an
-    oracle row its training target (alpha, beta, err) (``tilted_target``), for the others the
-    prediction (alpha, beta, predictive variance). A row with an improper cavity goes to the
-    oracle (which skips its messages) and gets NaN in U and Y: no training pair.
+    oracle does. Writes used_oracle (n,) bool, every row's input U (n, 2), and Y (n, 2): for an
+    oracle row its training target (alpha, beta) (``tilted_target``), for the others the
+    operator's prediction. A row with an improper cavity goes to the oracle (which skips its
+    messages) and gets NaN in U and Y: no training pair.
     """
     n = X.shape[0]
     n_chunks = pT.shape[0]
@@ -252,7 +231,9 @@ def kjit_sweep(
         k = 0
         for i in range(lo, hi):
             x = X[i]
-            mu_a, s2_a, proper = cavity(x, tau[i], nu[i], T, N, mc, vc)
+            mu_a, s2_a, n_improper = row_cavity(x, tau[i], nu[i], T, N, vc, mc)
+            # the operator needs a proper cavity of a (s2_a = 0: x = 0, the factor is constant)
+            proper = n_improper == 0 and s2_a > 0.0 and math.isfinite(mu_a) and math.isfinite(s2_a)
             u0 = s[i] * mu_a
             u1 = math.log(s2_a) if proper else 0.0
             U[i, 0] = u0 if proper else math.nan
@@ -260,14 +241,13 @@ def kjit_sweep(
             oracle = True
             if use_operator and proper:
                 pv = predict_one(u0, u1, freq, phase, scale, chol, coef, noise_var, phi, r, Y[i])
-                Y[i, 2] = pv
                 oracle = not pv <= threshold  # (a NaN variance goes to the oracle)
             if oracle:
                 rkey = importance.row_key(key, i)
                 if proper:
                     for m in range(x.shape[0]):
                         sd[m] = math.sqrt(vc[m])
-                    tilted_target(x, s[i], mu_a, s2_a, sd, n_samples, rkey, eps, Y[i])
+                    tilted_target(x, s[i], mu_a, sd, n_samples, rkey, eps, Y[i])
                 else:
                     Y[i, :] = math.nan
                 k += importance.logistic_row(

@@ -6,10 +6,22 @@ import pathlib
 from numba.core.registry import CPUDispatcher
 
 import fastcep.kernels
-from fastcep.kernels import _sweep, cp, importance, laplace, linalg, logistic, probit, regression, special, vb
+from fastcep.kernels import (
+    _sweep,
+    cp,
+    importance,
+    kjit,
+    laplace,
+    linalg,
+    logistic,
+    probit,
+    regression,
+    special,
+    vb,
+)
 from fastcep.kernels._config import FASTMATH
 
-KERNEL_MODULES = (_sweep, cp, importance, laplace, linalg, logistic, probit, regression, special, vb)
+KERNEL_MODULES = (_sweep, cp, importance, kjit, laplace, linalg, logistic, probit, regression, special, vb)
 
 
 def _dispatchers():
