@@ -14,7 +14,11 @@ def fit(X, y, model="probit", method="cep1", **options):
     Regression: ``fit(X, y, model="probit" | "logistic", method="cep1" | "cep2" | "ep" | "lp" | "is" |
     "vb" | "kjit")``.
     CP decomposition: ``fit(coords, values, model="cp_gaussian" | "cp_probit", shape=dims, rank=R)``
-    (see ``fastcep.cp.fit_cp`` for its options: a0, b0, covariance, schedule, init, eval_set, ...).
+    (see ``fastcep.cp.fit_cp`` for its options: a0, b0, covariance, schedule, init, eval_set, ...);
+    CP methods: "cep1" (the paper's), its baselines "lp" (Laplace propagation in the same message
+    engine, see ``fit_cp``'s ``lp_indefinite``), "vmp" (mean-field VMP, the ELBO in ``trace.elbo``;
+    ``fastcep.cp_vmp.fit_vmp``) and "cp_wopt" (CP-WOPT point estimate by L-BFGS;
+    ``fastcep.cp_wopt.fit_cp_wopt``).
 
     Parameters
     ----------
@@ -30,7 +34,8 @@ def fit(X, y, model="probit", method="cep1", **options):
         found by a safeguarded Newton solve of the exact one-dimensional reduction of the mode
         equation: the same optimum as the paper's L-BFGS search), "is" EP with tilted moments
         from importance sampling (``n_samples`` draws from the cavity per row and sweep,
-        seeded: never settles below a small tol, use ``max_iter``), "vb" mean-field
+        seeded; Bessel-corrected weighted variance and the draws' own moments as control
+        variates; never settles below a small tol, use ``max_iter``), "vb" mean-field
         variational Bayes (probit through the Albert-Chib augmentation, logistic through the
         Jaakkola-Jordan bound; coordinate ascent, the evidence lower bound in ``trace.elbo``;
         ``damping``, ``schedule`` and ``init_state`` do not apply), "kjit" (logistic only)
@@ -57,7 +62,7 @@ def fit(X, y, model="probit", method="cep1", **options):
     stopping : {"posterior", "paper"}, default "posterior"
     n_nodes : int, default 9
         Gauss-Hermite nodes of the logistic conditional moments (per dimension for EP).
-    n_samples : int, default 10000
+    n_samples : int >= 2, default 10000
         Importance samples per row and sweep of methods "is" and "kjit" (the paper used 500,000).
     threshold : float >= 0, default 1e-3
         "kjit": predictive variance above which a row is sent to importance sampling (0: every
@@ -85,5 +90,13 @@ def fit(X, y, model="probit", method="cep1", **options):
     """
     V.check_choice(model, "model", "fit", MODELS)
     if model in CP_MODELS:
+        if method == "vmp":  # the tensor baselines outside the message-passing engine
+            from .cp_vmp import fit_vmp
+
+            return fit_vmp(X, y, model, **options)
+        if method == "cp_wopt":
+            from .cp_wopt import fit_cp_wopt
+
+            return fit_cp_wopt(X, y, model, **options)
         return fit_cp(X, y, model, method, **options)
     return fit_regression(X, y, model, method, **options)

@@ -238,8 +238,8 @@ def cmd_fit(args):
             print(f"\r[fit] iteration {info.iteration}, change {info.change:.2e}", end="", file=sys.stderr)
 
     res = fit(
-        coords, values, model=args.model, shape=shape, rank=args.rank, n_threads=args.threads,
-        callback=progress, **opts,
+        coords, values, model=args.model, method=args.method, shape=shape, rank=args.rank,
+        n_threads=args.threads, callback=progress, **opts,
     )  # fmt: skip
     if not args.quiet:
         print(file=sys.stderr)
@@ -252,8 +252,9 @@ def cmd_stream(args):
     opts = _options(args, ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every"))
     t0 = time.perf_counter()
     res = stream(
-        args.tensor, args.model, args.rank, batch_size=args.batch_size, shuffle=args.shuffle, seed=args.seed,
-        checkpoint=args.checkpoint, resume=args.resume, n_threads=args.threads, progress=not args.quiet,
+        args.tensor, args.model, args.rank, method=args.method, batch_size=args.batch_size,
+        shuffle=args.shuffle, seed=args.seed, checkpoint=args.checkpoint, resume=args.resume,
+        n_threads=args.threads, progress=not args.quiet,
         **opts,
     )  # fmt: skip
     return _save_and_report(args, res, time.perf_counter() - t0, "batches")
@@ -321,12 +322,15 @@ def build_parser():
 
     f = sub.add_parser("fit", help="batch CEP on an HDF5 tensor; writes a model file")
     model_args(f)
+    f.add_argument("--method", choices=("cep1", "lp", "vmp", "cp_wopt"), default="cep1",
+                   help="CEP-1 (default) or a baseline: Laplace propagation, VMP, CP-WOPT")  # fmt: skip
     f.add_argument("--schedule", choices=("parallel", "block", "sequential"), default=None)
     f.add_argument("--max-entries", type=int, default=50_000_000, help="refuse larger tensors (use stream)")
     f.set_defaults(func=cmd_fit)
 
     s = sub.add_parser("stream", help="streaming ADF-CEP on an HDF5 tensor, with checkpoints")
     model_args(s)
+    s.add_argument("--method", choices=("cep1", "post"), default="cep1", help="ADF-CEP (default) or POST")
     s.add_argument("--batch-size", type=int, default=1000)
     s.add_argument("--shuffle", action="store_true")
     s.add_argument("--checkpoint", default=None, help="checkpoint file (HDF5), written atomically")

@@ -26,6 +26,8 @@ import numpy as np
 MODEL_FORMAT = "fastcep-cp-model"
 MODEL_FORMAT_VERSION = 1
 _TRACE_FIELDS = ("elapsed", "change", "skipped", "paper_change", "damping", "eval_metric")
+#: written too, and read when present (files written before it have none: NaN on load)
+_OPTIONAL_TRACE_FIELDS = ("elbo",)
 
 
 def atomic_h5(path, write):
@@ -82,7 +84,7 @@ def save_model(result, path):
         if result.posterior.noise is not None:
             f.create_dataset("noise", data=np.asarray(result.posterior.noise, dtype=np.float64))
         gt = f.create_group("trace")
-        for name in _TRACE_FIELDS:
+        for name in _TRACE_FIELDS + _OPTIONAL_TRACE_FIELDS:
             gt.create_dataset(name, data=np.asarray(getattr(result.trace, name)))
 
     atomic_h5(path, write)
@@ -102,7 +104,7 @@ def load_model(path):
     ValueError
         If the file is not HDF5, not a fastcep model, of another format version, or incomplete.
     """
-    from .cp import CPResult
+    from .cp import POINT_METHODS, CPResult
     from .results import trace_from_lists
 
     path = os.fspath(path)
@@ -127,6 +129,10 @@ def load_model(path):
             covs = [np.asarray(f["covs"][str(k)], dtype=np.float64) for k in range(len(shape))]
             noise = tuple(float(v) for v in f["noise"][()]) if "noise" in f else None
             lists = [np.asarray(f["trace"][name]) for name in _TRACE_FIELDS]
+            lists += [
+                np.asarray(f["trace"][name]) if name in f["trace"] else None
+                for name in _OPTIONAL_TRACE_FIELDS
+            ]
             options = json.loads(f.attrs["options"])
             attrs = {k: f.attrs[k] for k in ("method", "n_iter", "converged", "stop_reason")}
         except (KeyError, OSError, ValueError) as exc:
@@ -137,7 +143,7 @@ def load_model(path):
             raise _bad_file(path, f"mode {k} arrays have shapes {means[k].shape}, {covs[k].shape}")
         if not (np.all(np.isfinite(means[k])) and np.all(np.isfinite(covs[k]))):
             raise _bad_file(path, f"mode {k} holds non-finite numbers")
-    if model == "cp_gaussian" and noise is None:
+    if model == "cp_gaussian" and noise is None and str(attrs["method"]) not in POINT_METHODS:
         raise _bad_file(path, "cp_gaussian model without a noise posterior")
     options["shape"] = shape
     return CPResult(
@@ -152,7 +158,7 @@ def load_model(path):
         int(attrs["n_iter"]),
         bool(attrs["converged"]),
         str(attrs["stop_reason"]),
-        trace_from_lists(*[list(a) for a in lists]),
+        trace_from_lists(*[None if a is None else list(a) for a in lists]),
         None,
         options,
     )

@@ -257,7 +257,7 @@ def fit_regression(
     n_nodes = V.check_int(n_nodes, "n_nodes", func, low=2, high=200)
     n_threads = V.check_n_threads(n_threads, func)
     callback = V.check_callback(callback, func)
-    n_samples = V.check_int(n_samples, "n_samples", func, low=1)
+    n_samples = V.check_int(n_samples, "n_samples", func, low=2)
     threshold = V.check_float(threshold, "threshold", func, low=0.0)
     n_features = V.check_int(n_features, "n_features", func, low=1, high=5000)
     if method == "kjit" and model != "logistic":

@@ -185,14 +185,19 @@ def standard_normals(key, n_samples, d):
 
 def is_row(model, x, s, tc, nc, eps):
     """Importance-sampling EP messages of one row from the cavity draws mc + eps / sqrt(tc)
-    (eps (S, d)), weighted by f(s x.w); x_m = 0 gives the exact flat message."""
+    (eps (S, d)), weighted by f(s x.w); x_m = 0 gives the exact flat message. The weighted
+    variance is Bessel-corrected for reliability weights, and the draws' own sample mean and
+    (unbiased) variance serve as control variates with known values 0 and 1."""
     mc, sd = nc / tc, 1 / np.sqrt(tc)
-    w = mc + sd * eps
-    a = s * (w @ x)
+    a = s * ((mc + sd * eps) @ x)
     f = np.exp(np.array([_log_lik(model, t)[0] for t in a]))
     f /= f.sum()
-    mean = f @ w
-    var = f @ (w - mean) ** 2
+    mean_f = f @ eps
+    var_f = f @ (eps - mean_f) ** 2 / (1 - f @ f)
+    mean_eps = eps.mean(axis=0)
+    var_eps = eps.var(axis=0, ddof=1)
+    mean = mc + sd * (mean_f - mean_eps)
+    var = sd**2 * (var_f - var_eps + 1)
     t_new, n_new = 1 / var - tc, mean / var - nc
     t_new = np.where(var > 0, t_new, np.nan)
     return np.where(x == 0, 0.0, t_new), np.where(x == 0, 0.0, n_new)
@@ -387,3 +392,176 @@ def cp_posterior(coords, shape, Lam, eta, prior_var):
     covs = [np.linalg.inv(P) for P in P_Lam]
     means = [np.einsum("jab,jb->ja", C, h) for C, h in zip(covs, P_eta, strict=True)]
     return P_Lam, P_eta, means, covs
+
+
+# ---------------------------------------------------------------- CP decomposition: Laplace propagation
+def cp_lp_log_lik(model, y, s, etau, f):
+    """(h, h', h'') of h = log N(y; f, 1/etau) + const (cp_gaussian) or log Phi(s f) (cp_probit)."""
+    if model == "cp_gaussian":
+        return -0.5 * etau * (y - f) ** 2, etau * (y - f), -etau
+    r = mills(s * f)
+    return float(log_ndtr(s * f)), s * r, -r * (s * f + r)
+
+
+def cp_lp_phi(model, y, s, etau, Lc, ec, x):
+    """-log of the tilted density over x = (u_1, ..., u_K) (K R,) up to a constant, its gradient
+    and its Hessian (dense, written out entry by entry from f = sum_r prod_k u_kr)."""
+    K, R = ec.shape
+    U = x.reshape(K, R)
+    f = np.prod(U, axis=0).sum()
+    h, h1, h2 = cp_lp_log_lik(model, y, s, etau, f)
+    phi = sum(0.5 * U[k] @ Lc[k] @ U[k] - ec[k] @ U[k] for k in range(K)) - h
+    df = np.array([[np.prod(np.delete(U[:, r], k)) for r in range(R)] for k in range(K)]).ravel()
+    grad = np.concatenate([Lc[k] @ U[k] - ec[k] for k in range(K)]) - h1 * df
+    hess = -h2 * np.outer(df, df)
+    for k in range(K):
+        hess[k * R : (k + 1) * R, k * R : (k + 1) * R] += Lc[k]
+        for kp in range(K):
+            if kp != k:
+                for r in range(R):
+                    hess[k * R + r, kp * R + r] -= h1 * np.prod(np.delete(U[:, r], [k, kp]))
+    return phi, grad, hess
+
+
+def cp_lp_mode(model, y, s, etau, Lc, ec, x0):
+    """Mode of the tilted distribution: scipy's L-BFGS-B from x0 (the paper's optimiser), then
+    plain Newton steps to polish it to rounding level."""
+    fun = lambda x: cp_lp_phi(model, y, s, etau, Lc, ec, x)[:2]  # noqa: E731
+    res = optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", options=dict(maxiter=1000, gtol=1e-10))
+    x = res.x
+    for _ in range(20):
+        _, g, H = cp_lp_phi(model, y, s, etau, Lc, ec, x)
+        x = x - np.linalg.solve(H, g)
+    return x
+
+
+def cp_lp_messages(model, y, s, etau, Lc, ec, x0):
+    """Textbook LP messages of one entry: the mode x*, C = H(x*)^{-1}, per mode k
+    Lam_k = inv(C_kk) - Lc_k, eta_k = inv(C_kk) u_k* - ec_k. Returns (x*, Lam (K, R, R), eta (K, R),
+    H positive definite, per-mode validity: Lam_k semi-definite within 1e-9 of its scale)."""
+    K, R = ec.shape
+    x = cp_lp_mode(model, y, s, etau, Lc, ec, x0)
+    _, _, H = cp_lp_phi(model, y, s, etau, Lc, ec, x)
+    C = np.linalg.inv(H)
+    Lam = np.empty((K, R, R))
+    eta = np.empty((K, R))
+    for k in range(K):
+        P = np.linalg.inv(C[k * R : (k + 1) * R, k * R : (k + 1) * R])
+        Lam[k] = P - Lc[k]
+        eta[k] = P @ x[k * R : (k + 1) * R] - ec[k]
+    pd = np.linalg.eigvalsh(H).min() > 0
+    valid = [np.linalg.eigvalsh(L).min() >= -1e-9 * np.abs(np.diag(L)).max() for L in Lam]
+    return x, Lam, eta, pd, np.array(valid) & pd
+
+
+# ---------------------------------------------------------------- CP-WOPT (dense, Acar et al. 2011)
+def cp_full(factors):
+    """Dense CP tensor [[U_1, ..., U_K]] = sum_r U_1[:, r] o ... o U_K[:, r], shape (d_1, ..., d_K)."""
+    letters = "abcdefghij"[: len(factors)]
+    return np.einsum(",".join(f"{c}z" for c in letters) + "->" + letters, *factors)
+
+
+def cp_wopt_value_and_grad(coords, values, shape, factors, reg):
+    """CP-WOPT objective and gradient in Acar et al.'s dense form (distinct coords):
+    F = 1/2 ||W * (Y - [[U]])||^2 + reg/2 sum_k ||U_k||^2 with the 0/1 mask W,
+    dF/dU_k = -(W * (Y - [[U]]))_(k) (Khatri-Rao of the other U) + reg U_k (an MTTKRP)."""
+    W = np.zeros(shape)
+    Y = np.zeros(shape)
+    idx = tuple(coords.T)
+    W[idx] = 1.0
+    Y[idx] = values
+    E = W * (Y - cp_full(factors))
+    F = 0.5 * np.sum(E**2) + 0.5 * reg * sum(np.sum(U**2) for U in factors)
+    letters = "abcdefghij"[: len(factors)]
+    grads = []
+    for k in range(len(factors)):
+        others = [j for j in range(len(factors)) if j != k]
+        spec = letters + "," + ",".join(f"{letters[j]}z" for j in others) + "->" + letters[k] + "z"
+        grads.append(-np.einsum(spec, E, *[factors[j] for j in others]) + reg * factors[k])
+    return F, grads
+
+
+# ---------------------------------------------------------------- CP decomposition by VMP (dense)
+# Mean-field variational message passing for the CP models (method "vmp"), textbook form: explicit
+# inverses, the standard Gaussian and Gamma KL formulas; priors and posteriors per mode as lists.
+def cp_vmp_update_mode(model, coords, y, k, means, covs, prior_Lam, prior_eta, etau):
+    """Exact coordinate update of q(u) for every object of mode k given the other modes.
+
+    y: values (cp_gaussian) or signs +-1 (cp_probit, whose targets are E[z] of the truncated
+    normals q(z) = N(mu, 1) 1[s z > 0] with mu from the current means; etau = 1).
+    Returns (means_k, covs_k, Lam_k, eta_k), the moments and natural parameters.
+    """
+    Lam = prior_Lam[k].copy()
+    eta = prior_eta[k].copy()
+    for e in range(coords.shape[0]):
+        j = coords[e, k]
+        Ez, Ezz = cp_other_moments(coords[e], k, means, covs)
+        if model == "cp_gaussian":
+            t = y[e]
+        else:
+            mu = Ez @ means[k][j]
+            t = mu + y[e] * mills(y[e] * mu)
+        Lam[j] += etau * Ezz
+        eta[j] += etau * t * Ez
+    covs_k = np.linalg.inv(Lam)
+    return np.einsum("jab,jb->ja", covs_k, eta), covs_k, Lam, eta
+
+
+def cp_vmp_elbo(model, coords, y, means, covs, prior_Lam, prior_eta, noise=None, noise_prior=None):
+    """ELBO of q(U) (q(tau) = Gamma(noise) with prior Gamma(noise_prior) for cp_gaussian; for
+    cp_probit with every q(z) optimal for q(U)), from the textbook expectations."""
+    from scipy.special import digamma, gammaln
+
+    total = 0.0
+    for e in range(coords.shape[0]):
+        mu = np.prod([means[k][j] for k, j in enumerate(coords[e])], axis=0).sum()
+        ef2 = cp_expected_sq_error(coords[e], 0.0, means, covs)
+        if model == "cp_gaussian":
+            a, b = noise
+            e_log_tau = digamma(a) - math.log(b)
+            total += 0.5 * e_log_tau - LOG_SQRT_2PI - 0.5 * (a / b) * (y[e] ** 2 - 2 * y[e] * mu + ef2)
+        else:
+            # E_q[log N(z | f, 1)] - E_q[log q(z)] with q(z) = N(mu, 1) 1[s z > 0] / Phi(s mu)
+            total += float(log_ndtr(y[e] * mu)) - 0.5 * (ef2 - mu**2)
+    for k in range(len(means)):
+        for j in range(means[k].shape[0]):
+            S0 = np.linalg.inv(prior_Lam[k][j])
+            m0 = S0 @ prior_eta[k][j]
+            m, S = means[k][j], covs[k][j]
+            dm = m - m0
+            kl = np.trace(prior_Lam[k][j] @ S) + dm @ prior_Lam[k][j] @ dm - len(m)
+            kl += np.linalg.slogdet(S0)[1] - np.linalg.slogdet(S)[1]
+            total -= 0.5 * kl
+    if model == "cp_gaussian":
+        (a, b), (a0, b0) = noise, noise_prior
+        e_log_tau, e_tau = digamma(a) - math.log(b), a / b
+
+        def e_log_gamma(al, be):  # E_q[log Gamma(tau | al, be)]
+            return al * math.log(be) - gammaln(al) + (al - 1) * e_log_tau - be * e_tau
+
+        total -= e_log_gamma(a, b) - e_log_gamma(a0, b0)
+    return total
+
+
+def cp_vmp_fit(
+    model, coords, y, shape, means, covs, prior_Lam, prior_eta, n_iter, a0=1e-3, b0=1e-3, etau=1.0
+):
+    """``n_iter`` VMP iterations from the given moments: modes 0..K-1, then q(tau) (cp_gaussian,
+    starting from E[tau] = etau). Returns (means, covs, noise, elbos)."""
+    means = [m.copy() for m in means]
+    covs = [c.copy() for c in covs]
+    noise = None
+    elbos = []
+    n = coords.shape[0]
+    for _ in range(n_iter):
+        tau = etau if model == "cp_gaussian" else 1.0
+        for k in range(len(shape)):
+            means[k], covs[k], _, _ = cp_vmp_update_mode(
+                model, coords, y, k, means, covs, prior_Lam, prior_eta, tau
+            )
+        if model == "cp_gaussian":
+            sse = sum(cp_expected_sq_error(coords[e], y[e], means, covs) for e in range(n))
+            noise = (a0 + 0.5 * n, b0 + 0.5 * sse)
+            etau = noise[0] / noise[1]
+        elbos.append(cp_vmp_elbo(model, coords, y, means, covs, prior_Lam, prior_eta, noise, (a0, b0)))
+    return means, covs, noise, elbos

@@ -55,6 +55,32 @@ def test_convert_info_fit_evaluate_stream(workdir, capsys):
     assert code == 0 and err == ""
 
 
+@pytest.mark.parametrize("method", ["lp", "vmp", "cp_wopt"])
+def test_fit_with_a_baseline_method(workdir, capsys, method):
+    run(capsys, "convert", "t.txt", "t.h5", "--shape", "20,15,10")
+    code, out, _ = run(
+        capsys, "fit", "t.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2", "--method", method,
+        "--max-iter", "30", "--json",
+    )  # fmt: skip
+    assert code == 0
+    code, out, _ = run(capsys, "info", "m.h5", "--json")
+    assert code == 0 and json.loads(out)["method"] == method
+
+
+def test_stream_post_and_refused_option(workdir, capsys):
+    run(capsys, "convert", "t.txt", "t.h5", "--shape", "20,15,10")
+    code, out, _ = run(
+        capsys, "stream", "t.h5", "-o", "p.h5", "--model", "cp_gaussian", "--rank", "2", "--method", "post",
+        "--batch-size", "500", "--quiet",
+    )  # fmt: skip
+    assert code == 0 and "3 batches" in out
+    err = _bad(
+        capsys, "stream", "t.h5", "-o", "p2.h5", "--model", "cp_gaussian", "--rank", "2", "--method", "post",
+        "--damping", "0.5", "--quiet",
+    )  # fmt: skip
+    assert "damping" in err
+
+
 def _bad(capsys, *argv):
     code, out, err = run(capsys, *argv)
     assert code == 2

@@ -9,6 +9,9 @@ import fastcep.kernels
 from fastcep.kernels import (
     _sweep,
     cp,
+    cp_lp,
+    cp_vmp,
+    cp_wopt,
     importance,
     kjit,
     laplace,
@@ -21,7 +24,10 @@ from fastcep.kernels import (
 )
 from fastcep.kernels._config import FASTMATH
 
-KERNEL_MODULES = (_sweep, cp, importance, kjit, laplace, linalg, logistic, probit, regression, special, vb)
+KERNEL_MODULES = (
+    _sweep, cp, cp_lp, cp_vmp, cp_wopt, importance, kjit, laplace, linalg, logistic, probit, regression,
+    special, vb,
+)  # fmt: skip
 
 
 def _dispatchers():

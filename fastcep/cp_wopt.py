@@ -1,0 +1,391 @@
+"""CP-WOPT (Acar et al. 2011): CP decomposition of an incomplete tensor by L-BFGS.
+
+``fit(coords, values, model="cp_gaussian" | "cp_probit", method="cp_wopt", rank=R)`` minimises
+
+    F(U) = 1/2 sum_{observed e} (y_e - sum_r prod_k U_k[e_k, r])^2 + reg/2 sum_k ||U_k||_F^2
+
+over all factor matrices jointly with scipy's L-BFGS-B; the objective and its gradient come from
+``fastcep.kernels.cp_wopt`` (parallel over entries, then over objects through the CSR grouping
+of ``fastcep.cp._layout``: race-free, identical on any thread count). It is the tensor baseline
+of the paper (sections 5.2 and 5.3, via the Tensor Toolbox's ``cp_wopt``): a point estimate, with
+no posterior covariances and no noise model; binary tensors are fitted as {0, 1} targets of the
+same least-squares objective.
+"""
+
+import contextlib
+import sys
+import time
+
+import numpy as np
+from scipy.optimize import minimize
+
+from . import _validation as V
+from ._cpinit import svd_init
+from ._threads import num_threads
+from .cp import CP_MODELS, CPIterationInfo, CPResult, _layout, check_coords, check_values
+from .kernels import cp as KCP
+from .kernels import cp_wopt as K
+from .metrics import auc as _auc
+from .metrics import rmse as _rmse
+from .results import trace_from_lists
+
+METHOD = "cp_wopt"
+INITS = ("svd", "random")
+#: entries per parallel work unit of the residual pass (fixed: results do not depend on threads)
+ENTRY_CHUNK = 1024
+#: objects per parallel work unit of the gradient pass
+OBJECT_CHUNK = 16
+#: L-BFGS memory (pairs of correction vectors; scipy's default)
+LBFGS_MEMORY = 10
+#: options of the Bayesian fit (``fastcep.cp.fit_cp``) that have no meaning for a point estimate
+NOT_APPLICABLE = (
+    "prior_var",
+    "a0",
+    "b0",
+    "damping",
+    "schedule",
+    "covariance",
+    "noise_warmup",
+    "warmup_snr",
+    "prior_mean",
+    "init_state",
+)
+WOPT_DEFAULTS = {"reg": 0.0, "max_iter": 500, "tol": 1e-9, "init": "svd", "init_scale": 1.0}
+
+
+class _Problem:
+    """The objective on a flat parameter vector (n_obj R,), with the buffers of its kernel and the
+    residuals of the last evaluation (``res`` at ``x_last``)."""
+
+    def __init__(self, lay, y, R, reg):
+        n = lay.gidx.shape[0]
+        n_obj = int(lay.offsets[-1])
+        self.lay, self.y, self.R, self.reg, self.n_obj = lay, y, R, reg, n_obj
+        self.res = np.empty(n)
+        self.sse = np.empty(-(-n // ENTRY_CHUNK))
+        n_obj_chunks = -(-n_obj // OBJECT_CHUNK)
+        self.sq = np.empty(n_obj_chunks)
+        self.z = np.empty((n_obj_chunks, R))
+        self.x_last = None
+        self.f_last = np.nan
+        self.n_evals = 0
+
+    def __call__(self, x):
+        """(F(x), dF/dx) for scipy (the gradient a fresh array: scipy keeps references to it)."""
+        lay = self.lay
+        U = np.ascontiguousarray(x, dtype=np.float64).reshape(self.n_obj, self.R)
+        G = np.empty((self.n_obj, self.R))
+        f = K.value_and_grad(
+            lay.gidx,
+            self.y,
+            lay.ptr,
+            lay.ent,
+            lay.obj_mode,
+            U,
+            self.reg,
+            ENTRY_CHUNK,
+            OBJECT_CHUNK,
+            self.res,
+            self.sse,
+            self.sq,
+            G,
+            self.z,
+        )
+        self.x_last = np.array(x, dtype=np.float64)
+        self.f_last = float(f)
+        self.n_evals += 1
+        return self.f_last, G.ravel()
+
+    def fitted(self, x):
+        """Training reconstructions f (n,) at x (from the last evaluation's residuals when at x)."""
+        if self.x_last is None or not np.array_equal(self.x_last, x):
+            self(x)
+        return self.y - self.res
+
+
+def _blas_single_thread():
+    """BLAS limited to one thread while L-BFGS-B runs (if threadpoolctl is installed): its BLAS
+    calls are on vectors of n_obj R numbers, where OpenBLAS threads only spin against numba's
+    (measured: 200 iterations on a 20 x 15 x 10 rank-2 tensor 2-6x slower without the limit)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _check_not_applicable(unused, func):
+    for name in unused:
+        if name in NOT_APPLICABLE:
+            raise V.param_error(
+                name,
+                func,
+                f"left unset with method={METHOD!r}, a point estimate by L-BFGS without messages, "
+                "posterior covariances, prior or noise model (the options "
+                + ", ".join(repr(a) for a in NOT_APPLICABLE)
+                + " do not apply; 'reg' sets the L2 penalty)",
+                unused[name],
+            )
+    if unused:
+        name = sorted(unused)[0]
+        raise TypeError(f"{func}() got an unexpected keyword argument {name!r} for method={METHOD!r}.")
+
+
+def _pack(model, R, shape, U, n_iter, converged, stop_reason, lists, options):
+    """A ``CPResult`` holding U (n_obj, R) as the means and zero covariances (a point estimate)."""
+    elapsed, changes, pred_changes, objectives, metric = lists
+    k = len(elapsed)
+    trace = trace_from_lists(elapsed, changes, [0] * k, pred_changes, [np.nan] * k, metric, objectives)
+    return CPResult(
+        model,
+        METHOD,
+        "full",
+        R,
+        shape,
+        U,
+        np.zeros((U.shape[0], R, R)),
+        None,
+        n_iter,
+        converged,
+        stop_reason,
+        trace,
+        None,
+        options,
+    )
+
+
+def fit_cp_wopt(
+    coords,
+    values,
+    model,
+    *,
+    shape=None,
+    rank=None,
+    reg=WOPT_DEFAULTS["reg"],
+    max_iter=WOPT_DEFAULTS["max_iter"],
+    tol=WOPT_DEFAULTS["tol"],
+    init=WOPT_DEFAULTS["init"],
+    init_scale=WOPT_DEFAULTS["init_scale"],
+    eval_set=None,
+    n_threads=None,
+    callback=None,
+    seed=None,
+    verbose=False,
+    **unused,
+):
+    """CP decomposition of an incomplete tensor by CP-WOPT (called by ``fastcep.fit`` for
+    ``method="cp_wopt"``).
+
+    Minimises ``F(U) = 1/2 sum_e (y_e - f_e)^2 + reg/2 sum_k ||U_k||_F^2``, with
+    ``f_e = sum_r prod_k U_k[e_k, r]`` and e over the observed entries, over all factor matrices
+    jointly with scipy's L-BFGS-B (memory 10, no bounds), as Acar et al. (2011), "Scalable
+    tensor factorizations for incomplete data".
+
+    Parameters
+    ----------
+    coords : int array (n, K), K >= 2
+        0-based coordinates of the observed entries (a repeated row counts twice).
+    values : array (n,)
+        Real values (cp_gaussian), or binary labels {0, 1}, {-1, 1} or bool (cp_probit), which
+        are fitted as {0, 1} targets of the same least-squares objective (as the Tensor
+        Toolbox's ``cp_wopt`` that the paper used on binary tensors; there is no link function,
+        and the offset of about the fraction of ones costs one of the R components).
+    model : {"cp_gaussian", "cp_probit"}
+    shape : sequence of K ints, optional
+        Tensor shape (default: 1 + the largest index of each mode).
+    rank : int >= 1 (required)
+    reg : float >= 0, default 0.0
+        Weight of the L2 penalty on the factors. 0 is Acar et al.'s objective, which overfits
+        sparse noisy data (the test error passes a minimum and rises as L-BFGS converges); a
+        positive value also pulls the rows of objects without observed entries to 0 (with 0
+        they keep their initial values).
+    max_iter : int >= 1, default 500
+        Cap on the L-BFGS iterations.
+    tol : float >= 0, default 1e-9
+        Stop when the objective's decrease over one iteration, relative to the objective of the
+        all-zero factors ``F_0 = 1/2 sum_e y_e^2`` (1 if that is 0), is below tol: L-BFGS-B's
+        ``ftol`` test (default 2.2e-9) with a scale fixed by the data rather than clipped at 1.
+    init : {"svd", "random"}, default "svd"
+        Initial factors: leading singular vectors of each mode's unfolding (missing entries as
+        0; ``fastcep._cpinit.svd_init``), or N(0, init_scale^2) draws; both seeded.
+    init_scale : float >= 0, default 1.0
+        Multiplies the svd initial factors; the standard deviation of the random ones.
+    eval_set : (coords, values) or None
+        Test entries whose RMSE (cp_gaussian) or AUC (cp_probit, of the reconstruction as a
+        score) is recorded after every iteration in ``trace.eval_metric``.
+    n_threads : int or None
+        Numba threads for this call (None: numba's current setting). Results do not depend on it.
+    callback : callable or None
+        Called after every L-BFGS iteration with a ``fastcep.cp.CPIterationInfo`` (``skipped``
+        is 0; ``result`` a ``CPResult`` of the current factors); returning True stops the fit.
+    seed : int, Generator or None
+        Seeds the initial factors (same seed, same factors, whatever the thread count).
+    verbose : bool, default False
+        Print one line per iteration to stderr.
+    **unused
+        The options of the Bayesian fit that do not apply to a point estimate ("prior_var",
+        "a0", "b0", "damping", "schedule", "covariance", "noise_warmup", "warmup_snr",
+        "prior_mean", "init_state") raise a ValueError naming them; other names a TypeError.
+
+    Returns
+    -------
+    CPResult
+        ``method="cp_wopt"``, ``covariance="full"``: ``posterior.means[k]`` (d_k, R) are the
+        factor matrices, ``posterior.covs[k]`` (d_k, R, R) zeros and ``posterior.noise`` None.
+        ``predict(coords)`` returns the reconstruction ``sum_r prod_k U_k[i_k, r]`` for both
+        models (for cp_probit a score for AUC, not a probability) and, with ``return_var``, a
+        predictive variance of 0. ``stop_reason`` is "tol", "max_iter", "callback" or
+        "line_search" (L-BFGS-B found no further decrease: the objective is flat to rounding
+        error, or the gradient is inaccurate; ``converged`` is False then). The trace holds
+        per iteration: ``elapsed``, ``change`` (the relative decrease of the objective tested
+        against tol), ``paper_change`` (the relative RMS change of the training
+        reconstructions, the stopping measure of the CEP fit, for comparison), ``elbo`` (the
+        **objective** F, minimised; not an evidence bound), ``eval_metric``; ``skipped`` 0 and
+        ``damping`` NaN.
+
+    Raises
+    ------
+    ValueError, TypeError
+        On bad input, naming the parameter and the bad rows.
+    FloatingPointError
+        If the objective or the factors become non-finite (try a smaller init_scale).
+    """
+    func = "fit"
+    _check_not_applicable(unused, func)
+    V.check_choice(model, "model", func, CP_MODELS)
+    coords, shape = check_coords(coords, shape, func)
+    n, Kmodes = coords.shape
+    y = check_values(values, n, model, func)
+    if model == "cp_probit":
+        y = np.where(y > 0, 1.0, 0.0)  # check_values gives signs +-1; CP-WOPT fits {0, 1}
+    if rank is None:
+        raise V.param_error("rank", func, "an int >= 1", rank, TypeError)
+    R = V.check_int(rank, "rank", func, low=1, high=1000)
+    reg = V.check_float(reg, "reg", func, low=0.0)
+    max_iter = V.check_int(max_iter, "max_iter", func, low=1)
+    tol = V.check_float(tol, "tol", func, low=0.0)
+    V.check_choice(init, "init", func, INITS)
+    init_scale = V.check_float(init_scale, "init_scale", func, low=0.0)
+    n_threads = V.check_n_threads(n_threads, func)
+    callback = V.check_callback(callback, func)
+    rng = V.check_seed(seed, func)
+    if eval_set is not None:
+        if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
+            raise V.param_error("eval_set", func, "a pair (coords, values) or None", eval_set, TypeError)
+        ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
+        ev_values = check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
+        if model == "cp_probit" and np.unique(ev_values).size < 2:
+            raise V.param_error("eval_set[1]", func, "labels of both classes (for the AUC)", "one class")
+    options = dict(
+        shape=shape,
+        rank=R,
+        reg=reg,
+        max_iter=max_iter,
+        tol=tol,
+        init=init,
+        init_scale=init_scale,
+        n_threads=n_threads,
+        seed=seed,
+    )
+
+    lay = _layout(coords, shape)
+    n_obj = int(lay.offsets[-1])
+    if init == "svd":
+        U0 = svd_init(coords, y, shape, R, init_scale, rng)
+    else:
+        U0 = init_scale * rng.standard_normal((n_obj, R))
+    problem = _Problem(lay, y, R, reg)
+    f_zero = 0.5 * float(np.dot(y, y))
+    scale = f_zero if f_zero > 0.0 else 1.0
+    if eval_set is not None:
+        ev_gidx = np.ascontiguousarray(ev_coords + lay.offsets[:-1][None, :])
+        ev_pred = np.empty(len(ev_gidx))
+
+    elapsed, changes, pred_changes, objectives, metric = [], [], [], [], []
+    lists = (elapsed, changes, pred_changes, objectives, metric)
+    stop = {"reason": None}
+
+    def on_iteration(intermediate_result):
+        """After each L-BFGS iteration: trace, convergence test, user callback."""
+        x, F = intermediate_result.x, float(intermediate_result.fun)
+        it = len(elapsed) + 1
+        f_new = problem.fitted(x)
+        change = (state["F"] - F) / scale
+        pred_change = float(
+            np.sqrt(np.mean((f_new - state["f"]) ** 2) / max(float(np.mean(f_new**2)), 1e-300))
+        )
+        state["F"], state["f"] = F, f_new
+        U = x.reshape(n_obj, R)
+        if eval_set is not None:
+            KCP.predict_mean(ev_gidx, U, ev_pred)
+            if model == "cp_gaussian":
+                metric.append(_rmse(ev_values, ev_pred))
+            else:
+                metric.append(_auc(ev_values > 0, ev_pred))
+        else:
+            metric.append(np.nan)
+        now = time.perf_counter() - start
+        elapsed.append(now)
+        changes.append(change)
+        pred_changes.append(pred_change)
+        objectives.append(F)
+        if verbose:
+            extra = f", eval {metric[-1]:.4f}" if eval_set is not None else ""
+            print(
+                f"[fastcep] {model}/{METHOD} iter {it}: objective {F:.6e}, change {change:.3e}{extra}, "
+                f"{now:.3f} s",
+                file=sys.stderr,
+            )
+        if not np.isfinite(F):
+            stop["reason"] = "non_finite"
+            raise StopIteration
+        if change < tol:
+            stop["reason"] = "tol"
+            raise StopIteration
+        if callback is not None:
+            res = _pack(model, R, shape, U.copy(), it, False, "callback", lists, options)
+            if callback(CPIterationInfo(it, change, now, 0, res)):
+                stop["reason"] = "callback"
+                raise StopIteration
+
+    with num_threads(n_threads), _blas_single_thread():
+        start = time.perf_counter()
+        F0, _ = problem(U0.ravel())
+        if not np.isfinite(F0):
+            raise FloatingPointError(
+                f"fit: the CP-WOPT objective at the initial factors is not finite ({F0}); "
+                "try a smaller 'init_scale'."
+            )
+        state = {"F": F0, "f": problem.fitted(U0.ravel()).copy()}
+        opt = minimize(
+            problem,
+            U0.ravel(),
+            jac=True,
+            method="L-BFGS-B",
+            callback=on_iteration,
+            options={
+                "maxiter": max_iter,
+                "maxfun": max(15000, 50 * max_iter),
+                "maxcor": LBFGS_MEMORY,
+                "ftol": 0.0,  # the stopping rule is the scale-free test above
+                "gtol": 0.0,
+            },
+        )
+    U = np.ascontiguousarray(opt.x, dtype=np.float64).reshape(n_obj, R)
+    if stop["reason"] == "non_finite" or not np.all(np.isfinite(U)) or not np.isfinite(opt.fun):
+        raise FloatingPointError(
+            f"fit: the CP-WOPT objective or factors became non-finite after {len(elapsed)} "
+            "iteration(s); try a smaller 'init_scale'."
+        )
+    if stop["reason"] is not None:
+        stop_reason = stop["reason"]
+    elif opt.status == 1:  # iteration (or evaluation) cap
+        stop_reason = "max_iter"
+    elif opt.status == 0:  # a gradient of exactly 0, or no change of the objective
+        stop_reason = "tol"
+    else:  # the line search found no decrease
+        stop_reason = "line_search"
+    res = _pack(model, R, shape, U, len(elapsed), stop_reason == "tol", stop_reason, lists, options)
+    res.options["n_evals"] = problem.n_evals
+    res.options["optimizer_message"] = str(opt.message)
+    return res
