@@ -192,6 +192,14 @@ def check_values(values, n, model, func, name="values"):
     return arr
 
 
+def check_eval_set(eval_set, shape, model, func):
+    """A test pair ``(coords, values)`` checked like the training data; returns the two arrays."""
+    if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
+        raise V.param_error("eval_set", func, "a pair (coords, values) or None", eval_set, TypeError)
+    ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
+    return ev_coords, check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
+
+
 class CPResult:
     """A fitted Bayesian CP decomposition.
 
@@ -534,10 +542,7 @@ def fit_cp(
     callback = V.check_callback(callback, func)
     rng = V.check_seed(seed, func)
     if eval_set is not None:
-        if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
-            raise V.param_error("eval_set", func, "a pair (coords, values) or None", eval_set, TypeError)
-        ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
-        ev_values = check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
+        ev_coords, ev_values = check_eval_set(eval_set, shape, model, func)
     options = dict(
         shape=shape,
         rank=R,

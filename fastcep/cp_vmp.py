@@ -30,6 +30,7 @@ from .cp import (
     _layout,
     _second_moments,
     check_coords,
+    check_eval_set,
     check_values,
 )
 from .kernels import cp_vmp as K
@@ -215,10 +216,7 @@ def fit_vmp(
     callback = V.check_callback(callback, func)
     rng = V.check_seed(seed, func)
     if eval_set is not None:
-        if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
-            raise V.param_error("eval_set", func, "a pair (coords, values) or None", eval_set, TypeError)
-        ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
-        ev_values = check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
+        ev_coords, ev_values = check_eval_set(eval_set, shape, model, func)
     options = dict(
         shape=shape,
         rank=R,

@@ -22,7 +22,7 @@ from scipy.optimize import minimize
 from . import _validation as V
 from ._cpinit import svd_init
 from ._threads import num_threads
-from .cp import CP_MODELS, CPIterationInfo, CPResult, _layout, check_coords, check_values
+from .cp import CP_MODELS, CPIterationInfo, CPResult, _layout, check_coords, check_eval_set, check_values
 from .kernels import cp as KCP
 from .kernels import cp_wopt as K
 from .metrics import auc as _auc
@@ -270,10 +270,7 @@ def fit_cp_wopt(
     callback = V.check_callback(callback, func)
     rng = V.check_seed(seed, func)
     if eval_set is not None:
-        if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
-            raise V.param_error("eval_set", func, "a pair (coords, values) or None", eval_set, TypeError)
-        ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
-        ev_values = check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
+        ev_coords, ev_values = check_eval_set(eval_set, shape, model, func)
         if model == "cp_probit" and np.unique(ev_values).size < 2:
             raise V.param_error("eval_set[1]", func, "labels of both classes (for the AUC)", "one class")
     options = dict(
