@@ -200,6 +200,11 @@ def check_eval_set(eval_set, shape, model, func):
     return ev_coords, check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
 
 
+def eval_metric(result, coords, values):
+    """Test RMSE (cp_gaussian) or AUC (cp_probit) of a fitted result on checked test entries."""
+    return result.rmse(coords, values) if result.model == "cp_gaussian" else result.auc(coords, values)
+
+
 class CPResult:
     """A fitted Bayesian CP decomposition.
 
@@ -893,14 +898,7 @@ def fit_cp(
                     beta,
                     options,
                 )
-            if eval_set is not None:
-                metric.append(
-                    result.rmse(ev_coords, ev_values)
-                    if model == "cp_gaussian"
-                    else result.auc(ev_coords, ev_values)
-                )
-            else:
-                metric.append(np.nan)
+            metric.append(eval_metric(result, ev_coords, ev_values) if eval_set is not None else np.nan)
             if verbose:
                 extra = f", eval {metric[-1]:.4f}" if eval_set is not None else ""
                 print(

@@ -32,6 +32,7 @@ from .cp import (
     check_coords,
     check_eval_set,
     check_values,
+    eval_metric,
 )
 from .kernels import cp_vmp as K
 from .results import trace_from_lists
@@ -335,14 +336,7 @@ def fit_vmp(
                 result = _pack(
                     model, R, shape, M.copy(), S.copy(), a, b, it, False, "max_iter", lists, options
                 )
-            if eval_set is not None:
-                metric.append(
-                    result.rmse(ev_coords, ev_values)
-                    if model == "cp_gaussian"
-                    else result.auc(ev_coords, ev_values)
-                )
-            else:
-                metric.append(np.nan)
+            metric.append(eval_metric(result, ev_coords, ev_values) if eval_set is not None else np.nan)
             if verbose:
                 extra = f", eval {metric[-1]:.4f}" if eval_set is not None else ""
                 print(

@@ -35,6 +35,7 @@ from .cp import (
     _exact_sum,
     check_coords,
     check_values,
+    eval_metric,
     fit_cp,
 )
 from .h5io import TensorReader, atomic_h5
@@ -510,7 +511,7 @@ def _run(
 
     def evaluate():
         res = _result(model, covariance, R, shape, M, S, noise, state, trace, options, "end", method)
-        return res.rmse(ev_coords, ev_values) if model == "cp_gaussian" else res.auc(ev_coords, ev_values)
+        return eval_metric(res, ev_coords, ev_values)
 
     for b, coords, values in src.batches(batch_size, order_rng, state["batches_done"]):
         if max_batches is not None and done_here >= max_batches:
