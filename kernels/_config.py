@@ -13,6 +13,9 @@ ERROR_MODEL = "numpy"
 
 #: options for serial leaves (cached on disk)
 LEAF = {"cache": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR_MODEL}
+#: options for leaves whose error analysis fixes the order of operations (Cody-Waite range
+#: reduction): no ``reassoc``, which would fold (t - k hi) - k lo into t - k (hi + lo)
+LEAF_ORDERED = dict(LEAF, fastmath=FASTMATH - {"reassoc"})
 #: options for serial drivers that loop over many rows
 SERIAL = {"cache": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR_MODEL}
 #: options for parallel drivers (uncached: numba compiles them per process)
@@ -26,4 +29,4 @@ PARALLEL_CACHED = dict(PARALLEL, cache=True)
 CHUNK_ROWS = 1024
 
 #: rows of per-row scratch space (each of length d) that a row function may use
-N_WORK = 12
+N_WORK = 14

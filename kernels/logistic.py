@@ -14,10 +14,10 @@ from ._config import LEAF, PARALLEL_CACHED
 from ._sweep import damp_site, message_from_moments
 from .special import (
     LOG_SQRT_2PI,
-    SIGMOID_TABLE_LIMIT,
+    SIGMOID_BOUNDED_LIMIT,
     log_sigmoid,
     sigmoid_pair,
-    sigmoid_pair_tabulated,
+    sigmoid_pair_bounded,
 )
 
 #: when every node has t < _LOG_SPACE_T the sigmoid equals exp(t) to double precision, and the
@@ -117,12 +117,66 @@ def logistic_cep_site(x, s, tc, nc, b, q, second, nodes, weights):
 
 
 @njit(**LEAF)
+def node_sums(t0b, dtb, second, nodes, weights, e0, f1, f2, a0, a1, a2, b0, b1, b2, gb, ob):
+    """Unnormalised node sums of ``node_moments`` for d sites at once (sites with a node beyond
+    |t| = 40 get the values of the nearest end; callers redo them exactly).
+
+    Site m has nodes t_j = t0b[m] + dtb[m] xi_j; e0 = sum_j w_j g_j, f1, f2 the same with xi_j,
+    xi_j^2; when ``second``, a_k and b_k with the extra factors (1 - g) and (1 - g)(1 - 2g).
+    gb, ob (d,) are scratch. Nodes outside, sites inside, and each inner loop writes at most
+    three arrays: LLVM vectorises a loop only if its runtime aliasing checks (one per pair of
+    a written array and another array) number at most 8.
+    """
+    d = t0b.shape[0]
+    for m in range(d):
+        e0[m] = 0.0
+        f1[m] = 0.0
+        f2[m] = 0.0
+    if second:
+        for m in range(d):
+            a0[m] = 0.0
+            a1[m] = 0.0
+            a2[m] = 0.0
+            b0[m] = 0.0
+            b1[m] = 0.0
+            b2[m] = 0.0
+    for j in range(nodes.shape[0]):
+        xi = nodes[j]
+        wj = weights[j]
+        xi2 = xi * xi
+        if second:
+            for m in range(d):
+                g, omg = sigmoid_pair_bounded(t0b[m] + dtb[m] * xi)
+                gb[m] = wj * g
+                ob[m] = omg
+        else:
+            for m in range(d):
+                gb[m] = wj * sigmoid_pair_bounded(t0b[m] + dtb[m] * xi)[0]
+        for m in range(d):
+            h = gb[m]
+            e0[m] += h
+            f1[m] += h * xi
+            f2[m] += h * xi2
+        if second:
+            for m in range(d):
+                h = gb[m]
+                omg = ob[m]
+                ha = h * omg
+                hb = ha * (omg - (1.0 - omg))
+                a0[m] += ha
+                a1[m] += ha * xi
+                a2[m] += ha * xi2
+                b0[m] += hb
+                b1[m] += hb * xi
+                b2[m] += hb * xi2
+
+
+@njit(**LEAF)
 def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, nodes, weights, acc_t, acc_n, work):
     """CEP update of the d sites of one row.
 
-    Pass 1 (SIMD): cavities, node offsets; pass 2: node sums from the tabulated sigmoid, two
-    sites at a time;
-    pass 3: exact node moments for the rare sites with a node beyond the table (|t| > 40);
+    Pass 1 (SIMD): cavities, node offsets; pass 2 (SIMD): node sums (``node_sums``);
+    pass 3: exact node moments for the rare sites with a node beyond |t| = 40;
     pass 4 (SIMD): messages.
     """
     d = x.shape[0]
@@ -141,55 +195,9 @@ def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, nodes, weights, acc_t,
         t0b[m] = s * (xm * (N[m] - nu_r[m]) * vc + xmu - xm * mu[m])
         dtb[m] = s * xm * sv
         svb[m] = sv
-    n_nodes = nodes.shape[0]
-    # two sites at a time: independent accumulation chains keep the FP units busy
-    for m0 in range(0, d, 2):
-        ia = m0
-        ib = min(m0 + 1, d - 1)
-        ta, da = t0b[ia], dtb[ia]
-        tb, db = t0b[ib], dtb[ib]
-        sa0 = sa1 = sa2 = pa0 = pa1 = pa2 = qa0 = qa1 = qa2 = 0.0
-        sb0 = sb1 = sb2 = pb0 = pb1 = pb2 = qb0 = qb1 = qb2 = 0.0
-        for j in range(n_nodes):
-            xi = nodes[j]
-            wj = weights[j]
-            xi2 = xi * xi
-            ga, oa = sigmoid_pair_tabulated(ta + da * xi)
-            ha = wj * ga
-            sa0 += ha
-            sa1 += ha * xi
-            sa2 += ha * xi2
-            gb, ob = sigmoid_pair_tabulated(tb + db * xi)
-            hb = wj * gb
-            sb0 += hb
-            sb1 += hb * xi
-            sb2 += hb * xi2
-            if second:
-                ua = ha * oa
-                va = ua * (oa - ga)
-                pa0 += ua
-                pa1 += ua * xi
-                pa2 += ua * xi2
-                qa0 += va
-                qa1 += va * xi
-                qa2 += va * xi2
-                ub = hb * ob
-                vb = ub * (ob - gb)
-                pb0 += ub
-                pb1 += ub * xi
-                pb2 += ub * xi2
-                qb0 += vb
-                qb1 += vb * xi
-                qb2 += vb * xi2
-        # b first: when d is odd the last pair repeats index d - 1 and a holds its true sums
-        e0[ib], f1[ib], f2[ib] = sb0, sb1, sb2
-        a0[ib], a1[ib], a2[ib] = pb0, pb1, pb2
-        b0[ib], b1[ib], b2[ib] = qb0, qb1, qb2
-        e0[ia], f1[ia], f2[ia] = sa0, sa1, sa2
-        a0[ia], a1[ia], a2[ia] = pa0, pa1, pa2
-        b0[ia], b1[ia], b2[ia] = qa0, qa1, qa2
+    node_sums(t0b, dtb, second, nodes, weights, e0, f1, f2, a0, a1, a2, b0, b1, b2, work[12], work[13])
     for m in range(d):
-        if not abs(t0b[m]) + abs(dtb[m]) * xi_max <= SIGMOID_TABLE_LIMIT:  # also catches NaN
+        if not abs(t0b[m]) + abs(dtb[m]) * xi_max <= SIGMOID_BOUNDED_LIMIT:  # also catches NaN
             mo = node_moments(t0b[m], dtb[m], second, nodes, weights)
             e0[m] = 1.0
             f1[m], f2[m], a0[m], a1[m], a2[m], b0[m], b1[m], b2[m] = mo

@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 from scipy.special import expit, log_expit, log_ndtr
 
-from fastcep.kernels.special import inv_mills, log_sigmoid, sigmoid_pair
+from numba import njit
+
+from fastcep.kernels._config import LEAF
+from fastcep.kernels.special import exp_bounded, inv_mills, log_sigmoid, sigmoid_pair, sigmoid_pair_bounded
 from fastcep.kernels.special import log_ndtr as nb_log_ndtr
 
 Z = np.concatenate(
@@ -63,3 +66,43 @@ def test_sigmoid_pair_and_log_sigmoid():
     np.testing.assert_allclose(omg, expit(-t), rtol=1e-14, atol=1e-300)
     ls = np.array([log_sigmoid(v) for v in t])
     np.testing.assert_allclose(ls, log_expit(t), rtol=1e-14, atol=1e-300)
+
+
+# the bounded functions run inside SIMD loops of callers compiled with ``reassoc``: test them there
+@njit(**dict(LEAF, cache=False))
+def _simd_exp(t, out):
+    for i in range(t.shape[0]):
+        out[i] = exp_bounded(t[i])
+
+
+@njit(**dict(LEAF, cache=False))
+def _simd_sigmoid(t, g, omg):
+    for i in range(t.shape[0]):
+        g[i], omg[i] = sigmoid_pair_bounded(t[i])
+
+
+def test_exp_bounded_matches_mpmath_inside_a_simd_loop():
+    t = np.concatenate([np.linspace(-708, 0, 7081), -np.logspace(-300, 2.85, 500), [-0.0]])
+    out = np.empty_like(t)
+    _simd_exp(t, out)
+    with mpmath.workdps(40):
+        ref = np.array([float(mpmath.exp(mpmath.mpf(float(v)))) for v in t])
+    np.testing.assert_allclose(out, ref, rtol=1e-15, atol=0)  # measured: 2.2e-16
+
+
+def test_sigmoid_pair_bounded_matches_mpmath_and_clamps_beyond_40():
+    t = np.concatenate([np.linspace(-40, 40, 8001), [-1e-300, 1e-300]])
+    g, omg = np.empty_like(t), np.empty_like(t)
+    _simd_sigmoid(t, g, omg)
+    with mpmath.workdps(40):
+        ref = np.array([float(1 / (1 + mpmath.exp(-mpmath.mpf(float(v))))) for v in t])
+        ref_o = np.array([float(1 / (1 + mpmath.exp(mpmath.mpf(float(v))))) for v in t])
+    np.testing.assert_allclose(g, ref, rtol=2e-15, atol=0)  # measured: 4.4e-16
+    np.testing.assert_allclose(omg, ref_o, rtol=2e-15, atol=0)
+    far = np.array([-50.0, 50.0])
+    gf, of = np.empty(2), np.empty(2)
+    _simd_sigmoid(far, gf, of)
+    end = np.empty(2), np.empty(2)
+    _simd_sigmoid(np.array([-40.0, 40.0]), *end)
+    np.testing.assert_array_equal(gf, end[0])
+    np.testing.assert_array_equal(of, end[1])
