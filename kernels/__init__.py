@@ -4,7 +4,41 @@ Kernels take arrays and scalars only, never raise and never do I/O; the Python l
 ``fastcep`` validates, allocates and turns bad input into clear exceptions.
 """
 
-from . import (
+import hashlib
+import pathlib
+
+
+def drop_stale_caches(folder):
+    """Delete numba's on-disk caches of the kernels in ``folder`` when any kernel source changed.
+
+    numba checks a cached function against its own source file only, so a cached driver keeps
+    the code it inlined from a leaf of another module after that module changed (seen: a stale
+    ``regression.parallel_sweep`` writing past a resized scratch buffer, "double free or
+    corruption"). The caches are stamped with a hash of every kernel source and all dropped when
+    it differs. Returns True if they were dropped. A read-only install is left alone.
+    """
+    folder = pathlib.Path(folder)
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.glob("*.py")))).hexdigest()
+    cache = folder / "__pycache__"
+    stamp = cache / "fastcep-kernels.sha256"
+    try:
+        if stamp.read_text() == digest:
+            return False
+    except OSError:
+        pass
+    try:
+        cache.mkdir(exist_ok=True)
+        for f in list(cache.glob("*.nbi")) + list(cache.glob("*.nbc")):
+            f.unlink(missing_ok=True)
+        stamp.write_text(digest)
+    except OSError:
+        return False
+    return True
+
+
+drop_stale_caches(pathlib.Path(__file__).parent)
+
+from . import (  # noqa: E402 (after the cache check)
     cp,
     cp_lp,
     cp_vmp,
@@ -19,11 +53,12 @@ from . import (
     special,
     vb,
 )
-from ._config import CHUNK_ROWS, FASTMATH
+from ._config import CHUNK_ROWS, FASTMATH  # noqa: E402
 
 __all__ = [
     "CHUNK_ROWS",
     "FASTMATH",
+    "drop_stale_caches",
     "cp",
     "cp_lp",
     "cp_vmp",

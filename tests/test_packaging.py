@@ -66,3 +66,22 @@ def test_wheel_imports_in_a_fresh_venv(wheel, tmp_path):
     out = subprocess.run([str(py), "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "fastcep.kernels.probit"
+
+
+def test_stale_kernel_caches_are_dropped_when_a_source_changes(tmp_path):
+    """numba re-validates a cache against its own file only: a changed leaf must drop them all."""
+    from fastcep.kernels import drop_stale_caches
+
+    (tmp_path / "a.py").write_text("x = 1\n")
+    cache = tmp_path / "__pycache__"
+    cache.mkdir()
+    (cache / "a.f-1.py311.nbi").write_bytes(b"index")
+    (cache / "a.f-1.py311.1.nbc").write_bytes(b"code")
+    assert drop_stale_caches(tmp_path)  # no stamp yet: dropped, stamped
+    assert not list(cache.glob("*.nb?"))
+    (cache / "a.f-1.py311.nbi").write_bytes(b"index")
+    assert not drop_stale_caches(tmp_path)  # sources unchanged: kept
+    assert (cache / "a.f-1.py311.nbi").exists()
+    (tmp_path / "b.py").write_text("y = 2\n")  # another module changed
+    assert drop_stale_caches(tmp_path)
+    assert not (cache / "a.f-1.py311.nbi").exists()

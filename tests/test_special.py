@@ -3,9 +3,8 @@
 import mpmath
 import numpy as np
 import pytest
-from scipy.special import expit, log_expit, log_ndtr
-
 from numba import njit
+from scipy.special import expit, log_expit, log_ndtr
 
 from fastcep.kernels._config import LEAF
 from fastcep.kernels.special import exp_bounded, inv_mills, log_sigmoid, sigmoid_pair, sigmoid_pair_bounded
