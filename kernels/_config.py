@@ -15,7 +15,8 @@ ERROR_MODEL = "numpy"
 LEAF = {"cache": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR_MODEL}
 #: options for leaves whose error analysis fixes the order of operations (Cody-Waite range
 #: reduction): no ``reassoc``, which would fold (t - k hi) - k lo into t - k (hi + lo)
-LEAF_ORDERED = dict(LEAF, fastmath=FASTMATH - {"reassoc"})
+FASTMATH_ORDERED = FASTMATH - {"reassoc"}
+LEAF_ORDERED = dict(LEAF, fastmath=FASTMATH_ORDERED)
 #: options for serial drivers that loop over many rows
 SERIAL = {"cache": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR_MODEL}
 #: options for parallel drivers (uncached: numba compiles them per process)
