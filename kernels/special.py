@@ -8,6 +8,9 @@ and the logistic sigmoid (once per quadrature node), are evaluated from piecewis
 tables built at import time from scipy's ``erfcx`` and ``expit`` (relative error below 1e-14,
 tested against mpmath): a table lookup and a degree-8 to -10 polynomial cost about a third of
 ``math.erfc`` + ``math.exp``. Outside the tabulated ranges they fall back to exact formulas.
+The table lookups are scalar code (a gather per coefficient); the logistic CEP node sums use the
+table-free ``exp_bounded`` / ``sigmoid_pair_bounded`` instead, which compile to SIMD code
+(BENCHMARKS.md, issue 2).
 """
 
 import math
