@@ -34,15 +34,21 @@ def fit(X, y, model="probit", method="cep1", **options):
         found by a safeguarded Newton solve of the exact one-dimensional reduction of the mode
         equation: the same optimum as the paper's L-BFGS search), "is" EP with tilted moments
         from importance sampling (``n_samples`` draws from the cavity per row and sweep,
-        seeded; Bessel-corrected weighted variance and the draws' own moments as control
-        variates; never settles below a small tol, use ``max_iter``), "vb" mean-field
+        seeded; the tilted mean and variance of a = x.w are estimated, with a Bessel-corrected
+        weighted variance and the draws' own moments as control variates, and each weight's
+        follow by Gaussian conditioning on a; site precisions may be negative, and in the
+        parallel schedule a weight whose posterior or a cavity would become improper keeps
+        its messages of the previous sweep; never settles below a small tol, use
+        ``max_iter``; on small data with correlated features prefer
+        ``schedule="sequential"``: the parallel schedule can need far more damping), "vb" mean-field
         variational Bayes (probit through the Albert-Chib augmentation, logistic through the
         Jaakkola-Jordan bound; coordinate ascent, the evidence lower bound in ``trace.elbo``;
         ``damping``, ``schedule`` and ``init_state`` do not apply), "kjit" (logistic only)
         kernel-based just-in-time EP: a random-Fourier-feature Bayesian regression predicts each
         row's tilted moments, and rows whose predictive variance exceeds ``threshold`` fall back
         on importance sampling (as "is"), whose results train it; oracle rows per sweep in
-        ``res.options["oracle_calls"]``; parallel schedule only.
+        ``res.options["oracle_calls"]``; the operator learns after every sweep (in the
+        sequential schedule it stays fixed within a sweep).
     prior_var : float > 0 or array of shape (d,), default 1.0
         Variance of the zero-mean Gaussian prior on each weight.
     damping : float in (0, 1] or "auto", default "auto"

@@ -238,6 +238,19 @@ class KJITSweeps:
         self.oracle_calls.append(k)
         return k
 
+    def sequential_sweep(self, X, s, tau, nu, T, N, mu, v, rho, n_samples, key, order, *scratch):
+        """One sequential sweep over ``order`` with the operator as it stands (arguments as in
+        ``kernels.regression.sequential_sweep``, scratch = (old_t, old_n, scr_t, scr_n, work);
+        the posterior T, N, mu, v is refreshed after every row); returns the number of skipped messages."""
+        op = self.operator
+        k = K.kjit_sequential_sweep(
+            X, s, tau, nu, T, N, mu, v, rho, n_samples, key, order, *scratch, op.freq_,
+            op.phase_, op.scale_, op.chol_, op.coef_, op.noise_var, self.threshold, op.n_data_ > 0,
+            self._fwork[0], self._used, self._U, self._Y,
+        )  # fmt: skip
+        self.oracle_calls.append(int(np.count_nonzero(self._used)))
+        return int(k)
+
     def learn(self):
         """Add the last sweep's oracle rows (in row order) to the operator; returns pairs added."""
         if not self.oracle_calls or self.oracle_calls[-1] == 0:

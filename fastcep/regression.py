@@ -15,7 +15,7 @@ from ._quadrature import gauss_hermite
 from ._threads import num_threads
 from .kernels import CHUNK_ROWS, logistic, probit
 from .kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
-from .kernels.regression import METHOD_CODES, parallel_sweep, sequential_sweep
+from .kernels.regression import METHOD_CODES, parallel_sweep, restore_improper, sequential_sweep
 from .kjit import N_FEATURES as KJIT_FEATURES
 from .kjit import THRESHOLD as KJIT_THRESHOLD
 from .kjit import KJITSweeps
@@ -230,7 +230,7 @@ def fit_regression(
 ):
     """Fit a Bayesian probit or logistic regression; see ``fastcep.fit`` for the parameters.
 
-    method="kjit" (logistic model, parallel schedule only): EP whose tilted moments come from a
+    method="kjit" (logistic model): EP whose tilted moments come from a
     message operator learned just in time (``fastcep.kjit``) with the importance-sampling row of
     method "is" as its oracle. ``threshold`` (float >= 0, default 1e-3): a row whose operator
     predictive variance exceeds it asks the oracle (0: every row does, which reproduces method
@@ -265,8 +265,6 @@ def fit_regression(
             f"fit: method='kjit' is not available for model={model!r}: "
             "kjit is implemented for the logistic model, as in the paper."
         )
-    if method == "kjit" and schedule != "parallel":
-        raise V.param_error("schedule", func, "'parallel' with method='kjit'", schedule)
     # used by methods "is" and "kjit" only; the other methods are deterministic
     rng = V.check_seed(seed, func)
     base_key = int(rng.integers(0, 2**63))
@@ -296,14 +294,23 @@ def fit_regression(
     code = METHOD_CODES.get((model, method))  # (None for kjit: its own sweep)
     chunk = CHUNK_ROWS
     n_chunks = -(-n // chunk)
-    kjit = None
+    # (drawn after base_key: method "kjit" with threshold 0 gets the draws of method "is")
+    kjit = KJITSweeps(n, n_chunks, n_features, threshold, rng) if method == "kjit" else None
+    # methods "is" and "kjit" keep negative site precisions (importance.py): in the parallel
+    # schedule their sum can leave a weight's posterior or cavity improper, and an improper
+    # cavity makes every row skip its messages, for good; such a weight keeps its messages from
+    # before the sweep (kernels.regression.restore_improper; two copies of the messages). In the
+    # sequential schedule a row's damped update is a convex combination of two proper posteriors
+    # and no guard is needed. The other methods never emit a negative site precision.
+    guard = schedule == "parallel" and method in ("is", "kjit")
     if schedule == "parallel":
         pT = np.empty((n_chunks, d))
         pN = np.empty((n_chunks, d))
         skipped_c = np.zeros(n_chunks, dtype=np.int64)
         work = work_buffers(n_chunks, d)
-        # (drawn after base_key: method "kjit" with threshold 0 gets the draws of method "is")
-        kjit = KJITSweeps(n, n_chunks, n_features, threshold, rng) if method == "kjit" else None
+        if guard:
+            old_t, old_n = np.empty((n, d)), np.empty((n, d))
+            restored = np.zeros(d, dtype=np.int64)
     else:
         order = np.arange(n, dtype=np.int64)
         bufs = [np.empty(d) for _ in range(4)] + [work_buffers(1, d)[0]]
@@ -320,18 +327,31 @@ def fit_regression(
             v_old = v.copy()
             nu_old = nu.copy() if stopping == "paper" else None
             key = _sweep_key(base_key, it)
-            if kjit is not None:
-                kjit.sweep(X, s, tau, nu, T, N, rho, n_samples, key, chunk, pT, pN, skipped_c, work)
-                reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v)
-                kjit.learn()
-                n_skipped = int(skipped_c.sum())
+            n_restored = 0
+            if guard:
+                np.copyto(old_t, tau)
+                np.copyto(old_n, nu)
+            if kjit is not None and schedule == "sequential":
+                n_skipped = kjit.sequential_sweep(
+                    X, s, tau, nu, T, N, mu, v, rho, n_samples, key, order, *bufs
+                )
+                rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v)
             elif schedule == "parallel":
-                parallel_sweep(
-                    code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped_c, work,
-                    n_samples, key,
-                )  # fmt: skip
+                if kjit is not None:
+                    kjit.sweep(X, s, tau, nu, T, N, rho, n_samples, key, chunk, pT, pN, skipped_c, work)
+                else:
+                    parallel_sweep(
+                        code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped_c,
+                        work, n_samples, key,
+                    )  # fmt: skip
                 reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v)
                 n_skipped = int(skipped_c.sum())
+                if guard:
+                    restore_improper(T, tau, nu, old_t, old_n, restored)
+                    n_restored = int(restored.sum())
+                    if n_restored:
+                        n_skipped += n_restored
+                        rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v)
             else:
                 n_skipped = int(
                     sequential_sweep(
@@ -340,6 +360,8 @@ def fit_regression(
                 )
                 # exact rebuild: no drift from the incremental updates
                 rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v)
+            if kjit is not None:
+                kjit.learn()
             sd = np.sqrt(v)
             change = float(max(np.max(np.abs(mu - mu_old) / sd), np.max(np.abs(v - v_old) / v)))
             pchange = float(np.mean(np.sum((nu - nu_old) ** 2, axis=1))) if nu_old is not None else np.nan
@@ -372,9 +394,10 @@ def fit_regression(
                     f"fit: the posterior became non-finite at iteration {it} ({model}/{method}); "
                     "try a smaller 'damping'."
                 )
-            if stopping == "posterior" and change < tol:
+            # (a sweep whose update the guard undid, in part, is no evidence of convergence)
+            if n_restored == 0 and stopping == "posterior" and change < tol:
                 converged, stop_reason = True, "tol"
-            elif stopping == "paper" and pchange < tol:
+            elif n_restored == 0 and stopping == "paper" and pchange < tol:
                 converged, stop_reason = True, "paper"
             if callback is not None:
                 post = GaussianPosterior(mu.copy(), v.copy())

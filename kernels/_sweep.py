@@ -67,6 +67,21 @@ def damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n):
 
 
 @njit(**LEAF)
+def apply_row_change(tau_r, nu_r, old_t, old_n, T, N, mu, v):
+    """Sequential schedule: add one row's message change (tau_r - old_t, nu_r - old_n) to the
+    posterior natural parameters T, N and refresh mu, v where they changed (an unchanged message
+    leaves its weight bitwise as it was)."""
+    for m in range(tau_r.shape[0]):
+        dt = tau_r[m] - old_t[m]
+        dn = nu_r[m] - old_n[m]
+        if dt != 0.0 or dn != 0.0:
+            T[m] += dt
+            N[m] += dn
+            mu[m] = N[m] / T[m]
+            v[m] = 1.0 / T[m]
+
+
+@njit(**LEAF)
 def row_cavity(x, tau_r, nu_r, T, N, vb, mb):
     """Cavities of one row's d weights: variances vb and means mb (d,) written; returns
     (x.mc, sum_m x_m^2 vc_m, number of improper cavities (precision <= 0))."""

@@ -1,24 +1,44 @@
 """Importance-sampling EP for probit and logistic regression factors (the paper's "IS" baseline).
 
-The tilted moments of each weight, E[w_m] and Var[w_m] under q_cav(w) f(s x.w), are estimated
-from ``n_samples`` draws w = mc + sqrt(vc) eps of the fully factorised cavity, weighted by
-f(s x.w) (self-normalised, with the weights rescaled on the fly so that none underflows); the
-site is then the usual moment-matching message. A weight with x_m = 0 does not enter f: its
+Row i's factor f(s x.w) depends on the weights only through a = x.w, whose cavity distribution
+is N(mu_a, s2_a), mu_a = x.mc, s2_a = sum_m x_m^2 vc_m. ``n_samples`` draws w = mc + sqrt(vc) eps
+of the fully factorised cavity, weighted by f(s x.w) (self-normalised, with the weights rescaled
+on the fly so that none underflows), estimate the tilted mean and variance (mean_a, var_a) of a;
+Gaussian conditioning on a then gives every weight's tilted moments exactly:
+
+    E[w_m]   = mc_m + x_m vc_m (mean_a - mu_a) / s2_a
+    Var[w_m] = vc_m - x_m^2 vc_m^2 (s2_a - var_a) / s2_a^2
+
+and the site is the usual moment-matching message. A weight with x_m = 0 does not enter f: its
 message is exactly flat and is not estimated.
+
+Why through a (a Rao-Blackwellisation: E_tilted[h(w)] = E_tilted[E_cavity[h(w) | a]]): the
+tilted distribution differs from the cavity along a only, and the conditional moments above are
+known. Estimating each weight's variance from the weighted draws instead adds d independent
+Monte-Carlo errors, and when few draws carry the weight (a misclassified row under a confident
+cavity: effective sample size near 1) the weighted sample variance of every weight collapses,
+giving site precisions of many times the cavity's. Measured on the small UCI sets (sonar: 104 x
+60 training rows) with 2,000 draws and 40 undamped sequential sweeps: posterior variances of
+1e-10 to 1e-38 and test log-likelihoods of -400 to -1e8 on breast, ionos and sonar (EP: -0.3 to
+-0.6); through a, within 0.03 of EP's. The variance removed from weight m is now at most its
+share x_m^2 vc_m / s2_a of a's, whatever the draws.
 
 Two corrections keep the estimate usable when thousands of weak sites are summed (on the
 paper's 10,000-row probit simulation with 2,000 draws, the naive estimator made the posterior
-variances collapse to 1e-38, and the Bessel factor alone to 1e-31; with both corrections they
-are within 7 % of EP's, measured): the weighted variance carries the reliability-weights Bessel factor
-1 / (1 - sum f^2 / (sum f)^2) (without it every site's precision is biased up by about 1/S, and
-10,000 such biases add up), and the unweighted moments of the same draws are used as control
-variates with known expectations (mean 0, variance 1): the estimates are
-E[eps] ~ mean_f(eps) - mean(eps) and Var[eps] ~ var_f(eps) - var(eps) + 1, whose Monte-Carlo
-error vanishes as f flattens instead of staying at sqrt(2 / S).
+variances collapse to 1e-38, and the Bessel factor alone to 1e-31): the weighted variance of a
+carries the reliability-weights Bessel factor 1 / (1 - sum f^2 / (sum f)^2) (without it every
+site's precision is biased up by about 1/S, and 10,000 such biases add up), and the unweighted
+moments of the same draws are used as control variates with known expectations (mean mu_a,
+variance s2_a): mean_a ~ mean_f(a) - mean(a) + mu_a and var_a ~ var_f(a) - var(a) + s2_a, whose
+Monte-Carlo error vanishes as f flattens instead of staying at sqrt(2 / S). When one draw holds
+all the weight (ESS = 1 to double precision) the Bessel factor is infinite, the estimate
+undefined (NaN) and the row's messages are skipped.
 
 Random numbers come from a counter-based generator (splitmix64 of a per-row key, Box-Muller
 normals), so a row's draws depend only on (seed, iteration, row): results are reproducible and
-do not depend on the thread count or the schedule's chunking.
+do not depend on the thread count or the schedule's chunking. (All d normals of a draw are
+generated, as for a generic factor, although only x.eps enters: the draws are those of
+``kjit.tilted_target``.)
 """
 
 import math
@@ -81,67 +101,74 @@ def standard_normals(state, out):
 
 @njit(**LEAF)
 def _is_row(model, x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, work):
-    """IS-EP update of the d sites of one row; returns the number of sites skipped."""
+    """IS-EP update of the d sites of one row; returns the number of sites skipped.
+
+    Draws w = mc + sd eps; only r = x.(w - mc) enters the factor. From the weighted draws of r
+    come the tilted mean shift and variance of a = x.w (Bessel factor, control variates), and
+    every weight's tilted moments follow by Gaussian conditioning (module docstring).
+    """
     d = x.shape[0]
-    sd = work[0]
+    vc = work[0]
     mc = work[1]
     eps = work[2]
-    A = work[3]
-    B = work[4]
-    base, _, n_improper = row_cavity(x, tau_r, nu_r, T, N, sd, mc)
+    xs = work[3]  # x_m sd_m: r = sum_m xs_m eps_m
+    mu_a, s2_a, n_improper = row_cavity(x, tau_r, nu_r, T, N, vc, mc)
     for m in range(d):
-        sd[m] = math.sqrt(sd[m]) if sd[m] > 0.0 else 0.0  # variance -> sd
-        A[m] = 0.0
-        B[m] = 0.0
-    C = work[5]  # unweighted sums of eps and eps^2 (the control variates)
-    D = work[6]
-    for m in range(d):
-        C[m] = 0.0
-        D[m] = 0.0
+        xs[m] = x[m] * math.sqrt(vc[m]) if vc[m] > 0.0 else 0.0
     W = 0.0
     W2 = 0.0
+    A = 0.0  # weighted sums of r and r^2
+    B = 0.0
+    C = 0.0  # unweighted sums of r and r^2 (the control variates)
+    D = 0.0
     lmax = -math.inf
     state = np.uint64(key)  # (an int64 would turn the generator's arithmetic into float64)
-    for _ in range(n_samples):
+    sample = n_improper == 0 and s2_a > 0.0
+    for _ in range(n_samples if sample else 0):
         state = standard_normals(state, eps)
-        t = base
+        r = 0.0
         for m in range(d):
-            t += x[m] * sd[m] * eps[m]
+            r += xs[m] * eps[m]
+        t = mu_a + r
         lf = log_ndtr(s * t) if model == PROBIT else log_sigmoid(s * t)
         if lf > lmax:  # rescale the sums to the new largest weight (none underflows)
             scale = math.exp(lmax - lf)
             W *= scale
             W2 *= scale * scale
-            for m in range(d):
-                A[m] *= scale
-                B[m] *= scale
+            A *= scale
+            B *= scale
             lmax = lf
         f = math.exp(lf - lmax)
         W += f
         W2 += f * f
-        for m in range(d):
-            e = eps[m]
-            A[m] += f * e
-            B[m] += f * e * e
-            C[m] += e
-            D[m] += e * e
-    S = float(n_samples)
-    bessel_f = 1.0 / (1.0 - W2 / (W * W))  # inf when one draw holds all the weight (S = 1)
-    bessel_u = S / (S - 1.0)
+        A += f * r
+        B += f * r * r
+        C += r
+        D += r * r
+    g1 = 0.0  # (tilted mean of a - mu_a) / s2_a
+    g2 = 0.0  # (s2_a - tilted variance of a) / s2_a^2
+    if sample:
+        S = float(n_samples)
+        bessel_f = 1.0 / (1.0 - W2 / (W * W))  # inf when one draw holds all the weight
+        bessel_u = S / (S - 1.0)
+        e1 = A / W
+        u1 = C / S
+        g1 = (e1 - u1) / s2_a
+        g2 = ((D / S - u1 * u1) * bessel_u - (B / W - e1 * e1) * bessel_f) / (s2_a * s2_a)
+    # no estimate (improper cavity, or one draw holding all the weight): the row's messages
+    # that depend on it are skipped; those of weights with x_m = 0 stay exactly flat
+    defined = n_improper == 0 and math.isfinite(g1) and math.isfinite(g2)
+    if not defined:
+        g1 = 0.0
+        g2 = 0.0
     k = 0
     for m in range(d):
         tc = T[m] - tau_r[m]
-        if x[m] == 0.0:
-            delta = 0.0
-            a = 0.0
-        else:
-            e1 = A[m] / W
-            u1 = C[m] / S
-            delta = sd[m] * (e1 - u1)
-            # 1 - (tilted variance) / vc, with the control variate var(eps) - 1
-            a = (D[m] / S - u1 * u1) * bessel_u - (B[m] / W - e1 * e1) * bessel_f
-            if n_improper > 0:
-                a = math.nan
+        # E[w_m] - mc_m = x_m vc_m g1, 1 - Var[w_m] / vc_m = x_m^2 vc_m g2 (0 and 0 when x_m = 0:
+        # the exact flat message)
+        xv = x[m] * vc[m] if x[m] != 0.0 else 0.0
+        delta = xv * g1
+        a = x[m] * xv * g2
         # unlike the analytic methods, a negative site precision (an estimated tilted variance
         # above the cavity's, a < 0) is kept: it is Monte-Carlo noise around a weak site, and
         # dropping it would keep only the positive half of that noise, a bias that inflates
@@ -149,7 +176,13 @@ def _is_row(model, x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, w
         inv = 1.0 / (1.0 - a)
         t_new = tc * a * inv
         n_new = (delta * tc + (N[m] - nu_r[m]) * a) * inv
-        ok = tc > 0.0 and a < 1.0 and math.isfinite(t_new) and math.isfinite(n_new)
+        ok = (
+            (defined or x[m] == 0.0)
+            and tc > 0.0
+            and a < 1.0
+            and math.isfinite(t_new)
+            and math.isfinite(n_new)
+        )
         k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
     return k
 

@@ -47,6 +47,8 @@ threshold (or every row when the operator has no data) is sent to the oracle, th
 importance-sampling EP row ``importance.logistic_row`` with the same random key as method "is",
 whose draws also give the row's training pair. Chunks of rows are the unit of parallel work and
 write only their rows and partial sums, so the result does not depend on the number of threads.
+``kjit_sequential_sweep`` is the sequential schedule (the posterior refreshed after every row,
+the operator fixed within the sweep), the same row update ``_kjit_row``.
 """
 
 import math
@@ -55,11 +57,11 @@ import numpy as np
 from numba import njit, prange
 
 from . import importance
-from ._config import LEAF, PARALLEL_CACHED
-from ._sweep import damp_site, message_from_moments, row_cavity
+from ._config import LEAF, PARALLEL_CACHED, SERIAL
+from ._sweep import apply_row_change, damp_site, message_from_moments, row_cavity
 from .special import log_sigmoid
 
-#: rows of the (N_WORK, d) scratch of a row used here (rows 0-4 belong to the IS oracle)
+#: rows of the (N_WORK, d) scratch of a row used here (rows 0-3 belong to the IS oracle)
 _W_MC = 5
 _W_VC = 6
 _W_SD = 7
@@ -196,6 +198,43 @@ def operator_messages(x, s, tau_r, nu_r, T, N, vc, alpha, beta, rho, acc_t, acc_
     return k
 
 
+@njit(**LEAF)
+def _kjit_row(
+    x, s, tau_r, nu_r, T, N, rho, n_samples, rkey, freq, phase, scale, chol, coef, noise_var, threshold,
+    use_operator, wk, phi, r, u, y, acc_t, acc_n,
+):  # fmt: skip
+    """KJIT update of one row's d messages (damped, added to acc_t/acc_n); returns
+    (skipped messages, whether the oracle answered). rkey: the row's uint64 key; wk (N_WORK, d)
+    and phi, r (D,) scratch; u, y (2,) receive the row's input and target (see ``kjit_sweep``)."""
+    mc = wk[_W_MC]
+    vc = wk[_W_VC]
+    sd = wk[_W_SD]
+    eps = wk[_W_EPS]
+    mu_a, s2_a, n_improper = row_cavity(x, tau_r, nu_r, T, N, vc, mc)
+    # the operator needs a proper cavity of a (s2_a = 0: x = 0, the factor is constant)
+    proper = n_improper == 0 and s2_a > 0.0 and math.isfinite(mu_a) and math.isfinite(s2_a)
+    u0 = s * mu_a
+    u1 = math.log(s2_a) if proper else 0.0
+    u[0] = u0 if proper else math.nan
+    u[1] = u1 if proper else math.nan
+    oracle = True
+    if use_operator and proper:
+        pv = predict_one(u0, u1, freq, phase, scale, chol, coef, noise_var, phi, r, y)
+        oracle = not pv <= threshold  # (a NaN variance goes to the oracle)
+    if oracle:
+        if proper:
+            for m in range(x.shape[0]):
+                sd[m] = math.sqrt(vc[m])
+            tilted_target(x, s, mu_a, sd, n_samples, rkey, eps, y)
+        else:
+            y[0] = math.nan
+            y[1] = math.nan
+        k = importance.logistic_row(x, s, tau_r, nu_r, T, N, rho, n_samples, rkey, acc_t, acc_n, wk)
+    else:
+        k = operator_messages(x, s, tau_r, nu_r, T, N, vc, y[0], y[1], rho, acc_t, acc_n)
+    return k, oracle
+
+
 @njit(**PARALLEL_CACHED)
 def kjit_sweep(
     X, s, tau, nu, T, N, rho, n_samples, key, chunk, pT, pN, skipped, work, freq, phase, scale, chol, coef,
@@ -221,39 +260,39 @@ def kjit_sweep(
         acc_n = pN[c]
         acc_t[:] = 0.0
         acc_n[:] = 0.0
-        wk = work[c]
-        mc = wk[_W_MC]
-        vc = wk[_W_VC]
-        sd = wk[_W_SD]
-        eps = wk[_W_EPS]
-        phi = fwork[c, 0]
-        r = fwork[c, 1]
         k = 0
         for i in range(lo, hi):
-            x = X[i]
-            mu_a, s2_a, n_improper = row_cavity(x, tau[i], nu[i], T, N, vc, mc)
-            # the operator needs a proper cavity of a (s2_a = 0: x = 0, the factor is constant)
-            proper = n_improper == 0 and s2_a > 0.0 and math.isfinite(mu_a) and math.isfinite(s2_a)
-            u0 = s[i] * mu_a
-            u1 = math.log(s2_a) if proper else 0.0
-            U[i, 0] = u0 if proper else math.nan
-            U[i, 1] = u1 if proper else math.nan
-            oracle = True
-            if use_operator and proper:
-                pv = predict_one(u0, u1, freq, phase, scale, chol, coef, noise_var, phi, r, Y[i])
-                oracle = not pv <= threshold  # (a NaN variance goes to the oracle)
-            if oracle:
-                rkey = importance.row_key(key, i)
-                if proper:
-                    for m in range(x.shape[0]):
-                        sd[m] = math.sqrt(vc[m])
-                    tilted_target(x, s[i], mu_a, sd, n_samples, rkey, eps, Y[i])
-                else:
-                    Y[i, :] = math.nan
-                k += importance.logistic_row(
-                    x, s[i], tau[i], nu[i], T, N, rho, n_samples, rkey, acc_t, acc_n, wk
-                )
-            else:
-                k += operator_messages(x, s[i], tau[i], nu[i], T, N, vc, Y[i, 0], Y[i, 1], rho, acc_t, acc_n)
+            ki, oracle = _kjit_row(
+                X[i], s[i], tau[i], nu[i], T, N, rho, n_samples, importance.row_key(key, i), freq, phase,
+                scale, chol, coef, noise_var, threshold, use_operator, work[c], fwork[c, 0], fwork[c, 1],
+                U[i], Y[i], acc_t, acc_n,
+            )  # fmt: skip
             used_oracle[i] = oracle
+            k += ki
         skipped[c] = k
+
+
+@njit(**SERIAL)
+def kjit_sequential_sweep(
+    X, s, tau, nu, T, N, mu, v, rho, n_samples, key, order, old_t, old_n, scr_t, scr_n, work, freq, phase,
+    scale, chol, coef, noise_var, threshold, use_operator, fwork, used_oracle, U, Y,
+):  # fmt: skip
+    """One KJIT sweep over the rows in ``order``, the posterior T, N, mu, v (d,) refreshed after
+    every row (the operator stays fixed within the sweep). old_t, old_n, scr_t,
+    scr_n (d,), work (N_WORK, d) and fwork (2, D) scratch; the other arguments and outputs as in
+    ``kjit_sweep`` (the same random key per row). Returns the number of skipped messages."""
+    k = 0
+    for ii in range(order.shape[0]):
+        i = order[ii]
+        old_t[:] = tau[i]
+        old_n[:] = nu[i]
+        ki, oracle = _kjit_row(
+            X[i], s[i], tau[i], nu[i], T, N, rho, n_samples, importance.row_key(key, i), freq, phase, scale,
+            chol, coef, noise_var, threshold, use_operator, work, fwork[0], fwork[1], U[i], Y[i], scr_t,
+            scr_n,
+        )  # fmt: skip
+        used_oracle[i] = oracle
+        k += ki
+        # (as regression.sequential_sweep: threshold 0 gives method "is" bitwise)
+        apply_row_change(tau[i], nu[i], old_t, old_n, T, N, mu, v)
+    return k

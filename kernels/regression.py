@@ -10,12 +10,19 @@ number of threads. The new sites are summed per chunk on the fly (``_sweep.reduc
 turns the partial sums into the posterior).
 
 sequential_sweep: rows in the given order, the posterior refreshed after every row.
+
+restore_improper: the parallel schedule's guard for methods whose messages may have negative
+precisions (importance sampling keeps them, see ``importance``): a weight whose posterior or some
+cavity would be improper after a sweep keeps its messages from before the sweep.
 """
+
+import math
 
 from numba import njit, prange
 
 from . import importance, laplace, logistic, probit
 from ._config import LEAF, PARALLEL_CACHED, SERIAL
+from ._sweep import apply_row_change
 
 METHOD_CODES = {
     ("probit", "cep1"): 0,
@@ -90,7 +97,6 @@ def sequential_sweep(
 ):  # fmt: skip
     """One sequential sweep over ``order``; old_t, old_n, scr_t, scr_n (d,) and work (N_WORK, d)
     are scratch; n_samples, key as in ``parallel_sweep``. Returns the number of skipped messages."""
-    d = X.shape[1]
     k = 0
     for ii in range(order.shape[0]):
         i = order[ii]
@@ -100,12 +106,28 @@ def sequential_sweep(
             code, X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, scr_t, scr_n, work,
             n_samples, importance.row_key(key, i),
         )  # fmt: skip
-        for m in range(d):
-            dt = tau[i, m] - old_t[m]
-            dn = nu[i, m] - old_n[m]
-            if dt != 0.0 or dn != 0.0:
-                T[m] += dt
-                N[m] += dn
-                mu[m] = N[m] / T[m]
-                v[m] = 1.0 / T[m]
+        apply_row_change(tau[i], nu[i], old_t, old_n, T, N, mu, v)
     return k
+
+
+@njit(**PARALLEL_CACHED)
+def restore_improper(T, tau, nu, old_t, old_n, restored):
+    """After a parallel sweep (T (d,) the new posterior precisions, tau/nu (n, d) the new
+    messages, old_t/old_n (n, d) the messages before it): every weight m whose posterior precision
+    T_m or some cavity precision T_m - tau_im is not positive (or not finite) gets its old messages
+    back. restored (d,) int64 receives the number of changed messages undone per weight (0: the
+    weight was proper). Each m owns column m (race-free, thread-count independent)."""
+    n, d = tau.shape
+    for m in prange(d):
+        proper = T[m] > 0.0 and math.isfinite(T[m])
+        for i in range(n):
+            # (written so that a NaN makes the weight improper)
+            proper = proper and (T[m] - tau[i, m] > 0.0) and math.isfinite(nu[i, m])
+        k = 0
+        if not proper:
+            for i in range(n):
+                if tau[i, m] != old_t[i, m] or nu[i, m] != old_n[i, m]:
+                    k += 1
+                tau[i, m] = old_t[i, m]
+                nu[i, m] = old_n[i, m]
+        restored[m] = k

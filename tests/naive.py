@@ -185,19 +185,23 @@ def standard_normals(key, n_samples, d):
 
 def is_row(model, x, s, tc, nc, eps):
     """Importance-sampling EP messages of one row from the cavity draws mc + eps / sqrt(tc)
-    (eps (S, d)), weighted by f(s x.w); x_m = 0 gives the exact flat message. The weighted
-    variance is Bessel-corrected for reliability weights, and the draws' own sample mean and
-    (unbiased) variance serve as control variates with known values 0 and 1."""
-    mc, sd = nc / tc, 1 / np.sqrt(tc)
-    a = s * ((mc + sd * eps) @ x)
-    f = np.exp(np.array([_log_lik(model, t)[0] for t in a]))
+    (eps (S, d)), weighted by f(s x.w). f depends on w through a = x.w only, so the draws give
+    the tilted mean and variance of a (weighted variance Bessel-corrected for reliability
+    weights; the draws' own sample mean and unbiased variance of a serve as control variates
+    with known values mu_a and s2_a) and each weight's tilted moments follow by Gaussian
+    conditioning on a: E[w_m] = mc_m + x_m vc_m (E[a] - mu_a) / s2_a,
+    Var[w_m] = vc_m - x_m^2 vc_m^2 (s2_a - Var[a]) / s2_a^2. x_m = 0 gives the exact flat message."""
+    mc, vc = nc / tc, 1 / tc
+    mu_a, s2_a = x @ mc, (x * x) @ vc
+    a = mu_a + eps @ (x * np.sqrt(vc))
+    f = np.exp(np.array([_log_lik(model, s * t)[0] for t in a]))
     f /= f.sum()
-    mean_f = f @ eps
-    var_f = f @ (eps - mean_f) ** 2 / (1 - f @ f)
-    mean_eps = eps.mean(axis=0)
-    var_eps = eps.var(axis=0, ddof=1)
-    mean = mc + sd * (mean_f - mean_eps)
-    var = sd**2 * (var_f - var_eps + 1)
+    mean_f = f @ a
+    var_f = f @ (a - mean_f) ** 2 / (1 - f @ f)
+    mean_a = mean_f - (a.mean() - mu_a)
+    var_a = var_f - a.var(ddof=1) + s2_a
+    mean = mc + x * vc * (mean_a - mu_a) / s2_a
+    var = vc - (x * vc) ** 2 * (s2_a - var_a) / s2_a**2
     t_new, n_new = 1 / var - tc, mean / var - nc
     t_new = np.where(var > 0, t_new, np.nan)
     return np.where(x == 0, 0.0, t_new), np.where(x == 0, 0.0, n_new)
@@ -275,6 +279,16 @@ def sequential_sweep(model, method, X, s, tau, nu, prior_T, rho, nodes, weights,
         nu[i] = np.where(ok, (1 - rho) * nu[i] + rho * new_n[0], nu[i])
         skipped += int((~ok).sum())
     return tau, nu, skipped
+
+
+def restore_improper(prior_T, tau, nu, old_t, old_n):
+    """The parallel schedule's guard: weights m whose posterior precision prior_T_m + sum_i tau_im
+    or some cavity precision (that minus tau_im) is not positive get their old messages back.
+    Returns (tau, nu, number of changed messages undone per weight)."""
+    T = prior_T + tau.sum(0)
+    bad = ~((T > 0) & np.all(T[None, :] - tau > 0, axis=0))
+    undone = np.where(bad, ((tau != old_t) | (nu != old_n)).sum(0), 0)
+    return np.where(bad, old_t, tau), np.where(bad, old_n, nu), undone
 
 
 # ---------------------------------------------------------------- prediction

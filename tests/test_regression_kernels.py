@@ -11,7 +11,7 @@ import naive
 from fastcep._quadrature import gauss_hermite
 from fastcep.kernels import CHUNK_ROWS, logistic, probit
 from fastcep.kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
-from fastcep.kernels.regression import METHOD_CODES, parallel_sweep, sequential_sweep
+from fastcep.kernels.regression import METHOD_CODES, parallel_sweep, restore_improper, sequential_sweep
 
 RTOL = 1e-10
 NODES, WEIGHTS = gauss_hermite(9)
@@ -239,6 +239,32 @@ def test_sequential_sweep_matches_naive(rng, model, method):
     np.testing.assert_allclose(tau, tau_ref, rtol=1e-9)
     np.testing.assert_allclose(nu, nu_ref, rtol=1e-9, atol=1e-12)
     assert k == skipped_ref
+
+
+def test_restore_improper_matches_naive(rng):
+    """After a sweep with negative site precisions, the weights left with an improper posterior
+    or cavity get their old messages back; the others keep the new ones."""
+    n, d = 30, 6
+    old_t = np.exp(rng.uniform(-2, 0, (n, d)))
+    old_n = rng.normal(size=(n, d))
+    tau = old_t + rng.normal(0, 0.3, (n, d))
+    nu = old_n + rng.normal(0, 0.3, (n, d))
+    tau[:, 1] -= 2.0  # posterior precision of weight 1 negative
+    tau[:, 3] = -0.2  # weight 3: posterior precision 0.2 > 0 but the cavity of row 4 improper
+    tau[4, 3] = 5.0
+    tau[:, 5] -= 2.0  # weight 5: negative, with one message unchanged (not counted as undone)
+    tau[7, 5] = old_t[7, 5]
+    nu[7, 5] = old_n[7, 5]
+    prior_T = np.ones(d)
+    ref_t, ref_n, ref_k = naive.restore_improper(prior_T, tau, nu, old_t, old_n)
+    T = prior_T + tau.sum(0)
+    restored = np.zeros(d, dtype=np.int64)
+    restore_improper(T, tau, nu, old_t, old_n, restored)
+    np.testing.assert_array_equal(tau, ref_t)
+    np.testing.assert_array_equal(nu, ref_n)
+    np.testing.assert_array_equal(restored, ref_k)
+    assert T[3] > 0 and restored[1] == restored[3] == n and restored[5] == n - 1
+    assert np.all(restored[[0, 2, 4]] == 0)
 
 
 def test_rebuild_equals_reduce_bitwise(rng):
