@@ -295,6 +295,20 @@ def assemble():
     (HERE / "REPRODUCTION.md").write_text("\n".join(parts))
 
 
+def run_footer(seconds):
+    """The closing line of a section: the run's wall time and the load of the machine at its end
+    (a 1-minute load average above the core count means other jobs shared the cores)."""
+    load, cores = os.getloadavg()[0], os.cpu_count()
+    if load > cores:
+        verdict = "above the core count: other jobs shared the machine and the times are inflated"
+    else:
+        verdict = "not above the core count (the run itself keeps up to all cores busy)"
+    return (
+        f"(whole run: {seconds:.0f} s; 1-minute load average at its end {load:.1f} on {cores} cores: "
+        f"{verdict})\n"
+    )
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gold-samples", type=int, default=1_000_000)
@@ -316,11 +330,7 @@ def main():
     if not args.skip_uci:
         lines += uci_table(args, scores)
     lines += differences(finals, scores, args)
-    lines.append(
-        f"(whole run: {time.perf_counter() - t0:.0f} s; 1-minute load average at its end "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: above the core count, other jobs shared "
-        "the machine and the times are inflated)\n"
-    )
+    lines.append(run_footer(time.perf_counter() - t0))
     SECTIONS.mkdir(exist_ok=True)
     (SECTIONS / "1-regression.md").write_text("\n".join(lines))
     assemble()

@@ -14,7 +14,6 @@ bench/paper/REPRODUCTION.md from every section present.
 """
 
 import argparse
-import os
 import pathlib
 import sys
 import tempfile
@@ -30,7 +29,7 @@ import fastcep  # noqa: E402
 from fastcep.data_tools import build_dblp_training, dblp_test_auc, load_dblp, load_paper_fold  # noqa: E402
 
 from ..regression_quality import machine  # noqa: E402
-from .regression import assemble  # noqa: E402
+from .regression import assemble, run_footer  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 SECTIONS = HERE / "sections"
@@ -328,11 +327,7 @@ def main():
     if not args.skip_dblp:
         lines += dblp(args, raw)
     lines += differences(args, raw)
-    lines.append(
-        f"(whole run: {time.perf_counter() - t0:.0f} s; 1-minute load average at its end "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: above the core count, other jobs shared "
-        "the machine and the times are inflated)\n"
-    )
+    lines.append(run_footer(time.perf_counter() - t0))
     SECTIONS.mkdir(exist_ok=True)
     (SECTIONS / "2-tensor.md").write_text("\n".join(lines))
     assemble()
