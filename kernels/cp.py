@@ -336,6 +336,57 @@ def entry_update(model, gidx_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, M,
 
 
 @njit(**LEAF)
+def gaussian_entry_update(gidx_e, k_lo, k_hi, y, Lam_e, eta_e, M, E2, etau, rho, buf):
+    """cp_gaussian CEP-1 messages of one entry to its objects of modes k_lo..k_hi-1 (full R x R
+    blocks), damped in place: Lam <- (1 - rho) Lam + rho E[tau] Hadamard_{k' != k} E2[o_k'],
+    eta <- (1 - rho) eta + rho y E[tau] Hadamard_{k' != k} M[o_k'] (as ``entry_update``; the
+    Gaussian message does not depend on the cavity, so no cavity is formed). The R x R blocks
+    are walked as flat R^2 vectors in simple loops that compile to SIMD code. buf (R, R)
+    C-contiguous scratch.
+
+    Returns E[(y - f)^2] under the posterior (as ``expected_sq_error``, from the products of the
+    last mode's message times the last mode's moments) when k_hi is the number of modes, else NaN.
+    """
+    K = gidx_e.shape[0]
+    R = M.shape[1]
+    RR = R * R
+    bf = buf.reshape(RR)
+    E2f = E2.reshape((E2.shape[0], RR))
+    Lf = Lam_e.reshape((K, RR))
+    a = 1.0 - rho
+    b = rho * etau
+    sq = math.nan
+    for k in range(k_lo, k_hi):
+        first = 1 if k == 0 else 0
+        o = gidx_e[first]
+        for t in range(RR):
+            bf[t] = E2f[o, t]
+        for kk in range(first + 1, K):
+            if kk != k:
+                o = gidx_e[kk]
+                for t in range(RR):
+                    bf[t] *= E2f[o, t]
+        Lk = Lf[k]
+        for t in range(RR):
+            Lk[t] = a * Lk[t] + b * bf[t]
+        own = gidx_e[k]
+        mu = 0.0
+        for r in range(R):
+            p = 1.0
+            for kk in range(K):
+                if kk != k:
+                    p *= M[gidx_e[kk], r]
+            eta_e[k, r] = a * eta_e[k, r] + b * y * p
+            mu += p * M[own, r]
+        if k == K - 1:  # bf holds the product over the other modes: one more factor gives all K
+            second = 0.0
+            for t in range(RR):
+                second += bf[t] * E2f[own, t]
+            sq = y * y - 2.0 * y * mu + second
+    return sq
+
+
+@njit(**LEAF)
 def coord_update_diag(model, gidx_e, k, r, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2d, etau, rho, out):
     """Damped message of one entry to coordinate r of its mode-k object (diagonal covariances).
 
@@ -392,13 +443,21 @@ def sweep_full(
     for c in prange(skipped.shape[0]):
         t = 0
         for e in range(c * chunk, min(n, (c + 1) * chunk)):
-            t += entry_update(
-                model, gidx[e], k_lo, k_hi, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, etau, rho,
-                mat[c], vec[c],
-            )  # fmt: skip
+            sq = math.nan
+            if model == MODEL_GAUSSIAN:
+                sq = gaussian_entry_update(
+                    gidx[e], k_lo, k_hi, y[e], Lam[e], eta[e], M, E2, etau, rho, mat[c, 0]
+                )
+            else:
+                t += entry_update(
+                    model, gidx[e], k_lo, k_hi, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, etau, rho,
+                    mat[c], vec[c],
+                )  # fmt: skip
             if with_noise:
+                if math.isnan(sq):
+                    sq = expected_sq_error(gidx[e], y[e], M, E2)
                 alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
-                beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
+                beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * sq
         skipped[c] += t
 
 
@@ -480,24 +539,32 @@ def rebuild_full(
 
     Objects lo..hi-1 only (all: 0, n_obj). ptr (n_obj + 1,), ent (n * K,) entry ids grouped by
     object; Ls (>= n_obj_chunks, R, R) scratch; bad (n_obj,) set to 1 where the posterior
-    precision is not positive definite. Messages and priors are symmetric: only their lower
-    triangles are summed.
+    precision is not positive definite. The R x R blocks are summed whole (flat loops that
+    compile to SIMD code); the lower triangle of the sum is then mirrored, so the posterior
+    precision is exactly symmetric (the messages are symmetric up to rounding).
     """
     R = M.shape[1]
+    RR = R * R
+    K = Lam.shape[1]
+    Lf = Lam.reshape((Lam.shape[0], K, RR))
     for c in prange(-(-(hi - lo) // obj_chunk)):
         L = Ls[c]
         for o in range(lo + c * obj_chunk, min(hi, lo + (c + 1) * obj_chunk)):
             k = obj_mode[o]
+            Po = P_Lam[o].reshape(RR)
+            pr = prior_Lam[o].reshape(RR)
+            for t in range(RR):
+                Po[t] = pr[t]
             for i in range(R):
                 P_eta[o, i] = prior_eta[o, i]
-                for j in range(R):
-                    P_Lam[o, i, j] = prior_Lam[o, i, j]
+            # (whole blocks: a block's rows are cache lines, read whole anyway)
             for idx in range(ptr[o], ptr[o + 1]):
                 e = ent[idx]
+                Le = Lf[e, k]
+                for t in range(RR):
+                    Po[t] += Le[t]
                 for i in range(R):
                     P_eta[o, i] += eta[e, k, i]
-                    for j in range(i + 1):  # messages are symmetric: the lower triangle, mirrored below
-                        P_Lam[o, i, j] += Lam[e, k, i, j]
             for i in range(R):
                 for j in range(i):
                     P_Lam[o, j, i] = P_Lam[o, i, j]

@@ -120,6 +120,21 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
             np.testing.assert_allclose(a2, ref[2], rtol=1e-12)
             np.testing.assert_allclose(b2, ref[3], rtol=1e-10, atol=1e-12)
         assert sk.sum() == ref[4]
+    # one mode at a time (the block schedule's step; cp_gaussian's own update then forms no
+    # noise term): the same messages to that mode, the others untouched
+    for k in range(len(shape)):
+        sk = np.zeros(n_chunks, dtype=np.int64)
+        L2, e2, a2, b2 = Lam.copy(), eta.copy(), alpha.copy(), beta.copy()
+        K.sweep_full(
+            code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, k, k + 1, ENTRY_CHUNK, sk,
+            np.empty((n_chunks, K.ENTRY_MATS, R, R)), np.empty((n_chunks, K.ENTRY_VECS, R)), False, a2, b2,
+        )  # fmt: skip
+        other = [j for j in range(len(shape)) if j != k]
+        np.testing.assert_allclose(L2[:, k], ref[0][:, k], rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(e2[:, k], ref[1][:, k], rtol=1e-9, atol=1e-11)
+        np.testing.assert_array_equal(L2[:, other], Lam[:, other])
+        np.testing.assert_array_equal(e2[:, other], eta[:, other])
+        np.testing.assert_array_equal(b2, beta)
 
 
 def test_noise_chunk_sums(rng):
