@@ -34,6 +34,11 @@ FLAT_PRECISION = 1e-6
 ENTRY_CHUNK = 256
 #: objects per parallel work unit of the posterior rebuild
 OBJECT_CHUNK = 64
+#: fixed groups of entries whose messages the parallel sweep sums per object (a constant, so
+#: that the sums do not depend on the number of threads), used while the partial sums hold at
+#: most SUM_FRACTION of the messages' blocks
+SUM_GROUPS = 16
+SUM_FRACTION = 0.25
 #: initial posterior variance of the embeddings, as a fraction of init_scale^2
 INIT_VAR_FRACTION = 0.01
 #: methods whose result is a point estimate (``fastcep.cp_wopt``): covariances zero, noise None;
@@ -600,6 +605,24 @@ def fit_cp(
         Ls = np.empty((-(-n_obj // OBJECT_CHUNK), R, R))
     else:
         scr = np.empty((n_chunks, 2))
+    # the parallel schedule with full covariances sums each fixed group of entries' new messages
+    # per object during the sweep (kernels.cp.sweep_full with_sums; reduce_object_sums), when
+    # those partial sums are small beside the messages (not for a small batch over many objects)
+    n_groups = min(SUM_GROUPS, n_chunks)
+    with_sums = (
+        covariance == "full"
+        and method == "cep1"
+        and schedule == "parallel"
+        and n_groups * n_obj <= SUM_FRACTION * n * Kmodes
+    )
+    if with_sums:
+        part_L = np.empty((n_groups, n_obj, R, R))
+        part_e = np.empty((n_groups, n_obj, R))
+        sweep_chunk = -(-n // n_groups)
+        n_groups = -(-n // sweep_chunk)  # (every group non-empty)
+    else:
+        part_L, part_e = np.empty((1, 0, R, R)), np.empty((1, 0, R))
+        sweep_chunk = ENTRY_CHUNK
     if method == "lp":  # per-chunk scratch of the Laplace messages (kernels.cp_lp.sweep_lp)
         KR = Kmodes * R
         lp_scratch = (
@@ -637,8 +660,10 @@ def fit_cp(
             bad,
         )
 
-    def rebuild():
-        if covariance == "full":
+    def rebuild(check_only=False):
+        if check_only:
+            pass
+        elif covariance == "full":
             rebuild_objects(0, n_obj)
         else:
             K.rebuild_diag(
@@ -751,13 +776,16 @@ def fit_cp(
                                 rho,
                                 k_lo,
                                 k_hi,
-                                ENTRY_CHUNK,
-                                skipped,
+                                sweep_chunk,
+                                skipped[: n_groups if with_sums else n_chunks],
                                 work,
                                 scr,
                                 fused_noise,
                                 alpha,
                                 beta,
+                                with_sums,
+                                part_L[:n_groups],
+                                part_e[:n_groups],
                             )
                         if schedule == "block":
                             rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
@@ -860,7 +888,14 @@ def fit_cp(
                             scr[0],
                         )
                     )
-            rebuild()  # exact posterior = prior + messages (also removes sequential drift)
+            if with_sums:  # posterior = prior + the sweep's per-group sums of the messages
+                K.reduce_object_sums(
+                    prior_Lam, prior_eta, part_L[:n_groups], part_e[:n_groups], P_Lam, P_eta, M, S, E2,
+                    OBJECT_CHUNK, Ls, bad,
+                )  # fmt: skip
+                rebuild(check_only=True)
+            else:
+                rebuild()  # exact posterior = prior + messages (also removes sequential drift)
             if model == "cp_gaussian":
                 noise[0], noise[1] = _noise_sums(a0, b0, alpha, beta, noise_chunks)
                 noise[2] = tau_init if warm and it <= noise_warmup else noise[0] / noise[1]

@@ -426,7 +426,7 @@ def coord_update_diag(model, gidx_e, k, r, y, s, Lam_e, eta_e, P_Lam, P_eta, M, 
 @njit(**PARALLEL_CACHED)
 def sweep_full(
     model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, chunk, skipped, mat, vec,
-    with_noise, alpha, beta,
+    with_noise, alpha, beta, with_sums, part_L, part_e,
 ):  # fmt: skip
     """Damped messages of every entry to its objects of modes k_lo..k_hi-1, in parallel (full
     covariances); with ``with_noise`` also its Gamma noise message (as ``noise_messages_full``,
@@ -438,10 +438,29 @@ def sweep_full(
     alternating least squares (the Jacobi step oscillates or diverges with damping near 1).
     mat (n_chunks, ENTRY_MATS, R, R), vec (n_chunks, ENTRY_VECS, R) scratch; skipped (n_chunks,)
     accumulates.
+
+    With ``with_sums`` every chunk c also sums its entries' new messages per object into
+    part_L[c] (n_obj, R, R) and part_e[c] (n_obj, R) (zeroed first; entry order), for
+    ``reduce_object_sums``: the posterior then needs no second pass over the messages, which at
+    rank 8 are 64 doubles per (entry, mode) and would be read again in an order the CPU cannot
+    prefetch (``rebuild_full``). Chunks are fixed ranges of entries, so the sums do not depend on
+    the number of threads.
     """
     n = gidx.shape[0]
+    R = M.shape[1]
+    RR = R * R
     for c in prange(skipped.shape[0]):
         t = 0
+        # without sums part_L, part_e may be (1, 0, ...) placeholders; (c - c: a zero of c's
+        # type, which numba may make unsigned; mixing it with a signed 0 would give a float)
+        g = c if with_sums else c - c
+        pL = part_L[g].reshape(part_L.shape[1] * RR)
+        pe = part_e[g].reshape(part_e.shape[1] * R)
+        if with_sums:
+            for q in range(pL.shape[0]):
+                pL[q] = 0.0
+            for q in range(pe.shape[0]):
+                pe[q] = 0.0
         for e in range(c * chunk, min(n, (c + 1) * chunk)):
             sq = math.nan
             if model == MODEL_GAUSSIAN:
@@ -458,6 +477,16 @@ def sweep_full(
                     sq = expected_sq_error(gidx[e], y[e], M, E2)
                 alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
                 beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * sq
+            if with_sums:
+                Le = Lam[e].reshape(Lam.shape[1] * RR)
+                for k in range(k_lo, k_hi):
+                    o = gidx[e, k]
+                    base = o * RR
+                    off = k * RR
+                    for q in range(RR):
+                        pL[base + q] += Le[off + q]
+                    for r in range(R):
+                        pe[o * R + r] += eta[e, k, r]
         skipped[c] += t
 
 
@@ -565,6 +594,37 @@ def rebuild_full(
                     Po[t] += Le[t]
                 for i in range(R):
                     P_eta[o, i] += eta[e, k, i]
+            for i in range(R):
+                for j in range(i):
+                    P_Lam[o, j, i] = P_Lam[o, i, j]
+            bad[o] = 0 if object_moments(P_Lam[o], P_eta[o], M[o], S[o], E2[o], L) else 1
+
+
+@njit(**PARALLEL_CACHED)
+def reduce_object_sums(prior_Lam, prior_eta, part_L, part_e, P_Lam, P_eta, M, S, E2, obj_chunk, Ls, bad):
+    """Posterior of every object = prior + the per-chunk message sums of
+    ``sweep_full(with_sums)`` over all modes, added in chunk order (fixed: the result does not
+    depend on the number of threads), then its moments as ``rebuild_full`` (the lower triangle
+    of the sum mirrored; bad[o] = 1 where not positive definite)."""
+    R = M.shape[1]
+    RR = R * R
+    G = part_L.shape[0]
+    n_obj = M.shape[0]
+    for c in prange(-(-n_obj // obj_chunk)):
+        L = Ls[c]
+        for o in range(c * obj_chunk, min(n_obj, (c + 1) * obj_chunk)):
+            Po = P_Lam[o].reshape(RR)
+            pr = prior_Lam[o].reshape(RR)
+            for t in range(RR):
+                Po[t] = pr[t]
+            for i in range(R):
+                P_eta[o, i] = prior_eta[o, i]
+            for g in range(G):
+                pg = part_L[g, o].reshape(RR)
+                for t in range(RR):
+                    Po[t] += pg[t]
+                for i in range(R):
+                    P_eta[o, i] += part_e[g, o, i]
             for i in range(R):
                 for j in range(i):
                     P_Lam[o, j, i] = P_Lam[o, i, j]

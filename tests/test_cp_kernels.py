@@ -110,7 +110,7 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
         K.sweep_full(
             code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, 0, len(shape), ENTRY_CHUNK, sk,
             np.empty((n_chunks, K.ENTRY_MATS, R, R)), np.empty((n_chunks, K.ENTRY_VECS, R)),
-            fused and model == "cp_gaussian", a2, b2,
+            fused and model == "cp_gaussian", a2, b2, False, *no_sums(R),
         )  # fmt: skip
         if model == "cp_gaussian" and not fused:
             K.noise_messages_full(lay.gidx, y, a2, b2, M, E2, rho)
@@ -128,6 +128,7 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
         K.sweep_full(
             code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, k, k + 1, ENTRY_CHUNK, sk,
             np.empty((n_chunks, K.ENTRY_MATS, R, R)), np.empty((n_chunks, K.ENTRY_VECS, R)), False, a2, b2,
+            False, *no_sums(R),
         )  # fmt: skip
         other = [j for j in range(len(shape)) if j != k]
         np.testing.assert_allclose(L2[:, k], ref[0][:, k], rtol=1e-9, atol=1e-11)
@@ -135,6 +136,63 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
         np.testing.assert_array_equal(L2[:, other], Lam[:, other])
         np.testing.assert_array_equal(e2[:, other], eta[:, other])
         np.testing.assert_array_equal(b2, beta)
+
+
+def no_sums(R):
+    """Placeholders for sweep_full's per-group object sums when they are not wanted."""
+    return np.empty((1, 0, R, R)), np.empty((1, 0, R))
+
+
+@pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
+@pytest.mark.parametrize("shape", [(4, 3, 5), (2, 3, 2, 3)])
+@pytest.mark.parametrize("R", [1, 3])
+def test_sweep_with_object_sums_equals_sweep_then_rebuild(rng, model, shape, R):
+    """The parallel sweep's per-group sums of the new messages, reduced per object, give the
+    posterior of the CSR rebuild (to rounding: the sums run in another order), with the same
+    messages; the group size changes only the rounding."""
+    n, rho, prior_var, etau = 200, 0.6, 1.5, 2.5
+    coords, y, Lam, eta = random_state(rng, shape, R, n, model)
+    lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "full")
+    n_obj, Km = M.shape[0], len(shape)
+    code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
+    prior_Lam = np.broadcast_to(np.eye(R) / prior_var, (n_obj, R, R)).copy()
+    prior_eta = np.zeros((n_obj, R))
+
+    def sweep(chunk, sums):
+        G = -(-n // chunk)
+        L2, e2, a2, b2 = Lam.copy(), eta.copy(), np.zeros(n), np.zeros(n)
+        parts = (np.empty((G, n_obj, R, R)), np.empty((G, n_obj, R))) if sums else no_sums(R)
+        K.sweep_full(
+            code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, 0, Km, chunk,
+            np.zeros(G, dtype=np.int64), np.empty((G, K.ENTRY_MATS, R, R)), np.empty((G, K.ENTRY_VECS, R)),
+            model == "cp_gaussian", a2, b2, sums, *parts,
+        )  # fmt: skip
+        out = [
+            np.empty_like(P_Lam),
+            np.empty_like(P_eta),
+            np.empty_like(M),
+            np.empty_like(S),
+            np.empty_like(E2),
+        ]
+        bad = np.zeros(n_obj, dtype=np.int64)
+        Ls = np.empty((n_obj, R, R))
+        if sums:
+            K.reduce_object_sums(prior_Lam, prior_eta, *parts, *out, 8, Ls, bad)
+        else:
+            K.rebuild_full(
+                lay.ptr, lay.ent, lay.obj_mode, 0, n_obj, L2, e2, prior_Lam, prior_eta, *out, 8, Ls, bad
+            )
+        assert not bad.any()
+        return L2, e2, b2, out
+
+    ref = sweep(64, False)
+    for chunk in (64, 37, n):
+        got = sweep(chunk, True)
+        for a, b in zip(got[:3], ref[:3], strict=True):
+            np.testing.assert_array_equal(a, b)  # the messages themselves: the same arithmetic
+        for a, b in zip(got[3], ref[3], strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+        np.testing.assert_array_equal(got[3][0], np.transpose(got[3][0], (0, 2, 1)))  # symmetric
 
 
 def test_noise_chunk_sums(rng):
