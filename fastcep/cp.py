@@ -489,8 +489,9 @@ def fit_cp(
         (seeded) as |N(0, prior_mean^2)| per coordinate (the supplement writes the prior as
         N(m_s, v I)), and the fit starts from m. Small positive means break the sign symmetry
         whose all-zero fixed point very sparse binary data converge to: on Enron (1,010
-        training entries) rank 8 test AUC 0.757 with 0 and 0.853 with 0.3 (chosen on those test
-        folds, so optimistic; see BENCHMARKS.md).
+        training entries) rank 8 test AUC 0.757 with 0 and 0.851 with the value chosen per fold
+        on a held-out fifth of the training entries (``python -m bench.cp_quality
+        --select-prior-mean 0 0.1 0.3 0.5 1``; BENCHMARKS.md). Choose it the same way.
     eval_set : (coords, values) or None
         Test entries whose RMSE (cp_gaussian) or AUC (cp_probit) is recorded every iteration in
         ``trace.eval_metric``.
