@@ -559,6 +559,32 @@ def object_moments(P_Lam_o, P_eta_o, M_o, S_o, E2_o, L):
     return True
 
 
+@njit(**LEAF)
+def start_from_prior(prior_Lam_o, prior_eta_o, P_Lam_o, P_eta_o):
+    """P_Lam_o, P_eta_o <- the object's prior; returns P_Lam_o as a flat R^2 view, to which the
+    caller adds the whole R x R message blocks (flat loops that compile to SIMD code)."""
+    R = P_eta_o.shape[0]
+    Po = P_Lam_o.reshape(R * R)
+    pr = prior_Lam_o.reshape(R * R)
+    for t in range(R * R):
+        Po[t] = pr[t]
+    for i in range(R):
+        P_eta_o[i] = prior_eta_o[i]
+    return Po
+
+
+@njit(**LEAF)
+def finish_object(P_Lam_o, P_eta_o, M_o, S_o, E2_o, L):
+    """Mirror the lower triangle of the summed precision (the messages are symmetric up to
+    rounding; the posterior precision is then exactly symmetric) and compute the moments
+    (``object_moments``); False if not positive definite."""
+    R = P_eta_o.shape[0]
+    for i in range(R):
+        for j in range(i):
+            P_Lam_o[j, i] = P_Lam_o[i, j]
+    return object_moments(P_Lam_o, P_eta_o, M_o, S_o, E2_o, L)
+
+
 @njit(**PARALLEL_CACHED)
 def rebuild_full(
     ptr, ent, obj_mode, lo, hi, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, obj_chunk, Ls, bad
@@ -568,9 +594,8 @@ def rebuild_full(
 
     Objects lo..hi-1 only (all: 0, n_obj). ptr (n_obj + 1,), ent (n * K,) entry ids grouped by
     object; Ls (>= n_obj_chunks, R, R) scratch; bad (n_obj,) set to 1 where the posterior
-    precision is not positive definite. The R x R blocks are summed whole (flat loops that
-    compile to SIMD code); the lower triangle of the sum is then mirrored, so the posterior
-    precision is exactly symmetric (the messages are symmetric up to rounding).
+    precision is not positive definite. The R x R blocks are summed whole, then the lower
+    triangle of the sum is mirrored (``start_from_prior``, ``finish_object``).
     """
     R = M.shape[1]
     RR = R * R
@@ -580,12 +605,7 @@ def rebuild_full(
         L = Ls[c]
         for o in range(lo + c * obj_chunk, min(hi, lo + (c + 1) * obj_chunk)):
             k = obj_mode[o]
-            Po = P_Lam[o].reshape(RR)
-            pr = prior_Lam[o].reshape(RR)
-            for t in range(RR):
-                Po[t] = pr[t]
-            for i in range(R):
-                P_eta[o, i] = prior_eta[o, i]
+            Po = start_from_prior(prior_Lam[o], prior_eta[o], P_Lam[o], P_eta[o])
             # (whole blocks: a block's rows are cache lines, read whole anyway)
             for idx in range(ptr[o], ptr[o + 1]):
                 e = ent[idx]
@@ -594,10 +614,7 @@ def rebuild_full(
                     Po[t] += Le[t]
                 for i in range(R):
                     P_eta[o, i] += eta[e, k, i]
-            for i in range(R):
-                for j in range(i):
-                    P_Lam[o, j, i] = P_Lam[o, i, j]
-            bad[o] = 0 if object_moments(P_Lam[o], P_eta[o], M[o], S[o], E2[o], L) else 1
+            bad[o] = 0 if finish_object(P_Lam[o], P_eta[o], M[o], S[o], E2[o], L) else 1
 
 
 @njit(**PARALLEL_CACHED)
@@ -613,22 +630,14 @@ def reduce_object_sums(prior_Lam, prior_eta, part_L, part_e, P_Lam, P_eta, M, S,
     for c in prange(-(-n_obj // obj_chunk)):
         L = Ls[c]
         for o in range(c * obj_chunk, min(n_obj, (c + 1) * obj_chunk)):
-            Po = P_Lam[o].reshape(RR)
-            pr = prior_Lam[o].reshape(RR)
-            for t in range(RR):
-                Po[t] = pr[t]
-            for i in range(R):
-                P_eta[o, i] = prior_eta[o, i]
+            Po = start_from_prior(prior_Lam[o], prior_eta[o], P_Lam[o], P_eta[o])
             for g in range(G):
                 pg = part_L[g, o].reshape(RR)
                 for t in range(RR):
                     Po[t] += pg[t]
                 for i in range(R):
                     P_eta[o, i] += part_e[g, o, i]
-            for i in range(R):
-                for j in range(i):
-                    P_Lam[o, j, i] = P_Lam[o, i, j]
-            bad[o] = 0 if object_moments(P_Lam[o], P_eta[o], M[o], S[o], E2[o], L) else 1
+            bad[o] = 0 if finish_object(P_Lam[o], P_eta[o], M[o], S[o], E2[o], L) else 1
 
 
 @njit(**PARALLEL_CACHED)
