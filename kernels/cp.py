@@ -336,47 +336,54 @@ def entry_update(model, gidx_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, M,
 
 
 @njit(**LEAF)
-def gaussian_entry_update(gidx_e, k_lo, k_hi, y, Lam_e, eta_e, M, E2, etau, rho, buf):
-    """cp_gaussian CEP-1 messages of one entry to its objects of modes k_lo..k_hi-1 (full R x R
+def gaussian_entry_update(e, gidx, k_lo, k_hi, y, Lf, eta, M, E2f, etau, rho, bf, with_sums, PL, Pe):
+    """cp_gaussian CEP-1 messages of entry e to its objects of modes k_lo..k_hi-1 (full R x R
     blocks), damped in place: Lam <- (1 - rho) Lam + rho E[tau] Hadamard_{k' != k} E2[o_k'],
     eta <- (1 - rho) eta + rho y E[tau] Hadamard_{k' != k} M[o_k'] (as ``entry_update``; the
-    Gaussian message does not depend on the cavity, so no cavity is formed). The R x R blocks
-    are walked as flat R^2 vectors in simple loops that compile to SIMD code. buf (R, R)
-    C-contiguous scratch.
+    Gaussian message does not depend on the cavity, so no cavity is formed).
+
+    Works on whole arrays and the index e (no per-entry views), with the R x R blocks as flat
+    R^2 vectors in simple loops that compile to SIMD code: Lf (n, K R^2) and E2f (n_obj, R^2)
+    are flat views of Lam and E2; bf (R^2,) scratch. With ``with_sums`` each new message is also
+    added to the object sums PL (n_obj, R^2), Pe (n_obj, R) of the caller's group while it is in
+    registers (``sweep_full``).
 
     Returns E[(y - f)^2] under the posterior (as ``expected_sq_error``, from the products of the
     last mode's message times the last mode's moments) when k_hi is the number of modes, else NaN.
     """
-    K = gidx_e.shape[0]
+    K = gidx.shape[1]
     R = M.shape[1]
     RR = R * R
-    bf = buf.reshape(RR)
-    E2f = E2.reshape((E2.shape[0], RR))
-    Lf = Lam_e.reshape((K, RR))
     a = 1.0 - rho
     b = rho * etau
     sq = math.nan
     for k in range(k_lo, k_hi):
         first = 1 if k == 0 else 0
-        o = gidx_e[first]
+        o = gidx[e, first]
         for t in range(RR):
             bf[t] = E2f[o, t]
         for kk in range(first + 1, K):
             if kk != k:
-                o = gidx_e[kk]
+                o = gidx[e, kk]
                 for t in range(RR):
                     bf[t] *= E2f[o, t]
-        Lk = Lf[k]
+        off = k * RR
+        own = gidx[e, k]
         for t in range(RR):
-            Lk[t] = a * Lk[t] + b * bf[t]
-        own = gidx_e[k]
+            v = a * Lf[e, off + t] + b * bf[t]
+            Lf[e, off + t] = v
+            if with_sums:
+                PL[own, t] += v
         mu = 0.0
         for r in range(R):
             p = 1.0
             for kk in range(K):
                 if kk != k:
-                    p *= M[gidx_e[kk], r]
-            eta_e[k, r] = a * eta_e[k, r] + b * y * p
+                    p *= M[gidx[e, kk], r]
+            v = a * eta[e, k, r] + b * y * p
+            eta[e, k, r] = v
+            if with_sums:
+                Pe[own, r] += v
             mu += p * M[own, r]
         if k == K - 1:  # bf holds the product over the other modes: one more factor gives all K
             second = 0.0
@@ -449,23 +456,27 @@ def sweep_full(
     n = gidx.shape[0]
     R = M.shape[1]
     RR = R * R
+    LfA = Lam.reshape((Lam.shape[0], Lam.shape[1] * RR))
+    E2fA = E2.reshape((E2.shape[0], RR))
     for c in prange(skipped.shape[0]):
         t = 0
+        bfc = mat[c, 0].reshape(RR)
         # without sums part_L, part_e may be (1, 0, ...) placeholders; (c - c: a zero of c's
         # type, which numba may make unsigned; mixing it with a signed 0 would give a float)
         g = c if with_sums else c - c
-        pL = part_L[g].reshape(part_L.shape[1] * RR)
-        pe = part_e[g].reshape(part_e.shape[1] * R)
+        PLg = part_L[g].reshape((part_L.shape[1], RR))
+        Peg = part_e[g]
         if with_sums:
-            for q in range(pL.shape[0]):
-                pL[q] = 0.0
-            for q in range(pe.shape[0]):
-                pe[q] = 0.0
+            for o in range(PLg.shape[0]):
+                for q in range(RR):
+                    PLg[o, q] = 0.0
+                for r in range(R):
+                    Peg[o, r] = 0.0
         for e in range(c * chunk, min(n, (c + 1) * chunk)):
             sq = math.nan
             if model == MODEL_GAUSSIAN:
                 sq = gaussian_entry_update(
-                    gidx[e], k_lo, k_hi, y[e], Lam[e], eta[e], M, E2, etau, rho, mat[c, 0]
+                    e, gidx, k_lo, k_hi, y[e], LfA, eta, M, E2fA, etau, rho, bfc, with_sums, PLg, Peg
                 )
             else:
                 t += entry_update(
@@ -477,16 +488,14 @@ def sweep_full(
                     sq = expected_sq_error(gidx[e], y[e], M, E2)
                 alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
                 beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * sq
-            if with_sums:
-                Le = Lam[e].reshape(Lam.shape[1] * RR)
+            if with_sums and model != MODEL_GAUSSIAN:  # (the Gaussian update adds its own)
                 for k in range(k_lo, k_hi):
                     o = gidx[e, k]
-                    base = o * RR
                     off = k * RR
                     for q in range(RR):
-                        pL[base + q] += Le[off + q]
+                        PLg[o, q] += LfA[e, off + q]
                     for r in range(R):
-                        pe[o * R + r] += eta[e, k, r]
+                        Peg[o, r] += eta[e, k, r]
         skipped[c] += t
 
 
