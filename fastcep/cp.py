@@ -661,15 +661,16 @@ def fit_cp(
             bad,
         )
 
-    def rebuild(check_only=False):
-        if check_only:
-            pass
-        elif covariance == "full":
+    def rebuild():
+        if covariance == "full":
             rebuild_objects(0, n_obj)
         else:
             K.rebuild_diag(
                 lay.ptr, lay.ent, lay.obj_mode, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, bad
             )
+        check_proper()
+
+    def check_proper():
         if bad.any():
             raise FloatingPointError(
                 f"fit: the posterior precision of {int(bad.sum())} object(s) is not positive definite; "
@@ -894,7 +895,7 @@ def fit_cp(
                     prior_Lam, prior_eta, part_L[:n_groups], part_e[:n_groups], P_Lam, P_eta, M, S, E2,
                     OBJECT_CHUNK, Ls, bad,
                 )  # fmt: skip
-                rebuild(check_only=True)
+                check_proper()
             else:
                 rebuild()  # exact posterior = prior + messages (also removes sequential drift)
             if model == "cp_gaussian":

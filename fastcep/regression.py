@@ -331,12 +331,7 @@ def fit_regression(
             if guard:
                 np.copyto(old_t, tau)
                 np.copyto(old_n, nu)
-            if kjit is not None and schedule == "sequential":
-                n_skipped = kjit.sequential_sweep(
-                    X, s, tau, nu, T, N, mu, v, rho, n_samples, key, order, *bufs
-                )
-                rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v)
-            elif schedule == "parallel":
+            if schedule == "parallel":
                 if kjit is not None:
                     kjit.sweep(X, s, tau, nu, T, N, rho, n_samples, key, chunk, pT, pN, skipped_c, work)
                 else:
@@ -353,11 +348,15 @@ def fit_regression(
                         n_skipped += n_restored
                         rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v)
             else:
-                n_skipped = int(
-                    sequential_sweep(
-                        code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, n_samples, key, order, *bufs
+                if kjit is not None:
+                    n_skipped = kjit.sequential_sweep(
+                        X, s, tau, nu, T, N, mu, v, rho, n_samples, key, order, *bufs
                     )
-                )
+                else:
+                    n_skipped = sequential_sweep(
+                        code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, n_samples, key, order, *bufs
+                    )  # fmt: skip
+                n_skipped = int(n_skipped)
                 # exact rebuild: no drift from the incremental updates
                 rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v)
             if kjit is not None:
