@@ -20,6 +20,8 @@ import pytest
 import fastcep
 from fastcep.data_tools import load_paper_fold, make_cp_tensor
 
+from ._peak import CLEAR_REFS
+
 DATA = pathlib.Path(
     os.environ.get("FASTCEP_SHARED_DATA", pathlib.Path(__file__).resolve().parents[2] / "shared" / "data")
 )
@@ -79,23 +81,17 @@ _PEAK_SCRIPT = """
 import sys
 import numpy as np
 import fastcep
-
-def status(key):  # bytes of a /proc/self/status field
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+from bench._peak import peak, reset_peak
 
 d = np.load(sys.argv[1])
 coords, values, R = d["coords"], d["values"], 8
 shape = (1000, 1000, 1000)
 fastcep.fit(coords[:1000], values[:1000], model="cp_gaussian", shape=shape, rank=R, max_iter=2)  # compile
-base = status("VmRSS:")
-with open("/proc/self/clear_refs", "w") as f:  # reset the high-water mark to the current RSS
-    f.write("5")
+base = reset_peak()
 fastcep.fit(coords, values, model="cp_gaussian", shape=shape, rank=R, max_iter=2, tol=0)
-peak = status("VmHWM:")
 n = len(values)
 msg = n * 3 * (R * R + R) * 8 + 2 * n * 8
-print(peak - base, msg)
+print(peak() - base, msg)
 """
 
 
@@ -103,12 +99,16 @@ def test_peak_memory_synthetic_1m_rank8(big, tmp_path):
     """Peak resident memory of a 2-iteration fit (above the process with the data loaded and the
     kernels compiled; the high-water mark is reset through /proc/self/clear_refs, Linux only)
     against the bytes of the per-entry messages (Lam, eta, alpha, beta)."""
-    if not pathlib.Path("/proc/self/clear_refs").exists():
+    if not CLEAR_REFS.exists():
         pytest.skip("needs Linux's /proc/self/clear_refs")
     data = tmp_path / "big.npz"
     np.savez(data, coords=big.coords, values=big.values)
     out = subprocess.run(
-        [sys.executable, "-c", _PEAK_SCRIPT, str(data)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", _PEAK_SCRIPT, str(data)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=pathlib.Path(__file__).resolve().parents[1],  # (the script imports bench._peak)
     )
     used, msg = (float(v) for v in out.stdout.split())
     print(

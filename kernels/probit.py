@@ -11,7 +11,16 @@ from numba import njit, prange
 
 from ._config import LEAF, PARALLEL_CACHED
 from ._sweep import damp_site, message_from_moments, row_cavity
-from .special import MILLS_TABLE_RANGE, inv_mills, inv_mills_tabulated, log_ndtr
+from .special import (
+    MILLS_TABLE_RANGE,
+    MILLS_TAYLOR_TERMS,
+    inv_mills,
+    inv_mills_poly,
+    inv_mills_tabulated,
+    inv_mills_taylor,
+    inv_mills_taylor_ok,
+    log_ndtr,
+)
 
 _MILLS_LO, _MILLS_HI = MILLS_TABLE_RANGE
 
@@ -54,8 +63,11 @@ def probit_cep_site(x, s, tc, nc, b, q, second):
 def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, acc_t, acc_n, work):
     """CEP update of the d sites of one row; the other weights enter through q, not the cavity.
 
-    Pass 1 (SIMD): cavities and z; pass 2: r(z) from the table, then exactly for the few z
-    beyond it; pass 3 (SIMD): messages.
+    Pass 1 (SIMD): cavities and z; pass 2: r(z), from a Taylor polynomial about the row's
+    z0 = s x.mu when every site's z is close enough for it to be exact to double precision
+    (``special.inv_mills_taylor``; SIMD), else from the table and exactly for the few z beyond
+    it; pass 3 (SIMD): messages. The polynomial is used for rows of d > MILLS_TAYLOR_TERMS only:
+    it costs one exact r and a recurrence per row, which shorter rows do not pay back.
     """
     d = x.shape[0]
     zb = work[0]
@@ -67,20 +79,32 @@ def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, acc_t, acc_n, work):
     for m in range(d):
         xmu += x[m] * mu[m]
         xxv += x[m] * x[m] * v[m]
+    z0 = s * xmu
+    hh = 0.0  # sum of (z - z0)^2: a bound on max |z - z0| that a SIMD loop can reduce
     for m in range(d):
         xm = x[m]
         tc = T[m] - tau_r[m]
         vc = 1.0 / tc
         idn = math.sqrt(1.0 / (1.0 + xm * xm * vc))
-        zb[m] = s * (xm * (N[m] - nu_r[m]) * vc + xmu - xm * mu[m]) * idn
+        z = s * (xm * (N[m] - nu_r[m]) * vc + xmu - xm * mu[m]) * idn
+        zb[m] = z
         vb[m] = vc
         ib[m] = idn
-    for m in range(d):
-        rb[m] = inv_mills_tabulated(zb[m])
-    for m in range(d):
-        z = zb[m]
-        if not (z >= _MILLS_LO and z <= _MILLS_HI):  # rare: beyond the table (or NaN)
-            rb[m] = inv_mills(z)
+        hh += (z - z0) * (z - z0)
+    taylor = False
+    if d > MILLS_TAYLOR_TERMS:
+        coef = inv_mills_taylor(z0)
+        taylor = inv_mills_taylor_ok(coef, math.sqrt(hh))
+        if taylor:
+            for m in range(d):
+                rb[m] = inv_mills_poly(coef, zb[m] - z0)
+    if not taylor:
+        for m in range(d):
+            rb[m] = inv_mills_tabulated(zb[m])
+        for m in range(d):
+            z = zb[m]
+            if not (z >= _MILLS_LO and z <= _MILLS_HI):  # rare: beyond the table (or NaN)
+                rb[m] = inv_mills(z)
     k = 0
     for m in range(d):
         xm = x[m]

@@ -126,6 +126,57 @@ def inv_mills(z):
     return phi / (1.0 - phi / _inv_mills_low(-z))
 
 
+#: terms c_0..c_8 of the Taylor polynomial of ``inv_mills_taylor``; c_9 and c_10 estimate the remainder
+MILLS_TAYLOR_TERMS = 9
+#: the polynomial is used for |z - z0| <= this radius at most (well inside the radius of
+#: convergence, >= 2.8: the zeros of Phi nearest the real axis are at 1.92 +- 2.82i)
+MILLS_TAYLOR_RADIUS = 0.1
+
+
+@njit(**LEAF)
+def inv_mills_taylor(z0):
+    """Taylor coefficients (c_0, ..., c_10) of r(z) = phi(z)/Phi(z) about z0:
+    r(z0 + h) = sum_n c_n h^n.
+
+    From the Riccati equation r' = -r (z + r): c_0 = r(z0),
+    (n + 1) c_{n+1} = -(z0 c_n + c_{n-1} + sum_{i <= n} c_i c_{n-i}), written out so that the
+    coefficients stay in registers (a buffer row shared with the row's other scratch made the
+    probit sweep 6x slower). A row of probit CEP sites has nearly the same z at every site (the
+    sites differ by one weight's share of the cavity), so one exact r per row and a polynomial
+    per site replace a table lookup per site, which is scalar code (``probit._cep_row``).
+    """
+    c0 = inv_mills(z0)
+    c1 = -(z0 * c0 + c0 * c0)
+    c2 = -(z0 * c1 + c0 + 2.0 * c0 * c1) / 2.0
+    c3 = -(z0 * c2 + c1 + 2.0 * c0 * c2 + c1 * c1) / 3.0
+    c4 = -(z0 * c3 + c2 + 2.0 * (c0 * c3 + c1 * c2)) / 4.0
+    c5 = -(z0 * c4 + c3 + 2.0 * (c0 * c4 + c1 * c3) + c2 * c2) / 5.0
+    c6 = -(z0 * c5 + c4 + 2.0 * (c0 * c5 + c1 * c4 + c2 * c3)) / 6.0
+    c7 = -(z0 * c6 + c5 + 2.0 * (c0 * c6 + c1 * c5 + c2 * c4) + c3 * c3) / 7.0
+    c8 = -(z0 * c7 + c6 + 2.0 * (c0 * c7 + c1 * c6 + c2 * c5 + c3 * c4)) / 8.0
+    c9 = -(z0 * c8 + c7 + 2.0 * (c0 * c8 + c1 * c7 + c2 * c6 + c3 * c5) + c4 * c4) / 9.0
+    c10 = -(z0 * c9 + c8 + 2.0 * (c0 * c9 + c1 * c8 + c2 * c7 + c3 * c6 + c4 * c5)) / 10.0
+    return (c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10)
+
+
+@njit(**LEAF)
+def inv_mills_taylor_ok(c, h_max):
+    """Whether the polynomial of ``inv_mills_poly`` (MILLS_TAYLOR_TERMS terms) gives r to double
+    precision for every |h| <= h_max: h_max within MILLS_TAYLOR_RADIUS, the next two terms below
+    1e-17 r(z0), and r(z0) far from underflow (the series of a tail value near 1e-300 would
+    lose its relative accuracy). False for a NaN h_max or z0."""
+    tail = abs(c[9]) * h_max**9 + abs(c[10]) * h_max**10
+    return h_max <= MILLS_TAYLOR_RADIUS and c[0] > 1e-280 and tail <= 1e-17 * c[0]
+
+
+@njit(**LEAF)
+def inv_mills_poly(c, h):
+    """r(z0 + h) from the coefficients of ``inv_mills_taylor`` (Horner, terms c_0..c_8)."""
+    return c[0] + h * (
+        c[1] + h * (c[2] + h * (c[3] + h * (c[4] + h * (c[5] + h * (c[6] + h * (c[7] + h * c[8]))))))
+    )
+
+
 @njit(**LEAF)
 def sigmoid_pair(t):
     """(sigmoid(t), 1 - sigmoid(t)) without overflow or cancellation."""

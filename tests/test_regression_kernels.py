@@ -12,6 +12,7 @@ from fastcep._quadrature import gauss_hermite
 from fastcep.kernels import CHUNK_ROWS, logistic, probit
 from fastcep.kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
 from fastcep.kernels.regression import METHOD_CODES, parallel_sweep, restore_improper, sequential_sweep
+from fastcep.kernels.special import MILLS_TAYLOR_TERMS, inv_mills_taylor, inv_mills_taylor_ok
 
 RTOL = 1e-10
 NODES, WEIGHTS = gauss_hermite(9)
@@ -218,6 +219,55 @@ def test_parallel_sweep_matches_naive(rng, model, method):
     reduce_posterior(prior_T, np.zeros(d), pT, pN, T, N, mu, v)
     np.testing.assert_allclose(T, prior_T + tau_ref.sum(0), rtol=1e-13)
     np.testing.assert_allclose(N, nu_ref.sum(0), rtol=1e-12, atol=1e-13)
+
+
+def _taylor_rows(X, s, tau, nu, T, N, mu):
+    """Which rows ``probit._cep_row`` computes with the Taylor polynomial of r (its criterion,
+    replayed in numpy)."""
+    used = []
+    d = X.shape[1]
+    for i in range(X.shape[0]):
+        x = X[i]
+        vc = 1.0 / (T - tau[i])
+        z = s[i] * (x * (N - nu[i]) * vc + x @ mu - x * mu) / np.sqrt(1.0 + x * x * vc)
+        z0 = s[i] * (x @ mu)
+        c = inv_mills_taylor(z0)
+        used.append(d > MILLS_TAYLOR_TERMS and inv_mills_taylor_ok(c, float(np.sqrt(np.sum((z - z0) ** 2)))))
+    return np.array(used)
+
+
+@pytest.mark.parametrize("method", ["cep1", "cep2"])
+@pytest.mark.parametrize("x_scale,site_scale", [(0.25, 1e-3), (1.0, 0.05), (2.0, 1.0)])
+def test_probit_cep_rows_long_enough_for_taylor_match_naive(rng, method, x_scale, site_scale):
+    """Probit CEP on rows with d > MILLS_TAYLOR_TERMS: with weak sites every cavity is close
+    to the posterior, each row's z lie near z0 and r comes from the Taylor polynomial; with
+    large features some rows fall back to the table. Both equal the naive sweep."""
+    n, d = 40, 16
+    X = rng.normal(0, x_scale, (n, d))
+    s = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    tau = site_scale * np.exp(rng.uniform(-1, 1, (n, d)))
+    nu = site_scale * rng.normal(0, 0.3, (n, d))
+    prior_T = np.full(d, 1.0)
+    rho = 0.7
+    tau_ref, nu_ref, skipped_ref = naive.parallel_sweep(
+        "probit", method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS, N_SAMPLES, KEY
+    )
+    T, N, mu, v = (np.empty(d) for _ in range(4))
+    rebuild_posterior(prior_T, np.zeros(d), tau, nu, CHUNK_ROWS, T, N, mu, v)
+    used = _taylor_rows(X, s, tau, nu, T, N, mu)
+    if x_scale < 1.0:
+        assert used.all()
+    if x_scale > 1.0:
+        assert 0 < used.sum() < n
+    pT, pN = np.empty((1, d)), np.empty((1, d))
+    sk = np.zeros(1, dtype=np.int64)
+    parallel_sweep(
+        METHOD_CODES[("probit", method)], X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, CHUNK_ROWS,
+        pT, pN, sk, work_buffers(1, d), N_SAMPLES, np.uint64(KEY),
+    )  # fmt: skip
+    np.testing.assert_allclose(tau, tau_ref, rtol=RTOL)
+    np.testing.assert_allclose(nu, nu_ref, rtol=RTOL, atol=1e-13)
+    assert sk.sum() == skipped_ref
 
 
 @pytest.mark.parametrize("model,method", sorted(KERNELS))

@@ -7,7 +7,17 @@ from numba import njit
 from scipy.special import expit, log_expit, log_ndtr
 
 from fastcep.kernels._config import LEAF
-from fastcep.kernels.special import exp_bounded, inv_mills, log_sigmoid, sigmoid_pair, sigmoid_pair_bounded
+from fastcep.kernels.special import (
+    MILLS_TAYLOR_RADIUS,
+    exp_bounded,
+    inv_mills,
+    inv_mills_poly,
+    inv_mills_taylor,
+    inv_mills_taylor_ok,
+    log_sigmoid,
+    sigmoid_pair,
+    sigmoid_pair_bounded,
+)
 from fastcep.kernels.special import log_ndtr as nb_log_ndtr
 
 Z = np.concatenate(
@@ -54,6 +64,34 @@ def test_inv_mills_limits():
         r = inv_mills(z)
         assert 0 < r * (z + r) < 1
     assert inv_mills(40.0) == 0.0  # phi underflows; Phi = 1
+
+
+def test_inv_mills_taylor_matches_mpmath_where_accepted():
+    """The polynomial about z0 gives r(z0 + h) to the accuracy of r(z0) itself wherever
+    ``inv_mills_taylor_ok`` accepts |h| <= h_max, and it is accepted for the small spreads of
+    long rows over the whole range where r does not underflow."""
+    checked = 0
+    with mpmath.workdps(40):
+        for z0 in np.concatenate([np.linspace(-45.0, 35.0, 161), [-1e4, -300.0]]):
+            c = inv_mills_taylor(z0)
+            assert inv_mills_taylor_ok(c, 1e-6), z0  # the spread of a row at large n
+            for h_max in (1e-6, 1e-3, 1e-2, 0.05, MILLS_TAYLOR_RADIUS):
+                if not inv_mills_taylor_ok(c, h_max):
+                    continue
+                for h in (-h_max, -0.37 * h_max, 0.61 * h_max, h_max):
+                    z = mpmath.mpf(float(z0)) + mpmath.mpf(float(h))
+                    ref = float(mpmath.npdf(z) / mpmath.ncdf(z))
+                    assert inv_mills_poly(c, h) == pytest.approx(ref, rel=2e-14), (z0, h)
+                    checked += 1
+    assert checked > 1500
+    c = inv_mills_taylor(0.5)
+    assert inv_mills_taylor_ok(c, 0.05)
+    assert not inv_mills_taylor_ok(c, 2.0 * MILLS_TAYLOR_RADIUS)  # outside the radius it allows
+    assert not inv_mills_taylor_ok(c, np.nan)  # a NaN z in the row
+    c = inv_mills_taylor(np.nan)
+    assert not inv_mills_taylor_ok(c, 1e-6)
+    c = inv_mills_taylor(39.0)  # r(39) underflows to 0: no relative accuracy left
+    assert not inv_mills_taylor_ok(c, 1e-6)
 
 
 def test_sigmoid_pair_and_log_sigmoid():
