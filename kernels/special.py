@@ -9,8 +9,9 @@ tables built at import time from scipy's ``erfcx`` and ``expit`` (relative error
 tested against mpmath): a table lookup and a degree-8 to -10 polynomial cost about a third of
 ``math.erfc`` + ``math.exp``. Outside the tabulated ranges they fall back to exact formulas.
 The table lookups are scalar code (a gather per coefficient); the logistic CEP node sums use the
-table-free ``exp_bounded`` / ``sigmoid_pair_bounded`` instead, which compile to SIMD code
-(BENCHMARKS.md, issue 2).
+table-free ``exp_bounded`` / ``sigmoid_pair_bounded`` instead, which compile to SIMD code, and
+the probit CEP rows evaluate r exactly once per row and a Taylor polynomial about that point
+per site (``inv_mills_taylor``), where it is exact to double precision (BENCHMARKS.md, issue 2).
 """
 
 import math
