@@ -2,6 +2,7 @@
 
     python -m bench.regression_quality kl  [--samples 1000000]
     python -m bench.regression_quality uci [--uci-dir ../shared/data/uci/raw]
+    python -m bench.regression_quality fixed-point [--samples 1000000]
 
 Prints markdown tables (also written to bench/results/) with the machine and date.
 """
@@ -77,6 +78,44 @@ def run_kl(n_samples, seed=0):
     return lines
 
 
+def run_fixed_point(n_samples, seed=0):
+    """Logistic CEP-1 and CEP-2 against EP on the paper's Gaussian simulation, in both schedules,
+    with damping 0.3 / 1 and 9 / 40 Gauss-Hermite nodes, each to tol 1e-12: if the KL ratio and
+    the posterior do not move, the gap to EP is the method's fixed point, not its solver."""
+    X, y, _ = make_regression_simulation("logistic", "gaussian", n=10_000, d=4, seed=seed)
+    gold = importance_gold(X, y, "logistic", n_samples=n_samples, seed=seed)
+    sd = np.sqrt(np.diag(gold["cov"]))
+    ep = fastcep.fit(X, y, model="logistic", method="ep", tol=1e-12, max_iter=20_000)
+    kl_ep = gaussian_kl(gold["mean"], gold["cov"], ep.posterior.mean, ep.posterior.var)
+    lines = [
+        f"Machine: {machine()}",
+        "",
+        f"Logistic, simu-gaussian; gold ESS {gold['ess']:.0f} / {gold['n_samples']:.0f}; EP KL {kl_ep:.6f}",
+        "",
+        "| method | schedule | damping | nodes | KL | KL / EP | mean - EP's (gold sd) | var / EP's |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    settings = (("parallel", "auto"), ("parallel", 0.3), ("sequential", "auto"), ("sequential", 1.0))
+    for method in ("cep1", "cep2"):
+        for schedule, damping in settings:
+            for nodes in (9, 40):
+                kw = {} if damping == "auto" else {"damping": damping}
+                res = fastcep.fit(
+                    X, y, model="logistic", method=method, schedule=schedule, n_nodes=nodes, tol=1e-12,
+                    max_iter=20_000, **kw,
+                )  # fmt: skip
+                assert res.converged, (method, schedule, damping, nodes)
+                kl = gaussian_kl(gold["mean"], gold["cov"], res.posterior.mean, res.posterior.var)
+                shift = (res.posterior.mean - ep.posterior.mean) / sd
+                ratio = res.posterior.var / ep.posterior.var
+                lines.append(
+                    f"| {method} | {schedule} | {damping} | {nodes} | {kl:.6f} | {kl / kl_ep:.4f} "
+                    f"| {np.array2string(shift, precision=3)} | {np.array2string(ratio, precision=4)} |"
+                )
+                print(lines[-1], flush=True)
+    return lines
+
+
 def _uci_cell(vals):
     return f"{np.mean(vals):.3f} ± {np.std(vals):.3f}"
 
@@ -144,10 +183,14 @@ def main():
     u = sub.add_parser("uci")
     u.add_argument("--uci-dir", default=str(ROOT.parent / "shared" / "data" / "uci" / "raw"))
     u.add_argument("--names", default="australian,breast,crabs,ionos,pima,pima.te,sonar")
+    f = sub.add_parser("fixed-point")
+    f.add_argument("--samples", type=int, default=1_000_000)
     args = p.parse_args()
     t0 = time.perf_counter()
     if args.what == "kl":
         lines = run_kl(args.samples)
+    elif args.what == "fixed-point":
+        lines = run_fixed_point(args.samples)
     else:
         lines = run_uci(args.uci_dir, args.names.split(","))
     lines.append(f"\n({time.perf_counter() - t0:.0f} s)")
