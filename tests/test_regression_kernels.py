@@ -236,12 +236,14 @@ def _taylor_rows(X, s, tau, nu, T, N, mu):
     return np.array(used)
 
 
+@pytest.mark.parametrize("schedule", ["parallel", "sequential"])
 @pytest.mark.parametrize("method", ["cep1", "cep2"])
 @pytest.mark.parametrize("x_scale,site_scale", [(0.25, 1e-3), (1.0, 0.05), (2.0, 1.0)])
-def test_probit_cep_rows_long_enough_for_taylor_match_naive(rng, method, x_scale, site_scale):
+def test_probit_cep_rows_long_enough_for_taylor_match_naive(rng, schedule, method, x_scale, site_scale):
     """Probit CEP on rows with d > MILLS_TAYLOR_TERMS: with weak sites every cavity is close
     to the posterior, each row's z lie near z0 and r comes from the Taylor polynomial; with
-    large features some rows fall back to the table. Both equal the naive sweep."""
+    large features some rows fall back to the table. Both equal the naive sweep, in both
+    schedules."""
     n, d = 40, 16
     X = rng.normal(0, x_scale, (n, d))
     s = np.where(rng.random(n) < 0.5, 1.0, -1.0)
@@ -249,25 +251,35 @@ def test_probit_cep_rows_long_enough_for_taylor_match_naive(rng, method, x_scale
     nu = site_scale * rng.normal(0, 0.3, (n, d))
     prior_T = np.full(d, 1.0)
     rho = 0.7
-    tau_ref, nu_ref, skipped_ref = naive.parallel_sweep(
+    sweep_ref = naive.parallel_sweep if schedule == "parallel" else naive.sequential_sweep
+    tau_ref, nu_ref, skipped_ref = sweep_ref(
         "probit", method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS, N_SAMPLES, KEY
     )
     T, N, mu, v = (np.empty(d) for _ in range(4))
     rebuild_posterior(prior_T, np.zeros(d), tau, nu, CHUNK_ROWS, T, N, mu, v)
-    used = _taylor_rows(X, s, tau, nu, T, N, mu)
+    used = _taylor_rows(X, s, tau, nu, T, N, mu)  # (before the sweep: every row of the parallel one)
     if x_scale < 1.0:
         assert used.all()
     if x_scale > 1.0:
         assert 0 < used.sum() < n
-    pT, pN = np.empty((1, d)), np.empty((1, d))
-    sk = np.zeros(1, dtype=np.int64)
-    parallel_sweep(
-        METHOD_CODES[("probit", method)], X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, CHUNK_ROWS,
-        pT, pN, sk, work_buffers(1, d), N_SAMPLES, np.uint64(KEY),
-    )  # fmt: skip
+    code = METHOD_CODES[("probit", method)]
+    if schedule == "parallel":
+        pT, pN = np.empty((1, d)), np.empty((1, d))
+        sk = np.zeros(1, dtype=np.int64)
+        parallel_sweep(
+            code, X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, CHUNK_ROWS, pT, pN, sk,
+            work_buffers(1, d), N_SAMPLES, np.uint64(KEY),
+        )  # fmt: skip
+        k = sk.sum()
+    else:
+        bufs = [np.empty(d) for _ in range(4)] + [WORK(d)]
+        k = sequential_sweep(
+            code, X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, N_SAMPLES, np.uint64(KEY), np.arange(n),
+            *bufs,
+        )  # fmt: skip
     np.testing.assert_allclose(tau, tau_ref, rtol=RTOL)
     np.testing.assert_allclose(nu, nu_ref, rtol=RTOL, atol=1e-13)
-    assert sk.sum() == skipped_ref
+    assert k == skipped_ref
 
 
 @pytest.mark.parametrize("model,method", sorted(KERNELS))
