@@ -7,8 +7,12 @@ reports the parent's peak (the regression benchmark once printed 0.00 x for that
 """
 
 import pathlib
+import subprocess
+import sys
 
 CLEAR_REFS = pathlib.Path("/proc/self/clear_refs")
+#: the repository root: the scripts of ``run_script`` import ``bench._peak`` from there
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def status(key):
@@ -27,3 +31,12 @@ def reset_peak():
 def peak():
     """The high-water mark (bytes) since the last ``reset_peak``."""
     return status("VmHWM:")
+
+
+def run_script(script, *args):
+    """Run a peak-memory script (which uses ``reset_peak`` / ``peak``) in a fresh interpreter;
+    returns its standard output. The caller skips where ``CLEAR_REFS`` does not exist."""
+    out = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    return out.stdout

@@ -11,8 +11,6 @@ iteration is the round's time / ITERS, and includes the per-call checks of the i
 
 import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ import pytest
 import fastcep
 from fastcep.data_tools import load_paper_fold, make_cp_tensor
 
-from ._peak import CLEAR_REFS
+from ._peak import CLEAR_REFS, run_script
 
 DATA = pathlib.Path(
     os.environ.get("FASTCEP_SHARED_DATA", pathlib.Path(__file__).resolve().parents[2] / "shared" / "data")
@@ -103,14 +101,7 @@ def test_peak_memory_synthetic_1m_rank8(big, tmp_path):
         pytest.skip("needs Linux's /proc/self/clear_refs")
     data = tmp_path / "big.npz"
     np.savez(data, coords=big.coords, values=big.values)
-    out = subprocess.run(
-        [sys.executable, "-c", _PEAK_SCRIPT, str(data)],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=pathlib.Path(__file__).resolve().parents[1],  # (the script imports bench._peak)
-    )
-    used, msg = (float(v) for v in out.stdout.split())
+    used, msg = (float(v) for v in run_script(_PEAK_SCRIPT, data).split())
     print(
         f"\npeak memory of fit: {used / 1e9:.3f} GB; messages need {msg / 1e9:.3f} GB; ratio {used / msg:.3f}"
     )

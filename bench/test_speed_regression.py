@@ -25,7 +25,7 @@ from fastcep.kernels._sweep import rebuild_posterior, reduce_posterior, work_buf
 from fastcep.kernels.regression import METHOD_CODES, parallel_sweep
 from fastcep.regression import FLAT_PRECISION
 
-from ._peak import CLEAR_REFS
+from ._peak import CLEAR_REFS, run_script
 
 N = int(os.environ.get("FASTCEP_BENCH_N", 1_000_000))
 D = 100
@@ -200,19 +200,8 @@ print((peak() - base) / X.nbytes)
 def test_peak_memory_of_fit(model, method):
     """Peak resident memory of a 3-sweep fit, minus the process before X existed, in units of X's bytes
     (the high-water mark reset through /proc/self/clear_refs, Linux only: ``bench._peak``)."""
-    import subprocess
-    import sys
-
     if not CLEAR_REFS.exists():
         pytest.skip("needs Linux's /proc/self/clear_refs")
-
-    out = subprocess.run(
-        [sys.executable, "-c", _PEAK_SCRIPT, str(N), str(D), model, method],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # (the script imports bench._peak)
-    )
-    ratio = float(out.stdout.strip().splitlines()[-1])
+    ratio = float(run_script(_PEAK_SCRIPT, N, D, model, method).strip().splitlines()[-1])
     print(f"\n{model}-{method}: peak memory of fit = {ratio:.2f} x bytes of X (X = {N * D * 8 / 1e9:.2f} GB)")
     assert ratio < 10  # a sanity bound; the measured ratio goes to BENCHMARKS.md
