@@ -228,7 +228,20 @@ def cmd_fit(args):
             )
         coords, values = r.read()
         shape = r.shape
-    opts = _options(args, ("damping", "max_iter", "tol", "covariance", "schedule", "seed", "prior_var"))
+    opts = _options(
+        args,
+        (
+            "damping",
+            "max_iter",
+            "tol",
+            "covariance",
+            "schedule",
+            "seed",
+            "prior_var",
+            "prior_mean",
+            "probit_curvature",
+        ),
+    )
     t0 = time.perf_counter()
     last = [0.0]
 
@@ -325,6 +338,10 @@ def build_parser():
     f.add_argument("--method", choices=("cep1", "lp", "vmp", "cp_wopt"), default="cep1",
                    help="CEP-1 (default) or a baseline: Laplace propagation, VMP, CP-WOPT")  # fmt: skip
     f.add_argument("--schedule", choices=("parallel", "block", "sequential"), default=None)
+    f.add_argument("--prior-mean", type=float, default=None,
+                   help="positive: seeded positive prior means (sparse binary data)")  # fmt: skip
+    f.add_argument("--probit-curvature", choices=("full", "rank1"), default=None,
+                   help="cp_probit CEP-1 message: 'full' (default) or the rank-one rule")  # fmt: skip
     f.add_argument("--max-entries", type=int, default=50_000_000, help="refuse larger tensors (use stream)")
     f.set_defaults(func=cmd_fit)
 

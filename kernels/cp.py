@@ -26,6 +26,8 @@ from .special import inv_mills, log_ndtr
 
 MODEL_GAUSSIAN = 0
 MODEL_PROBIT = 1
+#: cp_probit with the rank-one curvature (``probit_message`` with ``rank1``)
+MODEL_PROBIT_RANK1 = 2
 
 
 # ---------------------------------------------------------------- expectations of other modes
@@ -69,7 +71,7 @@ PROBIT_VECS = 3
 
 
 @njit(**LEAF)
-def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback):
+def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback, rank1=False):
     """CEP-1 probit message of one (entry, mode) from its cavity (Lc, ec) into (Lmsg, emsg).
 
     Textbook form (supplement 1.1.2): Sc = Lc^{-1}, mc = Sc ec, c = 1 + tr(Sc Ezz),
@@ -91,6 +93,11 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback):
     A message is valid if the cavity and the tilted covariance are positive definite, Lam* is
     positive semi-definite (certain when r u >= 0; else a Cholesky of Lam* + 1e-9 max|diag| I)
     and nonzero, eta* finite.
+    With ``rank1`` the curvature term takes E[z] E[z]^T instead of E[z z^T] (the supplement's
+    literal replacement of z by E[z], with z^T Sc z by tr(Sc Ezz) only inside c): A = b Ez Ez^T,
+    b = g'^2 + r u / c, and the message is the fallback's rank-one form with c = 1 + tr(Sc Ezz).
+    It is always valid for a positive definite cavity (r (r + u) < 1 gives b |v|^2 < 1).
+
     Returns 0 (no valid message: Lmsg, emsg undefined), 1 (the CEP-1 message) or 2 (the
     first-order fallback). mat: (PROBIT_MATS, R, R), vec: (PROBIT_VECS, R) C-contiguous scratch.
     """
@@ -135,6 +142,8 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback):
                 t += T[i, k] * W[j, k]
             B[i, j] = t
         c += B[i, i]
+    if rank1:
+        return 1 if probit_rank_one(c, s, Ez, vv, vw, Lmsg, emsg) else 0
     isc = 1.0 / math.sqrt(c)
     u = s * vw * isc
     r = inv_mills(u)
@@ -188,7 +197,16 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback):
     if not fallback:
         return 0
     # first-order fallback: Ezz -> Ez Ez^T, B_z -> v v^T
-    c = 1.0 + vv
+    return 2 if probit_rank_one(1.0 + vv, s, Ez, vv, vw, Lmsg, emsg) else 0
+
+
+@njit(**LEAF)
+def probit_rank_one(c, s, Ez, vv, vw, Lmsg, emsg):
+    """Probit message whose curvature is rank one along Ez (``probit_message``): with
+    vv = Ez^T Sc Ez, vw = Ez.mc, u = s vw / sqrt(c), g' = s r / sqrt(c), b = g'^2 + r u / c,
+    lam = b vv: Lam* = b / (1 - lam) Ez Ez^T, eta* = g' Ez + b / (1 - lam) (vw + g' vv) Ez.
+    Returns False if that message is not valid (not b > 0, lam >= 1, zero or not finite)."""
+    R = Ez.shape[0]
     isc = 1.0 / math.sqrt(c)
     u = s * vw * isc
     r = inv_mills(u)
@@ -196,7 +214,7 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback):
     beta = gs * gs + r * u / c
     lam = beta * vv
     if not (beta > 0.0 and lam < 1.0):
-        return 0
+        return False
     scale = beta / (1.0 - lam)
     proj = scale * (vw + gs * vv)
     big = 0.0
@@ -205,12 +223,11 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback):
             Lmsg[i, j] = scale * Ez[i] * Ez[j]
         emsg[i] = gs * Ez[i] + proj * Ez[i]
         big = max(big, Lmsg[i, i])
-    ok = big > 0.0 and math.isfinite(scale) and math.isfinite(proj)
-    return 2 if ok else 0
+    return big > 0.0 and math.isfinite(scale) and math.isfinite(proj)
 
 
 @njit(**LEAF)
-def probit_coord(tc, nc, s, x, b, ezz, out):
+def probit_coord(tc, nc, s, x, b, ezz, rank1, out):
     """CEP-1 probit message of one entry to one coordinate z_r of a diagonal-covariance object.
 
     f = x z_r + b with x = E[prod of the other modes' coordinate r], b the rest of f at the
@@ -218,7 +235,8 @@ def probit_coord(tc, nc, s, x, b, ezz, out):
     probit of the regression kernels with E[x^2] (ezz) in the variance terms:
     c = 1 + ezz vc, u = s (x mc + b) / sqrt(c), g = s r x / sqrt(c), a = vc (g^2 + (r u / c) ezz),
     mean = mc + vc g, var = vc (1 - a). If that message precision is not positive, ezz -> x^2
-    (the plain first-order step, always valid). out (2,) receives (precision, precision x mean);
+    (the plain first-order step, always valid). With ``rank1`` the curvature term a takes x^2
+    (ezz stays in c; as ``probit_message``). out (2,) receives (precision, precision x mean);
     returns False if no valid message exists (not applied).
     """
     if not tc > 0.0:
@@ -232,7 +250,7 @@ def probit_coord(tc, nc, s, x, b, ezz, out):
         u = s * (x * mc + b) * isc
         rr = inv_mills(u)
         g = s * rr * x * isc
-        a = vc * (g * g + rr * u / c * e2)
+        a = vc * (g * g + rr * u / c * (x * x if rank1 else e2))
         inv = 1.0 / (1.0 - a)
         t_new = tc * a * inv
         n_new = (vc * g * tc + nc * a) * inv
@@ -324,7 +342,8 @@ def entry_update(model, gidx_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, M,
                 ec[i] = P_eta[o, i] - eta_e[k, i]
                 for j in range(R):
                     Lc[i, j] = P_Lam[o, i, j] - Lam_e[k, i, j]
-            ok = probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat[3:], vec[3:], True) > 0
+            rank1 = model == MODEL_PROBIT_RANK1
+            ok = probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat[3:], vec[3:], True, rank1) > 0
         if ok:
             for i in range(R):
                 eta_e[k, i] = (1.0 - rho) * eta_e[k, i] + rho * emsg[i]
@@ -422,7 +441,9 @@ def coord_update_diag(model, gidx_e, k, r, y, s, Lam_e, eta_e, P_Lam, P_eta, M, 
     if model == MODEL_GAUSSIAN:
         out[0] = etau * ezz
         out[1] = etau * x * (y - b)
-    elif not probit_coord(P_Lam[o, r] - Lam_e[k, r], P_eta[o, r] - eta_e[k, r], s, x, b, ezz, out):
+    elif not probit_coord(
+        P_Lam[o, r] - Lam_e[k, r], P_eta[o, r] - eta_e[k, r], s, x, b, ezz, model == MODEL_PROBIT_RANK1, out
+    ):
         return 1
     Lam_e[k, r] = (1.0 - rho) * Lam_e[k, r] + rho * out[0]
     eta_e[k, r] = (1.0 - rho) * eta_e[k, r] + rho * out[1]

@@ -327,16 +327,17 @@ def cp_gaussian_message(y, Ez, Ezz, etau):
     return etau * Ezz, y * etau * Ez
 
 
-def cp_probit_message(Lc, ec, s, Ez, Ezz):
+def cp_probit_message(Lc, ec, s, Ez, Ezz, rank1=False):
     """Supplement 1.1.2 / DESIGN 3.2: textbook form with explicit inverses; None when the
-    tilted covariance is not positive definite or the message precision not semi-definite."""
+    tilted covariance is not positive definite or the message precision not semi-definite.
+    ``rank1``: the curvature term (r u / c) z z^T takes E[z] E[z]^T (c keeps tr(Sc Ezz))."""
     Sc = np.linalg.inv(Lc)
     mc = Sc @ ec
     c = 1 + np.trace(Sc @ Ezz)
     u = s * Ez @ mc / math.sqrt(c)
     r = mills(u)
     g = s * r * Ez / math.sqrt(c)
-    A = np.outer(g, g) + (r * u / c) * Ezz
+    A = np.outer(g, g) + (r * u / c) * (np.outer(Ez, Ez) if rank1 else Ezz)
     mean = mc + Sc @ g
     cov = Sc - Sc @ A @ Sc
     P = np.linalg.inv(cov)
@@ -366,7 +367,8 @@ def cp_parallel_sweep(model, coords, y, shape, Lam, eta, alpha, beta, means, cov
     """One damped parallel CEP-1 sweep (full covariances), all messages from one posterior.
 
     Lam (n, K, R, R), eta (n, K, R) site messages; P_Lam/P_eta lists of (d_k, R, R)/(d_k, R)
-    posterior natural parameters. Returns new (Lam, eta, alpha, beta, skipped).
+    posterior natural parameters. model "cp_probit_rank1": cp_probit with the rank-one
+    curvature. Returns new (Lam, eta, alpha, beta, skipped).
     """
     n, K = coords.shape
     Lam, eta, alpha, beta = Lam.copy(), eta.copy(), alpha.copy(), beta.copy()
@@ -378,7 +380,14 @@ def cp_parallel_sweep(model, coords, y, shape, Lam, eta, alpha, beta, means, cov
                 new = cp_gaussian_message(y[e], Ez, Ezz, etau)
             else:
                 j = coords[e, k]
-                new = cp_probit_message(P_Lam[k][j] - Lam[e, k], P_eta[k][j] - eta[e, k], y[e], Ez, Ezz)
+                new = cp_probit_message(
+                    P_Lam[k][j] - Lam[e, k],
+                    P_eta[k][j] - eta[e, k],
+                    y[e],
+                    Ez,
+                    Ezz,
+                    model == "cp_probit_rank1",
+                )
                 if new is None:  # first-order fallback: E[z z^T] -> E[z] E[z]^T
                     Lc_, ec_ = P_Lam[k][j] - Lam[e, k], P_eta[k][j] - eta[e, k]
                     new = cp_probit_message(Lc_, ec_, y[e], Ez, np.outer(Ez, Ez))

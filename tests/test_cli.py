@@ -6,6 +6,7 @@ import h5py
 import numpy as np
 import pytest
 
+from fastcep import load_model
 from fastcep.cli import main
 from fastcep.data_tools import make_cp_tensor
 
@@ -53,6 +54,37 @@ def test_convert_info_fit_evaluate_stream(workdir, capsys):
         "--batch-size", "300", "--quiet",
     )  # fmt: skip
     assert code == 0 and err == ""
+
+
+def test_fit_binary_with_prior_mean_and_rank_one_curvature(tmp_path, monkeypatch, capsys):
+    T, _ = make_cp_tensor((20, 15, 10), 2, 1500, binary=True, seed=3, factor_scale=1.2)
+    lines = [f"{a + 1},{b + 1},{c + 1},{int(v)}" for (a, b, c), v in zip(T.coords, T.values, strict=True)]
+    (tmp_path / "b.txt").write_text("\n".join(lines) + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert run(capsys, "convert", "b.txt", "b.h5", "--binary")[0] == 0
+    code, out, _ = run(
+        capsys, "fit", "b.h5", "-o", "m.h5", "--model", "cp_probit", "--rank", "2", "--prior-mean", "0.3",
+        "--probit-curvature", "rank1", "--json",
+    )  # fmt: skip
+    assert code == 0
+    res = load_model("m.h5")
+    assert res.options["probit_curvature"] == "rank1" and res.options["prior_mean"] == 0.3
+    code, out, _ = run(capsys, "evaluate", "m.h5", "b.h5", "--json")
+    assert code == 0 and json.loads(out)["auc"] > 0.8
+    code, _, err = run(
+        capsys,
+        "fit",
+        "b.h5",
+        "-o",
+        "m2.h5",
+        "--model",
+        "cp_gaussian",
+        "--rank",
+        "2",
+        "--probit-curvature",
+        "rank1",
+    )
+    assert code == 2 and "probit_curvature" in err
 
 
 @pytest.mark.parametrize("method", ["lp", "vmp", "cp_wopt"])

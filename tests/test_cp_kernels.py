@@ -31,6 +31,15 @@ def test_small_linalg_matches_numpy(rng, R):
     assert not cholesky(-A, L)
 
 
+#: the kernels' model codes; "cp_probit_rank1" is cp_probit with probit_curvature="rank1"
+CODES = {
+    "cp_gaussian": K.MODEL_GAUSSIAN,
+    "cp_probit": K.MODEL_PROBIT,
+    "cp_probit_rank1": K.MODEL_PROBIT_RANK1,
+}
+MODELS = list(CODES)
+
+
 def random_state(rng, shape, R, n, model, covariance="full"):
     """Random observed entries, messages and the posterior they imply."""
     Kmodes = len(shape)
@@ -88,7 +97,7 @@ def split(arr, offsets):
     return [arr[offsets[k] : offsets[k + 1]] for k in range(len(offsets) - 1)]
 
 
-@pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
+@pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("shape", [(4, 3, 5), (3, 4), (2, 3, 2, 3)])
 @pytest.mark.parametrize("R", [1, 2, 3])
 def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
@@ -103,7 +112,7 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
         model, coords, y, shape, Lam, eta, alpha, beta, means, covs, nP_Lam, nP_eta, etau, rho
     )
     n_chunks = -(-n // ENTRY_CHUNK)
-    code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
+    code = CODES[model]
     for fused in (False, True):  # noise messages in the sweep's pass, or by their own kernel
         sk = np.zeros(n_chunks, dtype=np.int64)
         L2, e2, a2, b2 = Lam.copy(), eta.copy(), alpha.copy(), beta.copy()
@@ -143,7 +152,7 @@ def no_sums(R):
     return np.empty((1, 0, R, R)), np.empty((1, 0, R))
 
 
-@pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
+@pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("shape", [(4, 3, 5), (2, 3, 2, 3)])
 @pytest.mark.parametrize("R", [1, 3])
 def test_sweep_with_object_sums_equals_sweep_then_rebuild(rng, model, shape, R):
@@ -154,7 +163,7 @@ def test_sweep_with_object_sums_equals_sweep_then_rebuild(rng, model, shape, R):
     coords, y, Lam, eta = random_state(rng, shape, R, n, model)
     lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "full")
     n_obj, Km = M.shape[0], len(shape)
-    code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
+    code = CODES[model]
     prior_Lam = np.broadcast_to(np.eye(R) / prior_var, (n_obj, R, R)).copy()
     prior_eta = np.zeros((n_obj, R))
 
@@ -248,6 +257,48 @@ def test_probit_message_matches_textbook_over_many_cavities(rng, R):
     assert n_fallback > 10
 
 
+@pytest.mark.parametrize("R", [1, 4, 8])
+def test_rank_one_probit_message_matches_textbook_and_is_always_valid(rng, R):
+    """probit_curvature="rank1": the textbook message with E[z] E[z]^T in the curvature term
+    (c keeps tr(Sc Ezz)); valid for every positive definite cavity, including the misclassified
+    entries whose "full" message is indefinite; its precision is rank one along E[z]."""
+    n_indefinite_full = 0
+    for _ in range(300):
+        Lc = spd(rng, R, rng.uniform(0.2, 5))
+        ec = rng.normal(size=R)
+        Ez = rng.normal(size=R)
+        Ezz = spd(rng, R, 0.2) + np.outer(Ez, Ez)
+        s = rng.choice([-1.0, 1.0])
+        ref = naive.cp_probit_message(Lc, ec, s, Ez, Ezz, rank1=True)
+        assert ref is not None
+        n_indefinite_full += naive.cp_probit_message(Lc, ec, s, Ez, Ezz) is None
+        Lm, em = np.empty((R, R)), np.empty(R)
+        for fallback in (False, True):
+            assert K.probit_message(Lc, ec, s, Ez, Ezz, Lm, em, *probit_scratch(R), fallback, True) == 1
+            np.testing.assert_allclose(Lm, ref[0], rtol=1e-8, atol=1e-10)
+            np.testing.assert_allclose(em, ref[1], rtol=1e-8, atol=1e-10)
+        a = Lm[0, 0] / Ez[0] ** 2
+        assert a > 0
+        np.testing.assert_allclose(Lm, a * np.outer(Ez, Ez), rtol=1e-12, atol=1e-14)
+    assert n_indefinite_full > 10
+
+
+@pytest.mark.parametrize("R", [1, 3, 6])
+def test_rank_one_and_full_probit_messages_agree_without_uncertainty_in_other_modes(rng, R):
+    """Exact limit: with E[z z^T] = E[z] E[z]^T both curvature rules are the same message."""
+    for _ in range(50):
+        Lc = spd(rng, R, rng.uniform(0.2, 5))
+        ec = rng.normal(size=R)
+        Ez = rng.normal(size=R)
+        s = rng.choice([-1.0, 1.0])
+        full, rank1 = (np.empty((R, R)), np.empty(R)), (np.empty((R, R)), np.empty(R))
+        if K.probit_message(Lc, ec, s, Ez, np.outer(Ez, Ez), *full, *probit_scratch(R), False) != 1:
+            continue
+        assert K.probit_message(Lc, ec, s, Ez, np.outer(Ez, Ez), *rank1, *probit_scratch(R), False, True) == 1
+        np.testing.assert_allclose(rank1[0], full[0], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(rank1[1], full[1], rtol=1e-9, atol=1e-12)
+
+
 def test_probit_message_with_deterministic_z_is_exact_moment_matching(rng):
     """With Ezz = Ez Ez^T (no uncertainty in the other modes) the message is exact EP."""
     from scipy.special import log_ndtr
@@ -278,7 +329,7 @@ def test_probit_message_with_deterministic_z_is_exact_moment_matching(rng):
         np.testing.assert_allclose(em, P @ mean - ec, rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
+@pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("R", [1, 3])
 def test_diag_block_sweep_matches_per_coordinate_formulas(rng, model, R):
     """One (mode k, coordinate r) block: messages from the textbook formulas, then the rebuild."""
@@ -287,7 +338,7 @@ def test_diag_block_sweep_matches_per_coordinate_formulas(rng, model, R):
     shape, n, rho, prior_var, etau = (4, 3, 5), 30, 0.5, 1.0, 1.7
     coords, y, Lam, eta = random_state(rng, shape, R, n, model, "diag")
     lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "diag")
-    code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
+    code = CODES[model]
     n_chunks = -(-n // ENTRY_CHUNK)
     for k in range(3):
         for r in range(R):
@@ -316,7 +367,7 @@ def test_diag_block_sweep_matches_per_coordinate_formulas(rng, model, R):
                         u = y[e] * (Ez[r] * mc + b) / np.sqrt(c)
                         rr = np.exp(-0.5 * u * u - 0.5 * np.log(2 * np.pi) - log_ndtr(u))
                         g = y[e] * rr * Ez[r] / np.sqrt(c)
-                        A = g * g + rr * u / c * e2
+                        A = g * g + rr * u / c * (Ez[r] ** 2 if model == "cp_probit_rank1" else e2)
                         mean, var = mc + vc * g, vc - vc * vc * A
                         new_t, new_n = 1 / var - tc, mean / var - nc
                         if new_t > 0 and var > 0:
