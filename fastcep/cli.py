@@ -262,7 +262,8 @@ def cmd_fit(args):
 def cmd_stream(args):
     from .stream import stream
 
-    opts = _options(args, ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every"))
+    names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")
+    opts = _options(args, (*names, "probit_curvature"))
     t0 = time.perf_counter()
     res = stream(
         args.tensor, args.model, args.rank, method=args.method, batch_size=args.batch_size,
@@ -328,6 +329,10 @@ def build_parser():
         q.add_argument("--tol", type=float, default=None)
         q.add_argument("--prior-var", type=float, default=None)
         q.add_argument("--covariance", choices=("full", "diag"), default=None)
+        q.add_argument("--prior-mean", type=float, default=None,
+                       help="positive: seeded positive prior means (sparse binary data)")  # fmt: skip
+        q.add_argument("--probit-curvature", choices=("full", "rank1"), default=None,
+                       help="cp_probit CEP-1 message: 'full' (default) or the rank-one rule")  # fmt: skip
         q.add_argument("--seed", type=int, default=0)
         q.add_argument("--threads", type=int, default=None)
         q.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -338,10 +343,6 @@ def build_parser():
     f.add_argument("--method", choices=("cep1", "lp", "vmp", "cp_wopt"), default="cep1",
                    help="CEP-1 (default) or a baseline: Laplace propagation, VMP, CP-WOPT")  # fmt: skip
     f.add_argument("--schedule", choices=("parallel", "block", "sequential"), default=None)
-    f.add_argument("--prior-mean", type=float, default=None,
-                   help="positive: seeded positive prior means (sparse binary data)")  # fmt: skip
-    f.add_argument("--probit-curvature", choices=("full", "rank1"), default=None,
-                   help="cp_probit CEP-1 message: 'full' (default) or the rank-one rule")  # fmt: skip
     f.add_argument("--max-entries", type=int, default=50_000_000, help="refuse larger tensors (use stream)")
     f.set_defaults(func=cmd_fit)
 

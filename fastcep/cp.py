@@ -45,6 +45,9 @@ INIT_VAR_FRACTION = 0.01
 #: ``predict`` returns the reconstruction 1.(Hadamard_k U_k) for both models, variance 0
 POINT_METHODS = ("cp_wopt",)
 
+#: curvature rules of the cp_probit message (``fit_cp``'s ``probit_curvature``)
+PROBIT_CURVATURES = ("full", "rank1")
+
 CP_DEFAULTS = {
     "prior_var": 1.0,
     "a0": 1e-3,
@@ -391,6 +394,16 @@ def _change(M_old, var_old, M, var):
     return float(max(np.max(np.abs(M - M_old) / np.sqrt(var)), np.max(np.abs(var - var_old) / var)))
 
 
+def check_probit_curvature(value, model, method, func):
+    """The ``probit_curvature`` option: "full" or "rank1", the latter for cp_probit CEP-1 only."""
+    V.check_choice(value, "probit_curvature", func, PROBIT_CURVATURES)
+    if value != "full" and (model != "cp_probit" or method != "cep1"):
+        raise ValueError(
+            f"{func}: probit_curvature={value!r} applies to model='cp_probit' with "
+            f"method='cep1' only (got model={model!r}, method={method!r})."
+        )
+
+
 def fit_cp(
     coords,
     values,
@@ -551,12 +564,7 @@ def fit_cp(
     V.check_choice(schedule, "schedule", func, SCHEDULES)
     V.check_choice(covariance, "covariance", func, COVARIANCES)
     V.check_choice(lp_indefinite, "lp_indefinite", func, tuple(LP_INDEFINITE))
-    V.check_choice(probit_curvature, "probit_curvature", func, ("full", "rank1"))
-    if probit_curvature != "full" and (model != "cp_probit" or method != "cep1"):
-        raise ValueError(
-            f"{func}: probit_curvature={probit_curvature!r} applies to model='cp_probit' with "
-            f"method='cep1' only (got model={model!r}, method={method!r})."
-        )
+    check_probit_curvature(probit_curvature, model, method, func)
     if method == "lp" and (schedule not in ("parallel", "block") or covariance != "full"):
         raise ValueError(
             f"fit: method='lp' supports schedule='parallel' or 'block' with covariance='full' only. "

@@ -34,6 +34,7 @@ from .cp import (
     CPResult,
     _exact_sum,
     check_coords,
+    check_probit_curvature,
     check_values,
     eval_metric,
     fit_cp,
@@ -60,6 +61,7 @@ STREAM_DEFAULTS = {
     "schedule": None,
     "init_scale": None,
     "prior_mean": None,
+    "probit_curvature": "full",
     "checkpoint_every": 10,
 }
 #: per-model defaults of the inner iterations (damping, max_iter), measured: on DBLP (cp_probit,
@@ -91,6 +93,7 @@ _RESUME_KEYS = (
     "schedule",
     "init_scale",
     "prior_mean",
+    "probit_curvature",
 )
 
 
@@ -332,6 +335,7 @@ def stream(
     schedule=STREAM_DEFAULTS["schedule"],
     init_scale=STREAM_DEFAULTS["init_scale"],
     prior_mean=STREAM_DEFAULTS["prior_mean"],
+    probit_curvature=STREAM_DEFAULTS["probit_curvature"],
     checkpoint=None,
     checkpoint_every=STREAM_DEFAULTS["checkpoint_every"],
     resume=False,
@@ -376,6 +380,9 @@ def stream(
         BENCHMARKS.md), but on a dense synthetic tensor with factors of both signs a zero prior
         mean is better (AUC 0.86-0.92 against 0.66-0.91). Default (None): 0.1 for cp_probit, 0 for
         cp_gaussian (whose new objects then start from random means, see ``init_scale``).
+    probit_curvature : {"full", "rank1"}, default "full"
+        cp_probit with method "cep1": the message's curvature rule, as in ``fastcep.fit`` (on DBLP
+        "rank1" gives a higher test AUC; BENCHMARKS.md).
     init_scale : float >= 0 or None
         With a zero prior mean, the sd of the random initial means of new objects; default (None):
         (mean(y^2) / R)^(1 / 2K) of the first batch, which gives initial reconstructions of the
@@ -447,6 +454,7 @@ def stream(
     if prior_mean is None:
         prior_mean = 0.1 if model == "cp_probit" else 0.0
     prior_mean = V.check_float(prior_mean, "prior_mean", func, low=0.0)
+    check_probit_curvature(probit_curvature, model, method, func)
     checkpoint_every = V.check_int(checkpoint_every, "checkpoint_every", func, low=1)
     seed = V.check_int(seed, "seed", func, low=0)
     n_threads = V.check_n_threads(n_threads, func)
@@ -458,7 +466,7 @@ def stream(
         return _run(
             src, model, R, batch_size, bool(shuffle), seed, pv, a0, b0, damping, tol, max_iter, covariance,
             schedule, init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set, n_threads,
-            callback, progress, max_batches, func, method,
+            callback, progress, max_batches, func, method, probit_curvature,
         )  # fmt: skip
     finally:
         src.close()
@@ -470,6 +478,7 @@ def _run(
     max_batches,
     func,
     method="cep1",
+    probit_curvature="full",
 ):  # fmt: skip
     shape = tuple(int(d) for d in src.shape)
     Kmodes = len(shape)
@@ -482,6 +491,8 @@ def _run(
     )  # fmt: skip
     if method != "cep1":  # (absent for "cep1": checkpoints written before "post" existed still match)
         options["method"] = method
+    if probit_curvature != "full":  # (absent for the default, likewise)
+        options["probit_curvature"] = probit_curvature
     if eval_set is not None:
         ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
         ev_values = check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
@@ -588,6 +599,7 @@ def _run(
                 schedule=schedule,
                 covariance=covariance,
                 noise_warmup=NOISE_WARMUP if b == 0 else 0,
+                **({"probit_curvature": probit_curvature} if model == "cp_probit" else {}),
                 n_threads=n_threads,
                 seed=seed,
                 _prior=(P_Lam[glob], P_eta[glob]),

@@ -72,19 +72,17 @@ def test_fit_binary_with_prior_mean_and_rank_one_curvature(tmp_path, monkeypatch
     code, out, _ = run(capsys, "evaluate", "m.h5", "b.h5", "--json")
     assert code == 0 and json.loads(out)["auc"] > 0.8
     code, _, err = run(
-        capsys,
-        "fit",
-        "b.h5",
-        "-o",
-        "m2.h5",
-        "--model",
-        "cp_gaussian",
-        "--rank",
-        "2",
-        "--probit-curvature",
-        "rank1",
-    )
+        capsys, "fit", "b.h5", "-o", "m2.h5", "--model", "cp_gaussian", "--rank", "2",
+        "--probit-curvature", "rank1",
+    )  # fmt: skip
     assert code == 2 and "probit_curvature" in err
+    code, _, _ = run(
+        capsys, "stream", "b.h5", "-o", "s.h5", "--model", "cp_probit", "--rank", "2", "--prior-mean", "0.2",
+        "--probit-curvature", "rank1", "--quiet",
+    )  # fmt: skip
+    assert code == 0
+    res = load_model("s.h5")
+    assert res.options["probit_curvature"] == "rank1" and res.options["prior_mean"] == 0.2
 
 
 @pytest.mark.parametrize("method", ["lp", "vmp", "cp_wopt"])

@@ -71,6 +71,27 @@ def test_probit_stream_learns(binary):
     assert res.posterior.noise is None
 
 
+def test_probit_stream_rank_one_curvature(tmp_path, binary):
+    """probit_curvature="rank1" reaches the inner fits (a different posterior from "full"), is
+    thread-count invariant, is recorded for resume and refused where it does not apply."""
+    src = (binary.coords, binary.values)
+    kw = dict(batch_size=250, seed=2, shuffle=True, prior_mean=0.0)
+    r1 = fastcep.stream(src, "cp_probit", 2, probit_curvature="rank1", n_threads=1, **kw)
+    r2 = fastcep.stream(src, "cp_probit", 2, probit_curvature="rank1", n_threads=2, **kw)
+    _same(r1, r2)
+    assert r1.auc(binary.coords, binary.values) > 0.8
+    full = fastcep.stream(src, "cp_probit", 2, **kw)
+    assert not np.array_equal(full.posterior.means[0], r1.posterior.means[0])
+    ck = tmp_path / "ck.h5"
+    fastcep.stream(src, "cp_probit", 2, checkpoint=ck, max_batches=2, checkpoint_every=1, **kw)
+    with pytest.raises(ValueError, match="probit_curvature: checkpoint None vs now 'rank1'"):
+        fastcep.stream(src, "cp_probit", 2, probit_curvature="rank1", checkpoint=ck, resume=True, **kw)
+    with pytest.raises(ValueError, match="'probit_curvature' parameter"):
+        fastcep.stream(src, "cp_probit", 2, probit_curvature="diag")
+    with pytest.raises(ValueError, match="applies to model='cp_probit' with method='cep1'"):
+        fastcep.stream(src, "cp_probit", 2, method="post", probit_curvature="rank1")
+
+
 def test_deterministic_for_seed_and_threads(gaussian):
     T, tr, _ = gaussian
     src = (T.coords[tr], T.values[tr], SHAPE)
