@@ -59,6 +59,7 @@ _NOT_APPLICABLE = {
     "init_state": "VMP has no messages to resume from (start from a result's moments instead)",
     "noise_warmup": "VMP updates q(tau) every iteration (see 'init_snr' for its starting point)",
     "warmup_snr": "VMP has no noise warm-up (see 'init_snr')",
+    "probit_curvature": "VMP has no CEP probit messages (it augments the probit likelihood)",
 }
 
 
@@ -100,6 +101,7 @@ def fit_vmp(
     init_state=None,
     noise_warmup=None,
     warmup_snr=None,
+    probit_curvature=None,
     _prior=None,
     _init_moments=None,
 ):
@@ -159,7 +161,7 @@ def fit_vmp(
         Seeds the initial means (same seed, same result).
     verbose : bool, default False
         One line per iteration on stderr.
-    damping, schedule, init_state, noise_warmup, warmup_snr
+    damping, schedule, init_state, noise_warmup, warmup_snr, probit_curvature
         Options of CEP that do not apply to VMP: passing anything but None raises ValueError.
 
     Returns
@@ -186,6 +188,7 @@ def fit_vmp(
         ("init_state", init_state),
         ("noise_warmup", noise_warmup),
         ("warmup_snr", warmup_snr),
+        ("probit_curvature", probit_curvature),
     ):
         if value is not None:
             raise ValueError(
