@@ -228,20 +228,8 @@ def cmd_fit(args):
             )
         coords, values = r.read()
         shape = r.shape
-    opts = _options(
-        args,
-        (
-            "damping",
-            "max_iter",
-            "tol",
-            "covariance",
-            "schedule",
-            "seed",
-            "prior_var",
-            "prior_mean",
-            "probit_curvature",
-        ),
-    )
+    names = ("damping", "max_iter", "tol", "covariance", "schedule", "seed", "prior_var", "prior_mean")
+    opts = _options(args, (*names, "a0", "b0", "probit_curvature", "init", "noise_warmup"))
     t0 = time.perf_counter()
     last = [0.0]
 
@@ -263,7 +251,7 @@ def cmd_stream(args):
     from .stream import stream
 
     names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")
-    opts = _options(args, (*names, "probit_curvature"))
+    opts = _options(args, (*names, "a0", "b0", "probit_curvature"))
     t0 = time.perf_counter()
     res = stream(
         args.tensor, args.model, args.rank, method=args.method, batch_size=args.batch_size,
@@ -328,6 +316,8 @@ def build_parser():
         q.add_argument("--max-iter", type=int, default=None)
         q.add_argument("--tol", type=float, default=None)
         q.add_argument("--prior-var", type=float, default=None)
+        q.add_argument("--a0", type=float, default=None, help="Gamma(a0, b0) prior of the noise precision")
+        q.add_argument("--b0", type=float, default=None)
         q.add_argument("--covariance", choices=("full", "diag"), default=None)
         q.add_argument("--prior-mean", type=float, default=None,
                        help="positive: seeded positive prior means (sparse binary data)")  # fmt: skip
@@ -343,6 +333,8 @@ def build_parser():
     f.add_argument("--method", choices=("cep1", "lp", "vmp", "cp_wopt"), default="cep1",
                    help="CEP-1 (default) or a baseline: Laplace propagation, VMP, CP-WOPT")  # fmt: skip
     f.add_argument("--schedule", choices=("parallel", "block", "sequential"), default=None)
+    f.add_argument("--init", choices=("svd", "random"), default=None, help="initial posterior means")
+    f.add_argument("--noise-warmup", type=int, default=None, help="iterations with the noise precision held")
     f.add_argument("--max-entries", type=int, default=50_000_000, help="refuse larger tensors (use stream)")
     f.set_defaults(func=cmd_fit)
 

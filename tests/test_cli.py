@@ -85,6 +85,20 @@ def test_fit_binary_with_prior_mean_and_rank_one_curvature(tmp_path, monkeypatch
     assert res.options["probit_curvature"] == "rank1" and res.options["prior_mean"] == 0.2
 
 
+def test_fit_passes_the_prior_and_start_options(workdir, capsys):
+    run(capsys, "convert", "t.txt", "t.h5", "--shape", "20,15,10")
+    code, _, _ = run(
+        capsys, "fit", "t.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2", "--a0", "2",
+        "--b0", "3", "--init", "random", "--noise-warmup", "0", "--max-iter", "5", "--quiet",
+    )  # fmt: skip
+    assert code == 0
+    opts = load_model("m.h5").options
+    assert (opts["a0"], opts["b0"], opts["init"], opts["noise_warmup"]) == (2.0, 3.0, "random", 0)
+    args = ("fit", "t.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2", "--a0", "-1")
+    code, _, err = run(capsys, *args)
+    assert code == 2 and "'a0' parameter" in err
+
+
 @pytest.mark.parametrize("method", ["lp", "vmp", "cp_wopt"])
 def test_fit_with_a_baseline_method(workdir, capsys, method):
     run(capsys, "convert", "t.txt", "t.h5", "--shape", "20,15,10")
