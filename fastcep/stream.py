@@ -599,7 +599,7 @@ def _run(
                 schedule=schedule,
                 covariance=covariance,
                 noise_warmup=NOISE_WARMUP if b == 0 else 0,
-                **({"probit_curvature": probit_curvature} if model == "cp_probit" else {}),
+                probit_curvature=probit_curvature,  # ("full" for cp_gaussian: checked above)
                 n_threads=n_threads,
                 seed=seed,
                 _prior=(P_Lam[glob], P_eta[glob]),

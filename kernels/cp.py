@@ -126,7 +126,7 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback, rank1=Fal
         w[i] = b
         vv += a * a
         vw += a * b
-    # T = W Ezz; B_z = T W^T (lower half), c = 1 + tr(B_z)
+    # T = W Ezz; B_z = T W^T (lower half; with rank1 only its diagonal), c = 1 + tr(B_z)
     for i in range(R):
         for j in range(R):
             T[i, j] = 0.0
@@ -136,7 +136,7 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback, rank1=Fal
                 T[i, j] += wik * Ezz[k, j]
     c = 1.0
     for i in range(R):
-        for j in range(i + 1):
+        for j in range(i if rank1 else 0, i + 1):
             t = 0.0
             for k in range(j + 1):
                 t += T[i, k] * W[j, k]
