@@ -2,6 +2,7 @@
 baseline, in the same run) beside a long Gibbs sampler's, on small synthetic tensors.
 
     python -m bench.cp_gold [--iterations 60000] [--seeds 0 1 2] [--models cp_probit cp_gaussian]
+                            [--tag SUFFIX]
 
 The sampler alternates the modes, drawing each mode's embeddings from their Gaussian
 conditional (a Bayesian linear regression on the Hadamard product of the other modes; prior
@@ -15,7 +16,7 @@ leave f, and so every compared quantity, unchanged.
 Compared, on the observed ("train") entries and on 200 unobserved ("test") ones:
 cp_probit P(y = 1) (gold: the average of Phi(f)); cp_gaussian the predictive mean of y in units
 of the gold predictive sd, the predictive sd (ratio to the gold's) and E[tau].
-Writes bench/results/cp-gold.md.
+Writes bench/results/cp-gold{SUFFIX}.md.
 """
 
 import argparse
@@ -40,9 +41,14 @@ FITS = {
     "cp_probit": (
         ("CEP-1 full", dict(probit_curvature="full")),
         ("CEP-1 rank1", dict(probit_curvature="rank1")),
+        ("CEP-1 rank1 cavity", dict(probit_curvature="rank1", expect_under="cavity")),
         ("VMP", dict(method="vmp")),
     ),
-    "cp_gaussian": (("CEP-1", {}), ("VMP", dict(method="vmp"))),
+    "cp_gaussian": (
+        ("CEP-1", {}),
+        ("CEP-1 cavity", dict(expect_under="cavity")),
+        ("VMP", dict(method="vmp")),
+    ),
 }
 
 
@@ -140,6 +146,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=60_000)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--models", nargs="+", default=["cp_probit", "cp_gaussian"], choices=list(FITS))
+    ap.add_argument("--tag", default="", help="suffix of the results file name")
     args = ap.parse_args()
     tables = []
     for model in args.models:
@@ -208,7 +215,7 @@ def main():
         *tables,
     ]
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "cp-gold.md").write_text("\n".join(lines))
+    (RESULTS / f"cp-gold{args.tag}.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 

@@ -229,7 +229,7 @@ def cmd_fit(args):
         coords, values = r.read()
         shape = r.shape
     names = ("damping", "max_iter", "tol", "covariance", "schedule", "seed", "prior_var", "prior_mean")
-    opts = _options(args, (*names, "a0", "b0", "probit_curvature", "init", "noise_warmup"))
+    opts = _options(args, (*names, "a0", "b0", "probit_curvature", "init", "noise_warmup", "expect_under"))
     t0 = time.perf_counter()
     last = [0.0]
 
@@ -335,6 +335,8 @@ def build_parser():
     f.add_argument("--schedule", choices=("parallel", "block", "sequential"), default=None)
     f.add_argument("--init", choices=("svd", "random"), default=None, help="initial posterior means")
     f.add_argument("--noise-warmup", type=int, default=None, help="iterations with the noise precision held")
+    f.add_argument("--expect-under", choices=("posterior", "cavity"), default=None,
+                   help="CEP-1: other modes' moments under the posterior or the cavity")  # fmt: skip
     f.add_argument("--max-entries", type=int, default=50_000_000, help="refuse larger tensors (use stream)")
     f.set_defaults(func=cmd_fit)
 

@@ -60,6 +60,7 @@ _NOT_APPLICABLE = {
     "noise_warmup": "VMP updates q(tau) every iteration (see 'init_snr' for its starting point)",
     "warmup_snr": "VMP has no noise warm-up (see 'init_snr')",
     "probit_curvature": "VMP has no CEP probit messages (it augments the probit likelihood)",
+    "expect_under": "VMP's updates are expectations under the posterior (there are no cavities)",
 }
 
 
@@ -102,6 +103,7 @@ def fit_vmp(
     noise_warmup=None,
     warmup_snr=None,
     probit_curvature=None,
+    expect_under=None,
     _prior=None,
     _init_moments=None,
 ):
@@ -161,7 +163,7 @@ def fit_vmp(
         Seeds the initial means (same seed, same result).
     verbose : bool, default False
         One line per iteration on stderr.
-    damping, schedule, init_state, noise_warmup, warmup_snr, probit_curvature
+    damping, schedule, init_state, noise_warmup, warmup_snr, probit_curvature, expect_under
         Options of CEP that do not apply to VMP: passing anything but None raises ValueError.
 
     Returns
@@ -189,6 +191,7 @@ def fit_vmp(
         ("noise_warmup", noise_warmup),
         ("warmup_snr", warmup_snr),
         ("probit_curvature", probit_curvature),
+        ("expect_under", expect_under),
     ):
         if value is not None:
             raise ValueError(

@@ -50,6 +50,7 @@ NOT_APPLICABLE = (
     "prior_mean",
     "init_state",
     "probit_curvature",
+    "expect_under",
 )
 WOPT_DEFAULTS = {"reg": 0.0, "max_iter": 500, "tol": 1e-9, "init": "svd", "init_scale": 1.0}
 

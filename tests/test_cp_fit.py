@@ -111,6 +111,56 @@ def test_probit_learns_and_is_deterministic(probit_tensor, covariance, schedule,
     assert r1.posterior.noise is None
 
 
+def test_cavity_expectations_recover_the_noise_and_reach_the_floor(gaussian_split):
+    """expect_under="cavity" on the synthetic rank-3 tensor: the noise precision (100) and the
+    noise floor, as with the posterior's expectations, and a different posterior from those."""
+    T, tr, te, floor = gaussian_split
+    kw = dict(model="cp_gaussian", shape=SHAPE, rank=3, seed=0)
+    res = fastcep.fit(T.coords[tr], T.values[tr], expect_under="cavity", **kw)
+    assert res.converged and res.options["expect_under"] == "cavity"
+    a, b = res.posterior.noise
+    assert 85.0 < a / b < 115.0
+    assert res.rmse(T.coords[te], T.values[te]) <= 1.05 * floor
+    post = fastcep.fit(T.coords[tr], T.values[tr], max_iter=res.n_iter, tol=0.0, **kw)
+    assert "expect_under" not in post.options
+    assert not np.allclose(post.posterior.covs[0], res.posterior.covs[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("schedule", ["parallel", "block"])
+@pytest.mark.parametrize("curvature", ["full", "rank1"])
+def test_cavity_expectations_probit_learn_and_are_deterministic(probit_tensor, schedule, curvature):
+    T = probit_tensor
+    kw = dict(
+        model="cp_probit", shape=T.shape, rank=2, seed=1, schedule=schedule, max_iter=40,
+        probit_curvature=curvature, expect_under="cavity",
+    )  # fmt: skip
+    r1 = fastcep.fit(T.coords, T.values, n_threads=1, **kw)
+    r2 = fastcep.fit(T.coords, T.values, n_threads=2, **kw)
+    for k in range(3):
+        np.testing.assert_array_equal(r1.posterior.means[k], r2.posterior.means[k])
+        np.testing.assert_array_equal(r1.posterior.covs[k], r2.posterior.covs[k])
+    assert r1.auc(T.coords, T.values) > 0.8
+
+
+def test_cavity_expectations_resume_save_and_threads(tmp_path, gaussian_split):
+    T, tr, te, _ = gaussian_split
+    kw = dict(model="cp_gaussian", shape=SHAPE, rank=3, seed=4, expect_under="cavity", schedule="block")
+    kw["noise_warmup"] = 0
+    r1 = fastcep.fit(T.coords[tr], T.values[tr], n_threads=1, max_iter=12, **kw)
+    r2 = fastcep.fit(T.coords[tr], T.values[tr], n_threads=2, max_iter=12, **kw)
+    np.testing.assert_array_equal(r1.posterior.means[2], r2.posterior.means[2])
+    assert r1.posterior.noise == r2.posterior.noise
+    # 12 iterations = 6 + 6 resumed from the messages (the resumed sweeps are cavity sweeps from
+    # the start, as the fresh fit's after its first)
+    half = fastcep.fit(T.coords[tr], T.values[tr], max_iter=6, **kw)
+    more = fastcep.fit(T.coords[tr], T.values[tr], max_iter=6, init_state=half.state, **kw)
+    np.testing.assert_allclose(more.posterior.means[0], r1.posterior.means[0], rtol=1e-10, atol=1e-12)
+    r1.save(tmp_path / "cav.h5")
+    back = fastcep.load_model(tmp_path / "cav.h5")
+    assert back.options["expect_under"] == "cavity"
+    np.testing.assert_array_equal(back.predict(T.coords[te]), r1.predict(T.coords[te]))
+
+
 @pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
 def test_diag_equals_full_at_rank_one_with_the_block_schedule(model):
     # with R = 1 a 1 x 1 covariance is diagonal and the block schedules visit the same blocks
@@ -277,6 +327,10 @@ VALUES = np.array([0.5, -1.0, 2.0])
         (COORDS, VALUES, dict(method="cep2"), ValueError, "not implemented"),
         (COORDS, VALUES, dict(probit_curvature="half"), ValueError, "'probit_curvature' parameter"),
         (COORDS, VALUES, dict(probit_curvature="rank1"), ValueError, "applies to model='cp_probit'"),
+        (COORDS, VALUES, dict(expect_under="tilted"), ValueError, "'expect_under' parameter"),
+        (COORDS, VALUES, dict(expect_under="cavity", covariance="diag"), ValueError, "covariance='full'"),
+        (COORDS, VALUES, dict(expect_under="cavity", schedule="sequential"), ValueError, "'parallel' or"),
+        (COORDS, VALUES, dict(expect_under="cavity", method="lp"), ValueError, "method='cep1'"),
         (COORDS, VALUES, dict(eval_set=(COORDS + 5, VALUES)), ValueError, "eval_set"),
     ],
 )

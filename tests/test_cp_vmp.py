@@ -321,6 +321,7 @@ def test_save_and_load_round_trip(tmp_path, binary_split):
         (dict(init_state=object()), ValueError, "'init_state' option does not apply"),
         (dict(noise_warmup=5), ValueError, "'noise_warmup' option does not apply"),
         (dict(probit_curvature="rank1"), ValueError, "'probit_curvature' option does not apply"),
+        (dict(expect_under="cavity"), ValueError, "'expect_under' option does not apply"),
         (dict(covariance="diag"), ValueError, "The 'covariance' parameter of fit must be 'full'"),
         (dict(rank=None), TypeError, "The 'rank' parameter of fit"),
         (dict(rank=0), ValueError, "The 'rank' parameter of fit"),
