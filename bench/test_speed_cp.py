@@ -2,12 +2,12 @@
 
     python -m pytest bench/test_speed_cp.py --benchmark-columns=median,iqr,min,rounds -s
 
-Seconds per iteration and entries per second of CEP-1 on Alog (cp_gaussian, both ``expect_under``
-rules) and Enron (cp_probit, both ``probit_curvature`` rules), fold 1, at ranks 3 and 8 (skipped without ../shared/data), and
-at rank 8 on a synthetic 1,000 x 1,000 x 1,000 tensor with 1,000,000 observed entries (peak
-memory too). A benchmark round is ``ITERS`` iterations of one fit continued from a fitted state
-(``init_state``): the time per iteration is the round's time / ITERS, and includes the per-call
-checks of the input.
+Seconds per iteration and entries per second of CEP-1 on Alog (cp_gaussian, both
+``expect_under`` rules) and Enron (cp_probit, both ``probit_curvature`` rules), fold 1, at
+ranks 3 and 8 (skipped without ../shared/data), and at rank 8 on a synthetic 1,000 x 1,000 x
+1,000 tensor with 1,000,000 observed entries (peak memory too). A benchmark round is ``ITERS``
+iterations of one fit continued from a fitted state (``init_state``): the time per iteration is
+the round's time / ITERS, and includes the per-call checks of the input.
 """
 
 import os

@@ -525,17 +525,21 @@ def fit_cp(
         and on six small synthetic tensors its predictive probabilities are closer to a Gibbs
         sampler's (BENCHMARKS.md).
     expect_under : {"posterior", "cavity"}, default "posterior"
-        Method "cep1": the distribution of the other modes under which the expected conditional
-        moments are taken. "posterior" (the paper's section 3.2 and DESIGN.md 3.2): the current
-        posterior q. For cp_gaussian its fixed point is then mean-field VMP's. "cavity": the
-        entry's cavity of each other mode, q(u) divided by the entry's own message to it. The
-        entry's message then does not feed on its own messages to the other modes, and
-        cp_gaussian uses the cavity's noise precision and E[(y - f)^2] under the cavities. Full
-        covariances with the "parallel" or "block" schedule only. The first sweep of a fresh
-        fit has no messages to remove and uses the initial moments as "posterior" does. It costs
-        K Cholesky factorisations per entry and iteration: several times slower per iteration
-        for cp_gaussian. On Alog it fits the training entries less closely and, with a positive
-        ``prior_mean``, predicts the test entries better at ranks 8 and 10 (BENCHMARKS.md).
+        Method "cep1": the distribution of the other modes under which the message of an entry
+        to mode k takes the expected conditional moments (E[z], E[z z^T]). "posterior" (the
+        paper's section 3.2 and DESIGN.md 3.2): the current posterior q; for cp_gaussian the
+        fixed point is then mean-field VMP's. "cavity": the entry's cavity of each other mode,
+        q(u) divided by the entry's own message to it, so that an entry's messages do not feed
+        on each other. The noise precision and its messages stay the posterior's (under the
+        cavities too, tau came out 26-31 % low against a Gibbs sampler). Full covariances with
+        the "parallel" or "block" schedule only. The first sweep of a fresh fit has no messages
+        to remove and uses the initial moments, as "posterior" does. It costs K Cholesky
+        factorisations per entry and iteration, several times the time per iteration of
+        cp_gaussian's "posterior" sweep. Measured (BENCHMARKS.md): on Alog, with ``prior_mean``
+        chosen on held-out training entries, it fits the training entries less closely and
+        predicts the test entries better at every rank. Against a Gibbs sampler it is closer
+        for cp_probit; for cp_gaussian it is further on dense synthetic tensors, where
+        "posterior" is within 0.01 sd.
     init : {"svd", "random"}, default "svd"
         Initial posterior means: leading singular vectors of each mode's unfolding, or N(0,
         init_scale^2) draws (seeded).
@@ -686,11 +690,7 @@ def fit_cp(
     cavity = expect_under == "cavity"
     if cavity:
         with_sums = False
-        cav_scratch = (
-            np.empty((n_chunks, Kmodes, R)),
-            np.empty((n_chunks, Kmodes, R, R)),
-            np.empty((n_chunks, Kmodes, R, R)),
-        )
+        cav_scratch = (np.empty((n_chunks, Kmodes, R)), np.empty((n_chunks, Kmodes, R, R)))
     if with_sums:
         part_L = np.empty((n_groups, n_obj, R, R))
         part_e = np.empty((n_groups, n_obj, R))
@@ -843,9 +843,8 @@ def fit_cp(
                             )
                         elif cavity_sweep:
                             K.sweep_cavity_full(
-                                code, lay.gidx, y, s, Lam, eta, P_Lam, P_eta, noise,
-                                not (warm and it <= noise_warmup), rho, k_lo, k_hi, ENTRY_CHUNK,
-                                skipped[:n_chunks], work, scr, *cav_scratch, alpha, beta,
+                                code, lay.gidx, y, s, Lam, eta, P_Lam, P_eta, noise[2], rho, k_lo, k_hi,
+                                ENTRY_CHUNK, skipped[:n_chunks], work, scr, *cav_scratch,
                             )  # fmt: skip
                         else:
                             K.sweep_full(
@@ -876,7 +875,7 @@ def fit_cp(
                             )
                         if schedule == "block":
                             rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
-                    if model == "cp_gaussian" and not fused_noise and not cavity_sweep:
+                    if model == "cp_gaussian" and (cavity_sweep or not fused_noise):
                         K.noise_messages_full(lay.gidx, y, alpha, beta, M, E2, rho)
                 else:
                     # block coordinate schedule: mode by mode, coordinate by coordinate

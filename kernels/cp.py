@@ -523,26 +523,27 @@ def sweep_full(
 
 @njit(**LEAF)
 def entry_update_cavity(
-    model, gidx_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, etau, rho, mat, vec, Mc, Sc, E2c, idx
-):  # fmt: skip
+    model, gidx_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, etau, rho, mat, vec, Mc, E2c, idx
+):
     """As ``entry_update``, with the other modes' moments taken under the entry's cavity.
 
-    The entry's cavity of every mode k', q(u_k') / (its message to k'), gives Mc[k'], Sc[k'],
-    E2c[k'] = Sc + Mc Mc^T (Mc (K, R), Sc and E2c (K, R, R) scratch); the message to mode k then
-    takes Ez = Hadamard_{k' != k} Mc[k'] and Ezz = Hadamard_{k' != k} E2c[k'] (and, for
-    cp_probit, mode k's own cavity as always), so that an entry's message does not feed on the
-    entry's own messages to the other modes. idx: (K,) the ints 0..K-1 (indexes Mc, E2c as
-    ``other_modes_moments`` indexes the posterior). etau: the noise precision the messages use.
+    The entry's cavity of every mode k', q(u_k') / (its message to k'), gives Mc[k'] and
+    E2c[k'] = Sc + Mc Mc^T (Mc (K, R), E2c (K, R, R) scratch; E2c[k'] first holds Sc); the
+    message to mode k then takes Ez = Hadamard_{k' != k} Mc[k'] and Ezz = Hadamard_{k' != k}
+    E2c[k'] (and, for cp_probit, mode k's own cavity as always), so that an entry's message does
+    not feed on the entry's own messages to the other modes. idx: (K,) the ints 0..K-1 (indexes
+    Mc, E2c as ``other_modes_moments`` indexes the posterior). cp_gaussian uses E[tau] = etau,
+    the posterior's (its noise messages stay ``noise_messages_full``'s).
 
-    Returns (messages not applied, E[(y - f)^2] under the cavities of all K modes). If a cavity
-    is not positive definite nothing is applied (all k_hi - k_lo counted) and the second value is
-    NaN.
+    Returns the number of messages not applied (all k_hi - k_lo if a cavity is not positive
+    definite: nothing is applied then).
     """
     K = gidx_e.shape[0]
     R = Mc.shape[1]
     Ezz = mat[0]
     Lc = mat[1]
     Lmsg = mat[2]
+    Sc = mat[3]
     Ez = vec[0]
     ec = vec[1]
     emsg = vec[2]
@@ -552,9 +553,8 @@ def entry_update_cavity(
             ec[i] = P_eta[o, i] - eta_e[kk, i]
             for j in range(R):
                 Lc[i, j] = P_Lam[o, i, j] - Lam_e[kk, i, j]
-        if not object_moments(Lc, ec, Mc[kk], Sc[kk], E2c[kk], mat[3]):
-            return k_hi - k_lo, math.nan
-    sq = expected_sq_error(idx, y, Mc, E2c)
+        if not object_moments(Lc, ec, Mc[kk], Sc, E2c[kk], mat[4]):
+            return k_hi - k_lo
     skipped = 0
     for k in range(k_lo, k_hi):
         other_modes_moments(idx, k, Mc, E2c, Ez, Ezz)
@@ -579,22 +579,18 @@ def entry_update_cavity(
                     Lam_e[k, i, j] = (1.0 - rho) * Lam_e[k, i, j] + rho * Lmsg[i, j]
         else:
             skipped += 1
-    return skipped, sq
+    return skipped
 
 
 @njit(**PARALLEL_CACHED)
 def sweep_cavity_full(
-    model, gidx, y, s, Lam, eta, P_Lam, P_eta, noise, cavity_tau, rho, k_lo, k_hi, chunk, skipped, mat, vec,
-    Mc, Sc, E2c, alpha, beta,
+    model, gidx, y, s, Lam, eta, P_Lam, P_eta, etau, rho, k_lo, k_hi, chunk, skipped, mat, vec, Mc, E2c
 ):  # fmt: skip
     """``sweep_full`` with the other modes' moments under each entry's cavity
     (``entry_update_cavity``), full covariances, in parallel over fixed chunks of entries.
 
-    noise: (3,) [a, b, E tau] of the noise posterior. cp_gaussian messages use E tau, or with
-    ``cavity_tau`` the entry's cavity (a - alpha[e]) / (b - beta[e]); its noise message (shape
-    1/2, rate E[(y - f)^2] / 2 under the cavities) is updated in the same pass. Mc (n_chunks, K,
-    R), Sc and E2c (n_chunks, K, R, R) scratch; other arguments as ``sweep_full``. The noise
-    messages are updated when k_hi = K (once per iteration of the block schedule).
+    Mc (n_chunks, K, R), E2c (n_chunks, K, R, R) scratch; other arguments as ``sweep_full``
+    (cp_gaussian's noise messages: ``noise_messages_full``, from the posterior).
     """
     n = gidx.shape[0]
     K = gidx.shape[1]
@@ -602,18 +598,10 @@ def sweep_cavity_full(
         idx = np.arange(K)
         t = 0
         for e in range(c * chunk, min(n, (c + 1) * chunk)):
-            etau = noise[2]
-            if model == MODEL_GAUSSIAN and cavity_tau:
-                etau = (noise[0] - alpha[e]) / (noise[1] - beta[e])
-            m, sq = entry_update_cavity(
+            t += entry_update_cavity(
                 model, gidx[e], k_lo, k_hi, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, etau, rho,
-                mat[c], vec[c], Mc[c], Sc[c], E2c[c], idx,
+                mat[c], vec[c], Mc[c], E2c[c], idx,
             )  # fmt: skip
-            t += m
-            # (the block schedule's noise messages: once per iteration, with its last block)
-            if model == MODEL_GAUSSIAN and k_hi == K and not math.isnan(sq):
-                alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
-                beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * sq
         skipped[c] += t
 
 

@@ -364,34 +364,29 @@ def cp_expected_sq_error(e_coords, y, means, covs):
 
 
 def cp_parallel_sweep(
-    model, coords, y, shape, Lam, eta, alpha, beta, means, covs, P_Lam, P_eta, etau, rho,
-    cavity=False, noise=None,
-):  # fmt: skip
+    model, coords, y, shape, Lam, eta, alpha, beta, means, covs, P_Lam, P_eta, etau, rho, cavity=False
+):
     """One damped parallel CEP-1 sweep (full covariances), all messages from one posterior.
 
     Lam (n, K, R, R), eta (n, K, R) site messages; P_Lam/P_eta lists of (d_k, R, R)/(d_k, R)
     posterior natural parameters. model "cp_probit_rank1": cp_probit with the rank-one
-    curvature. With ``cavity`` the other modes' moments (and the noise message's) are those of
-    the entry's cavity q(u) / (its message), inverted explicitly; with ``noise`` = (a, b) of the
-    noise posterior, cp_gaussian then uses the cavity's (a - alpha_e) / (b - beta_e) for E[tau].
-    Returns new (Lam, eta, alpha, beta, skipped).
+    curvature. With ``cavity`` the embedding messages take the other modes' moments under the
+    entry's cavity q(u) / (its message), inverted explicitly (the noise messages keep the
+    posterior's). Returns new (Lam, eta, alpha, beta, skipped).
     """
     n, K = coords.shape
     Lam, eta, alpha, beta = Lam.copy(), eta.copy(), alpha.copy(), beta.copy()
     skipped = 0
     for e in range(n):
         e_coords, mom = coords[e], (means, covs)
-        tau_e = etau
         if cavity:
             Sc = [np.linalg.inv(P_Lam[k][coords[e, k]] - Lam[e, k]) for k in range(K)]
             mc = [Sc[k] @ (P_eta[k][coords[e, k]] - eta[e, k]) for k in range(K)]
             e_coords, mom = np.zeros(K, dtype=int), ([m[None] for m in mc], [C[None] for C in Sc])
-            if noise is not None:
-                tau_e = (noise[0] - alpha[e]) / (noise[1] - beta[e])
         for k in range(K):
             Ez, Ezz = cp_other_moments(e_coords, k, *mom)
             if model == "cp_gaussian":
-                new = cp_gaussian_message(y[e], Ez, Ezz, tau_e)
+                new = cp_gaussian_message(y[e], Ez, Ezz, etau)
             else:
                 j = coords[e, k]
                 new = cp_probit_message(
@@ -412,7 +407,7 @@ def cp_parallel_sweep(
             eta[e, k] = (1 - rho) * eta[e, k] + rho * new[1]
         if model == "cp_gaussian":
             alpha[e] = (1 - rho) * alpha[e] + rho * 0.5
-            beta[e] = (1 - rho) * beta[e] + rho * 0.5 * cp_expected_sq_error(e_coords, y[e], *mom)
+            beta[e] = (1 - rho) * beta[e] + rho * 0.5 * cp_expected_sq_error(coords[e], y[e], means, covs)
     return Lam, eta, alpha, beta, skipped
 
 

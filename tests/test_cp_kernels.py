@@ -152,55 +152,47 @@ def no_sums(R):
     return np.empty((1, 0, R, R)), np.empty((1, 0, R))
 
 
-def cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, noise, cavity_tau, rho, k_lo, k_hi, alpha, beta):
-    """kernels.cp.sweep_cavity_full on copies; returns (Lam, eta, alpha, beta, skipped)."""
+def cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, etau, rho, k_lo, k_hi):
+    """kernels.cp.sweep_cavity_full on copies; returns (Lam, eta, skipped)."""
     n, Km, R = eta.shape
     n_chunks = -(-n // ENTRY_CHUNK)
     sk = np.zeros(n_chunks, dtype=np.int64)
-    L2, e2, a2, b2 = Lam.copy(), eta.copy(), alpha.copy(), beta.copy()
+    L2, e2 = Lam.copy(), eta.copy()
     K.sweep_cavity_full(
-        code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, noise, cavity_tau, rho, k_lo, k_hi, ENTRY_CHUNK, sk,
+        code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, etau, rho, k_lo, k_hi, ENTRY_CHUNK, sk,
         np.empty((n_chunks, K.ENTRY_MATS, R, R)), np.empty((n_chunks, K.ENTRY_VECS, R)),
-        np.empty((n_chunks, Km, R)), np.empty((n_chunks, Km, R, R)), np.empty((n_chunks, Km, R, R)), a2, b2,
+        np.empty((n_chunks, Km, R)), np.empty((n_chunks, Km, R, R)),
     )  # fmt: skip
-    return L2, e2, a2, b2, int(sk.sum())
+    return L2, e2, int(sk.sum())
 
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("shape", [(4, 3, 5), (3, 4), (2, 3, 2, 3)])
 @pytest.mark.parametrize("R", [1, 2, 3])
 def test_cavity_sweep_matches_naive(rng, model, shape, R):
-    """expect_under="cavity": every message (and cp_gaussian's noise message) from the entry's
-    cavities of all modes, against explicit inverses; E[tau] fixed or the entry's cavity's; the
-    block schedule's single-mode step changes that mode only, and the noise with the last mode."""
+    """expect_under="cavity": every message from the entry's cavities of the other modes,
+    against explicit inverses; the block schedule's single-mode step changes that mode only."""
     n, rho, prior_var, etau = 40, 0.6, 1.5, 2.5
     coords, y, Lam, eta = random_state(rng, shape, R, n, model)
     lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "full")
     nP_Lam, nP_eta, means, covs = naive.cp_posterior(coords, shape, Lam, eta, prior_var)
     alpha, beta = rng.uniform(0.2, 1, n), rng.uniform(0.2, 1, n)
-    a, b = 1.0 + alpha.sum(), 1.0 + beta.sum()
-    noise = np.array([a, b, etau])
     Km, code = len(shape), CODES[model]
-    for cavity_tau in (False, True):
-        ref = naive.cp_parallel_sweep(
-            model, coords, y, shape, Lam, eta, alpha, beta, means, covs, nP_Lam, nP_eta, etau, rho,
-            cavity=True, noise=(a, b) if cavity_tau else None,
-        )  # fmt: skip
-        got = cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, noise, cavity_tau, rho, 0, Km, alpha, beta)
-        for g, r in zip(got[:4], ref[:4], strict=True):
-            np.testing.assert_allclose(g, r, rtol=1e-9, atol=1e-11)
-        assert got[4] == ref[4]
-        for k in range(Km):
-            blk = cavity_sweep(
-                code, lay, y, Lam, eta, P_Lam, P_eta, noise, cavity_tau, rho, k, k + 1, alpha, beta
-            )
-            other = [j for j in range(Km) if j != k]
-            np.testing.assert_allclose(blk[0][:, k], ref[0][:, k], rtol=1e-9, atol=1e-11)
-            np.testing.assert_allclose(blk[1][:, k], ref[1][:, k], rtol=1e-9, atol=1e-11)
-            np.testing.assert_array_equal(blk[0][:, other], Lam[:, other])
-            np.testing.assert_array_equal(blk[1][:, other], eta[:, other])
-            np.testing.assert_allclose(blk[3], ref[3] if k == Km - 1 else beta, rtol=1e-10, atol=1e-12)
-    if model == "cp_gaussian":  # the cavity differs from the posterior: so do the messages
+    ref = naive.cp_parallel_sweep(
+        model, coords, y, shape, Lam, eta, alpha, beta, means, covs, nP_Lam, nP_eta, etau, rho, cavity=True
+    )
+    got = cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, etau, rho, 0, Km)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-9, atol=1e-11)
+    assert got[2] == ref[4]
+    for k in range(Km):
+        blk = cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, etau, rho, k, k + 1)
+        other = [j for j in range(Km) if j != k]
+        np.testing.assert_allclose(blk[0][:, k], ref[0][:, k], rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(blk[1][:, k], ref[1][:, k], rtol=1e-9, atol=1e-11)
+        np.testing.assert_array_equal(blk[0][:, other], Lam[:, other])
+        np.testing.assert_array_equal(blk[1][:, other], eta[:, other])
+    if model == "cp_gaussian" and R > 1:  # the cavity differs from the posterior: so do the messages
         post = naive.cp_parallel_sweep(
             model, coords, y, shape, Lam, eta, alpha, beta, means, covs, nP_Lam, nP_eta, etau, rho
         )
@@ -214,24 +206,22 @@ def test_cavity_sweep_equals_posterior_sweep_when_the_entries_have_no_messages(r
     shape, R, n, rho, etau = (4, 3, 5), 3, 30, 0.5, 1.7
     coords, y, _, _ = random_state(rng, shape, R, n, model)
     Lam, eta = np.zeros((n, 3, R, R)), np.zeros((n, 3, R))
-    prior_eta_means = rng.normal(size=(sum(shape), R))  # nonzero posterior means: the prior's
+    prior_means = rng.normal(size=(sum(shape), R))  # nonzero posterior means: the prior's
     lay = _layout(coords, shape)
     P_Lam = np.broadcast_to(np.eye(R), (sum(shape), R, R)).copy()
-    P_eta = prior_eta_means.copy()
-    M, S = prior_eta_means.copy(), P_Lam.copy()
+    P_eta = prior_means.copy()
+    M, S = prior_means.copy(), P_Lam.copy()
     E2 = S + M[:, :, None] * M[:, None, :]
     n_chunks = -(-n // ENTRY_CHUNK)
-    alpha, beta = np.zeros(n), np.zeros(n)
-    L1, e1, a1, b1 = Lam.copy(), eta.copy(), alpha.copy(), beta.copy()
+    L1, e1 = Lam.copy(), eta.copy()
     K.sweep_full(
         CODES[model], lay.gidx, y, y, L1, e1, P_Lam, P_eta, M, E2, etau, rho, 0, 3, ENTRY_CHUNK,
         np.zeros(n_chunks, dtype=np.int64), np.empty((n_chunks, K.ENTRY_MATS, R, R)),
-        np.empty((n_chunks, K.ENTRY_VECS, R)), model == "cp_gaussian", a1, b1, False, *no_sums(R),
+        np.empty((n_chunks, K.ENTRY_VECS, R)), False, np.zeros(n), np.zeros(n), False, *no_sums(R),
     )  # fmt: skip
-    noise = np.array([1.0, 1.0, etau])
-    got = cavity_sweep(CODES[model], lay, y, Lam, eta, P_Lam, P_eta, noise, False, rho, 0, 3, alpha, beta)
-    for g, r in zip(got[:4], (L1, e1, a1, b1), strict=True):
-        np.testing.assert_allclose(g, r, rtol=1e-11, atol=1e-13)
+    got = cavity_sweep(CODES[model], lay, y, Lam, eta, P_Lam, P_eta, etau, rho, 0, 3)
+    np.testing.assert_allclose(got[0], L1, rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(got[1], e1, rtol=1e-11, atol=1e-13)
 
 
 @pytest.mark.parametrize("model", MODELS)
