@@ -208,7 +208,9 @@ def main():
         f"Machine: {machine()}",
         "",
         f"Command: `python -m bench.cp_gold --iterations {args.iterations} "
-        f"--seeds {' '.join(map(str, args.seeds))} --models {' '.join(args.models)}`; two chains of "
+        f"--seeds {' '.join(map(str, args.seeds))} --models {' '.join(args.models)}"
+        + (f" --tag={args.tag}" if args.tag else "")
+        + "`; two chains of "
         f"{args.iterations} Gibbs iterations per tensor (burn-in a tenth); {N_TEST} unobserved test "
         "entries; prior N(0, I), `fastcep.fit` defaults otherwise (max_iter 2000).",
         "",
