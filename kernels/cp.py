@@ -312,8 +312,13 @@ ENTRY_VECS = 3 + PROBIT_VECS
 
 
 @njit(**LEAF)
-def entry_update(model, gidx_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, rho, mat, vec):
+def entry_update(
+    model, gidx_e, mom_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, rho, mat, vec
+):
     """New damped messages of one entry to its objects of modes k_lo..k_hi-1 (full R x R blocks).
+
+    The other modes' moments are M[mom_e[k']], E2[mom_e[k']]: mom_e = gidx_e takes them from the
+    posterior; ``entry_update_cavity`` passes the entry's cavity moments.
 
     Lam_e (K, R, R), eta_e (K, R): the entry's messages, updated in place. mat (ENTRY_MATS, R, R)
     and vec (ENTRY_VECS, R) C-contiguous scratch. A probit message that the paper's expected
@@ -330,7 +335,7 @@ def entry_update(model, gidx_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, M,
     emsg = vec[2]
     skipped = 0
     for k in range(k_lo, k_hi):
-        other_modes_moments(gidx_e, k, M, E2, Ez, Ezz)
+        other_modes_moments(mom_e, k, M, E2, Ez, Ezz)
         if model == MODEL_GAUSSIAN:
             for i in range(R):
                 emsg[i] = y * etau * Ez[i]
@@ -502,8 +507,8 @@ def sweep_full(
                 )
             else:
                 t += entry_update(
-                    model, gidx[e], k_lo, k_hi, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, etau, rho,
-                    mat[c], vec[c],
+                    model, gidx[e], gidx[e], k_lo, k_hi, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2,
+                    etau, rho, mat[c], vec[c],
                 )  # fmt: skip
             if with_noise:
                 if math.isnan(sq):
@@ -540,13 +545,9 @@ def entry_update_cavity(
     """
     K = gidx_e.shape[0]
     R = Mc.shape[1]
-    Ezz = mat[0]
     Lc = mat[1]
-    Lmsg = mat[2]
     Sc = mat[3]
-    Ez = vec[0]
     ec = vec[1]
-    emsg = vec[2]
     for kk in range(K):
         o = gidx_e[kk]
         for i in range(R):
@@ -555,31 +556,9 @@ def entry_update_cavity(
                 Lc[i, j] = P_Lam[o, i, j] - Lam_e[kk, i, j]
         if not object_moments(Lc, ec, Mc[kk], Sc, E2c[kk], mat[4]):
             return k_hi - k_lo
-    skipped = 0
-    for k in range(k_lo, k_hi):
-        other_modes_moments(idx, k, Mc, E2c, Ez, Ezz)
-        if model == MODEL_GAUSSIAN:
-            for i in range(R):
-                emsg[i] = y * etau * Ez[i]
-                for j in range(R):
-                    Lmsg[i, j] = etau * Ezz[i, j]
-            ok = True
-        else:
-            o = gidx_e[k]
-            for i in range(R):
-                ec[i] = P_eta[o, i] - eta_e[k, i]
-                for j in range(R):
-                    Lc[i, j] = P_Lam[o, i, j] - Lam_e[k, i, j]
-            rank1 = model == MODEL_PROBIT_RANK1
-            ok = probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat[3:], vec[3:], True, rank1) > 0
-        if ok:
-            for i in range(R):
-                eta_e[k, i] = (1.0 - rho) * eta_e[k, i] + rho * emsg[i]
-                for j in range(R):
-                    Lam_e[k, i, j] = (1.0 - rho) * Lam_e[k, i, j] + rho * Lmsg[i, j]
-        else:
-            skipped += 1
-    return skipped
+    return entry_update(
+        model, gidx_e, idx, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, Mc, E2c, etau, rho, mat, vec
+    )
 
 
 @njit(**PARALLEL_CACHED)
@@ -899,7 +878,23 @@ def sequential_full(
         old_L[:, :, :] = Lam[e]
         old_e[:, :] = eta[e]
         skipped += entry_update(
-            model, gidx[e], 0, K, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho, mat, vec
+            model,
+            gidx[e],
+            gidx[e],
+            0,
+            K,
+            y[e],
+            s[e],
+            Lam[e],
+            eta[e],
+            P_Lam,
+            P_eta,
+            M,
+            E2,
+            noise[2],
+            rho,
+            mat,
+            vec,
         )
         if model == MODEL_GAUSSIAN:
             new_b = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
