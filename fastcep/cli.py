@@ -251,7 +251,7 @@ def cmd_stream(args):
     from .stream import stream
 
     names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")
-    opts = _options(args, (*names, "a0", "b0", "probit_curvature"))
+    opts = _options(args, (*names, "a0", "b0", "probit_curvature", "expect_under"))
     t0 = time.perf_counter()
     res = stream(
         args.tensor, args.model, args.rank, method=args.method, batch_size=args.batch_size,
@@ -323,6 +323,8 @@ def build_parser():
                        help="positive: seeded positive prior means (sparse binary data)")  # fmt: skip
         q.add_argument("--probit-curvature", choices=("full", "rank1"), default=None,
                        help="cp_probit CEP-1 message: 'full' (default) or the rank-one rule")  # fmt: skip
+        q.add_argument("--expect-under", choices=("posterior", "cavity"), default=None,
+                       help="CEP-1: other modes' moments under the posterior or the cavity")  # fmt: skip
         q.add_argument("--seed", type=int, default=0)
         q.add_argument("--threads", type=int, default=None)
         q.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -335,8 +337,6 @@ def build_parser():
     f.add_argument("--schedule", choices=("parallel", "block", "sequential"), default=None)
     f.add_argument("--init", choices=("svd", "random"), default=None, help="initial posterior means")
     f.add_argument("--noise-warmup", type=int, default=None, help="iterations with the noise precision held")
-    f.add_argument("--expect-under", choices=("posterior", "cavity"), default=None,
-                   help="CEP-1: other modes' moments under the posterior or the cavity")  # fmt: skip
     f.add_argument("--max-entries", type=int, default=50_000_000, help="refuse larger tensors (use stream)")
     f.set_defaults(func=cmd_fit)
 

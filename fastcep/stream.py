@@ -34,6 +34,7 @@ from .cp import (
     CPResult,
     _exact_sum,
     check_coords,
+    check_expect_under,
     check_probit_curvature,
     check_values,
     eval_metric,
@@ -62,6 +63,7 @@ STREAM_DEFAULTS = {
     "init_scale": None,
     "prior_mean": None,
     "probit_curvature": "full",
+    "expect_under": "posterior",
     "checkpoint_every": 10,
 }
 #: per-model defaults of the inner iterations (damping, max_iter), measured: on DBLP (cp_probit,
@@ -94,6 +96,7 @@ _RESUME_KEYS = (
     "init_scale",
     "prior_mean",
     "probit_curvature",
+    "expect_under",
 )
 
 
@@ -336,6 +339,7 @@ def stream(
     init_scale=STREAM_DEFAULTS["init_scale"],
     prior_mean=STREAM_DEFAULTS["prior_mean"],
     probit_curvature=STREAM_DEFAULTS["probit_curvature"],
+    expect_under=STREAM_DEFAULTS["expect_under"],
     checkpoint=None,
     checkpoint_every=STREAM_DEFAULTS["checkpoint_every"],
     resume=False,
@@ -383,6 +387,9 @@ def stream(
     probit_curvature : {"full", "rank1"}, default "full"
         cp_probit with method "cep1": the message's curvature rule, as in ``fastcep.fit`` (on DBLP
         "rank1" gives a higher test AUC; BENCHMARKS.md).
+    expect_under : {"posterior", "cavity"}, default "posterior"
+        Method "cep1": where the inner fits take the other modes' moments, as in ``fastcep.fit``
+        (full covariances with the parallel or block schedule only).
     init_scale : float >= 0 or None
         With a zero prior mean, the sd of the random initial means of new objects; default (None):
         (mean(y^2) / R)^(1 / 2K) of the first batch, which gives initial reconstructions of the
@@ -455,6 +462,7 @@ def stream(
         prior_mean = 0.1 if model == "cp_probit" else 0.0
     prior_mean = V.check_float(prior_mean, "prior_mean", func, low=0.0)
     check_probit_curvature(probit_curvature, model, method, func)
+    check_expect_under(expect_under, method, schedule, covariance, func)
     checkpoint_every = V.check_int(checkpoint_every, "checkpoint_every", func, low=1)
     seed = V.check_int(seed, "seed", func, low=0)
     n_threads = V.check_n_threads(n_threads, func)
@@ -466,7 +474,7 @@ def stream(
         return _run(
             src, model, R, batch_size, bool(shuffle), seed, pv, a0, b0, damping, tol, max_iter, covariance,
             schedule, init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set, n_threads,
-            callback, progress, max_batches, func, method, probit_curvature,
+            callback, progress, max_batches, func, method, probit_curvature, expect_under,
         )  # fmt: skip
     finally:
         src.close()
@@ -479,6 +487,7 @@ def _run(
     func,
     method="cep1",
     probit_curvature="full",
+    expect_under="posterior",
 ):  # fmt: skip
     shape = tuple(int(d) for d in src.shape)
     Kmodes = len(shape)
@@ -493,6 +502,8 @@ def _run(
         options["method"] = method
     if probit_curvature != "full":  # (absent for the default, likewise)
         options["probit_curvature"] = probit_curvature
+    if expect_under != "posterior":  # (likewise)
+        options["expect_under"] = expect_under
     if eval_set is not None:
         ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
         ev_values = check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
@@ -600,6 +611,7 @@ def _run(
                 covariance=covariance,
                 noise_warmup=NOISE_WARMUP if b == 0 else 0,
                 probit_curvature=probit_curvature,  # ("full" for cp_gaussian: checked above)
+                expect_under=expect_under,
                 n_threads=n_threads,
                 seed=seed,
                 _prior=(P_Lam[glob], P_eta[glob]),

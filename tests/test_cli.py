@@ -78,11 +78,12 @@ def test_fit_binary_with_prior_mean_and_rank_one_curvature(tmp_path, monkeypatch
     assert code == 2 and "probit_curvature" in err
     code, _, _ = run(
         capsys, "stream", "b.h5", "-o", "s.h5", "--model", "cp_probit", "--rank", "2", "--prior-mean", "0.2",
-        "--probit-curvature", "rank1", "--quiet",
+        "--probit-curvature", "rank1", "--expect-under", "cavity", "--quiet",
     )  # fmt: skip
     assert code == 0
     res = load_model("s.h5")
     assert res.options["probit_curvature"] == "rank1" and res.options["prior_mean"] == 0.2
+    assert res.options["expect_under"] == "cavity"
 
 
 def test_fit_passes_the_prior_and_start_options(workdir, capsys):

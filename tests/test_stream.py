@@ -92,6 +92,29 @@ def test_probit_stream_rank_one_curvature(tmp_path, binary):
         fastcep.stream(src, "cp_probit", 2, method="post", probit_curvature="rank1")
 
 
+def test_probit_stream_cavity_expectations(tmp_path, binary):
+    """expect_under="cavity" reaches the inner fits (a different posterior), is thread-count
+    invariant, is recorded for resume and refused where it does not apply."""
+    src = (binary.coords, binary.values)
+    kw = dict(batch_size=250, seed=2, shuffle=True, prior_mean=0.0, probit_curvature="rank1")
+    r1 = fastcep.stream(src, "cp_probit", 2, expect_under="cavity", n_threads=1, **kw)
+    r2 = fastcep.stream(src, "cp_probit", 2, expect_under="cavity", n_threads=2, **kw)
+    _same(r1, r2)
+    assert r1.auc(binary.coords, binary.values) > 0.8
+    post = fastcep.stream(src, "cp_probit", 2, **kw)
+    assert not np.array_equal(post.posterior.means[0], r1.posterior.means[0])
+    ck = tmp_path / "ck.h5"
+    fastcep.stream(src, "cp_probit", 2, checkpoint=ck, max_batches=2, checkpoint_every=1, **kw)
+    with pytest.raises(ValueError, match="expect_under: checkpoint None vs now 'cavity'"):
+        fastcep.stream(src, "cp_probit", 2, expect_under="cavity", checkpoint=ck, resume=True, **kw)
+    with pytest.raises(ValueError, match="'expect_under' parameter"):
+        fastcep.stream(src, "cp_probit", 2, expect_under="tilted")
+    with pytest.raises(ValueError, match="supports method='cep1'"):
+        fastcep.stream(src, "cp_probit", 2, method="post", expect_under="cavity")
+    with pytest.raises(ValueError, match="covariance='full'"):
+        fastcep.stream(src, "cp_probit", 2, covariance="diag", expect_under="cavity")
+
+
 def test_deterministic_for_seed_and_threads(gaussian):
     T, tr, _ = gaussian
     src = (T.coords[tr], T.values[tr], SHAPE)
