@@ -71,48 +71,42 @@ def test_probit_stream_learns(binary):
     assert res.posterior.noise is None
 
 
-def test_probit_stream_rank_one_curvature(tmp_path, binary):
-    """probit_curvature="rank1" reaches the inner fits (a different posterior from "full"), is
-    thread-count invariant, is recorded for resume and refused where it does not apply."""
-    src = (binary.coords, binary.values)
-    kw = dict(batch_size=250, seed=2, shuffle=True, prior_mean=0.0)
-    r1 = fastcep.stream(src, "cp_probit", 2, probit_curvature="rank1", n_threads=1, **kw)
-    r2 = fastcep.stream(src, "cp_probit", 2, probit_curvature="rank1", n_threads=2, **kw)
-    _same(r1, r2)
-    assert r1.auc(binary.coords, binary.values) > 0.8
-    full = fastcep.stream(src, "cp_probit", 2, **kw)
-    assert not np.array_equal(full.posterior.means[0], r1.posterior.means[0])
-    ck = tmp_path / "ck.h5"
-    fastcep.stream(src, "cp_probit", 2, checkpoint=ck, max_batches=2, checkpoint_every=1, **kw)
-    with pytest.raises(ValueError, match="probit_curvature: checkpoint None vs now 'rank1'"):
-        fastcep.stream(src, "cp_probit", 2, probit_curvature="rank1", checkpoint=ck, resume=True, **kw)
-    with pytest.raises(ValueError, match="'probit_curvature' parameter"):
-        fastcep.stream(src, "cp_probit", 2, probit_curvature="diag")
-    with pytest.raises(ValueError, match="applies to model='cp_probit' with method='cep1'"):
-        fastcep.stream(src, "cp_probit", 2, method="post", probit_curvature="rank1")
+#: per option of the inner fits: (its non-default value, other stream options, a bad value, the
+#: message refusing it with method "post", other refused combinations)
+INNER_OPTIONS = {
+    "probit_curvature": ("rank1", {}, "diag", "applies to model='cp_probit' with method='cep1'", []),
+    "expect_under": (
+        "cavity", {"probit_curvature": "rank1"}, "tilted", "supports method='cep1'",
+        [({"covariance": "diag"}, "covariance='full'")],
+    ),
+}  # fmt: skip
 
 
-def test_probit_stream_cavity_expectations(tmp_path, binary):
-    """expect_under="cavity" reaches the inner fits (a different posterior), is thread-count
-    invariant, is recorded for resume and refused where it does not apply."""
+@pytest.mark.parametrize("name", list(INNER_OPTIONS))
+def test_probit_stream_inner_fit_options(tmp_path, binary, name):
+    """probit_curvature="rank1" and expect_under="cavity" reach the inner fits (a different
+    posterior from the default's), are thread-count invariant, are recorded for resume and are
+    refused where they do not apply."""
+    value, extra, bad, post_msg, refused = INNER_OPTIONS[name]
     src = (binary.coords, binary.values)
-    kw = dict(batch_size=250, seed=2, shuffle=True, prior_mean=0.0, probit_curvature="rank1")
-    r1 = fastcep.stream(src, "cp_probit", 2, expect_under="cavity", n_threads=1, **kw)
-    r2 = fastcep.stream(src, "cp_probit", 2, expect_under="cavity", n_threads=2, **kw)
+    kw = dict(batch_size=250, seed=2, shuffle=True, prior_mean=0.0, **extra)
+    r1 = fastcep.stream(src, "cp_probit", 2, n_threads=1, **kw, **{name: value})
+    r2 = fastcep.stream(src, "cp_probit", 2, n_threads=2, **kw, **{name: value})
     _same(r1, r2)
     assert r1.auc(binary.coords, binary.values) > 0.8
-    post = fastcep.stream(src, "cp_probit", 2, **kw)
-    assert not np.array_equal(post.posterior.means[0], r1.posterior.means[0])
+    default = fastcep.stream(src, "cp_probit", 2, **kw)
+    assert not np.array_equal(default.posterior.means[0], r1.posterior.means[0])
     ck = tmp_path / "ck.h5"
     fastcep.stream(src, "cp_probit", 2, checkpoint=ck, max_batches=2, checkpoint_every=1, **kw)
-    with pytest.raises(ValueError, match="expect_under: checkpoint None vs now 'cavity'"):
-        fastcep.stream(src, "cp_probit", 2, expect_under="cavity", checkpoint=ck, resume=True, **kw)
-    with pytest.raises(ValueError, match="'expect_under' parameter"):
-        fastcep.stream(src, "cp_probit", 2, expect_under="tilted")
-    with pytest.raises(ValueError, match="supports method='cep1'"):
-        fastcep.stream(src, "cp_probit", 2, method="post", expect_under="cavity")
-    with pytest.raises(ValueError, match="covariance='full'"):
-        fastcep.stream(src, "cp_probit", 2, covariance="diag", expect_under="cavity")
+    with pytest.raises(ValueError, match=f"{name}: checkpoint None vs now '{value}'"):
+        fastcep.stream(src, "cp_probit", 2, checkpoint=ck, resume=True, **kw, **{name: value})
+    with pytest.raises(ValueError, match=f"'{name}' parameter"):
+        fastcep.stream(src, "cp_probit", 2, **{name: bad})
+    with pytest.raises(ValueError, match=post_msg):
+        fastcep.stream(src, "cp_probit", 2, method="post", **{name: value})
+    for more, msg in refused:
+        with pytest.raises(ValueError, match=msg):
+            fastcep.stream(src, "cp_probit", 2, **more, **{name: value})
 
 
 def test_deterministic_for_seed_and_threads(gaussian):
