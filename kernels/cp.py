@@ -533,8 +533,8 @@ def entry_update_cavity(
     """As ``entry_update``, with the other modes' moments taken under the entry's cavity.
 
     The entry's cavity of every mode k', q(u_k') / (its message to k'), gives Mc[k'] and
-    E2c[k'] = Sc + Mc Mc^T (Mc (K, R), E2c (K, R, R) scratch; E2c[k'] first holds Sc); the
-    message to mode k then takes Ez = Hadamard_{k' != k} Mc[k'] and Ezz = Hadamard_{k' != k}
+    E2c[k'] = Sc + Mc Mc^T (Mc (K, R), E2c (K, R, R) scratch; Sc in mat[3]); the message to mode
+    k then takes Ez = Hadamard_{k' != k} Mc[k'] and Ezz = Hadamard_{k' != k}
     E2c[k'] (and, for cp_probit, mode k's own cavity as always), so that an entry's message does
     not feed on the entry's own messages to the other modes. idx: (K,) the ints 0..K-1 (indexes
     Mc, E2c as ``other_modes_moments`` indexes the posterior). cp_gaussian uses E[tau] = etau,
