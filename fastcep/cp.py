@@ -678,19 +678,19 @@ def fit_cp(
     # the parallel schedule with full covariances sums each fixed group of entries' new messages
     # per object during the sweep (kernels.cp.sweep_full with_sums; reduce_object_sums), when
     # those partial sums are small beside the messages (not for a small batch over many objects)
+    # expect_under="cavity": the sweeps after the first (which has no messages to remove yet and
+    # takes the initial moments, as "posterior" does) form each entry's cavities (without sums)
+    cavity = expect_under == "cavity"
+    if cavity:
+        cav_scratch = (np.empty((n_chunks, Kmodes, R)), np.empty((n_chunks, Kmodes, R, R)))
     n_groups = min(SUM_GROUPS, n_chunks)
     with_sums = (
         covariance == "full"
         and method == "cep1"
         and schedule == "parallel"
+        and not cavity
         and n_groups * n_obj <= SUM_FRACTION * n * Kmodes
     )
-    # expect_under="cavity": the sweeps after the first (which has no messages to remove yet and
-    # takes the initial moments, as "posterior" does) form each entry's cavities
-    cavity = expect_under == "cavity"
-    if cavity:
-        with_sums = False
-        cav_scratch = (np.empty((n_chunks, Kmodes, R)), np.empty((n_chunks, Kmodes, R, R)))
     if with_sums:
         part_L = np.empty((n_groups, n_obj, R, R))
         part_e = np.empty((n_groups, n_obj, R))

@@ -549,6 +549,8 @@ def entry_update_cavity(
     Sc = mat[3]
     ec = vec[1]
     for kk in range(K):
+        if k_hi - k_lo == 1 and kk == k_lo:
+            continue  # (one mode's messages: its own cavity moments are not read)
         o = gidx_e[kk]
         for i in range(R):
             ec[i] = P_eta[o, i] - eta_e[kk, i]
@@ -878,24 +880,9 @@ def sequential_full(
         old_L[:, :, :] = Lam[e]
         old_e[:, :] = eta[e]
         skipped += entry_update(
-            model,
-            gidx[e],
-            gidx[e],
-            0,
-            K,
-            y[e],
-            s[e],
-            Lam[e],
-            eta[e],
-            P_Lam,
-            P_eta,
-            M,
-            E2,
-            noise[2],
-            rho,
-            mat,
-            vec,
-        )
+            model, gidx[e], gidx[e], 0, K, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho,
+            mat, vec,
+        )  # fmt: skip
         if model == MODEL_GAUSSIAN:
             new_b = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
             new_a = (1.0 - rho) * alpha[e] + rho * 0.5
