@@ -534,8 +534,9 @@ def fit_cp(
         cavities too, tau came out 26-31 % low against a Gibbs sampler). Full covariances with
         the "parallel" or "block" schedule only. The first sweep of a fresh fit has no messages
         to remove and uses the initial moments, as "posterior" does. It costs K Cholesky
-        factorisations per entry and iteration, several times the time per iteration of
-        cp_gaussian's "posterior" sweep. Measured (BENCHMARKS.md): on Alog, with ``prior_mean``
+        factorisations per entry and iteration (formed in batches of entries, with SIMD): on
+        Alog, 1.5x cp_gaussian's "posterior" time per iteration at rank 3 and 2.7x at rank 8
+        (BENCHMARKS.md). Measured (BENCHMARKS.md): on Alog, with ``prior_mean``
         chosen on held-out training entries, it fits the training entries less closely and
         predicts the test entries better at every rank. Against a Gibbs sampler it is closer
         for cp_probit; for cp_gaussian it is further on dense synthetic tensors, where
@@ -679,16 +680,24 @@ def fit_cp(
     # per object during the sweep (kernels.cp.sweep_full with_sums; reduce_object_sums), when
     # those partial sums are small beside the messages (not for a small batch over many objects)
     # expect_under="cavity": the sweeps after the first (which has no messages to remove yet and
-    # takes the initial moments, as "posterior" does) form each entry's cavities (without sums)
+    # takes the initial moments, as "posterior" does) form each entry's cavities
     cavity = expect_under == "cavity"
     if cavity:
-        cav_scratch = (np.empty((n_chunks, Kmodes, R)), np.empty((n_chunks, Kmodes, R, R)))
+        B = K.CAVITY_BATCH
+        cav_scratch = (
+            np.empty((n_chunks, Kmodes, R)),
+            np.empty((n_chunks, Kmodes, R, R)),
+            np.empty((n_chunks, 2, R, R, B)),
+            np.empty((n_chunks, 3, R, B)),
+            np.empty((n_chunks, Kmodes, R, B)),
+            np.empty((n_chunks, Kmodes, R, R, B)),
+            np.empty((n_chunks, B), dtype=np.bool_),
+        )
     n_groups = min(SUM_GROUPS, n_chunks)
     with_sums = (
         covariance == "full"
         and method == "cep1"
         and schedule == "parallel"
-        and not cavity
         and n_groups * n_obj <= SUM_FRACTION * n * Kmodes
     )
     if with_sums:
@@ -843,8 +852,10 @@ def fit_cp(
                             )
                         elif cavity_sweep:
                             K.sweep_cavity_full(
-                                code, lay.gidx, y, s, Lam, eta, P_Lam, P_eta, noise[2], rho, k_lo, k_hi,
-                                ENTRY_CHUNK, skipped[:n_chunks], work, scr, *cav_scratch,
+                                code, lay.gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, noise[2], rho, k_lo,
+                                k_hi, sweep_chunk, skipped[: n_groups if with_sums else n_chunks], work, scr,
+                                *cav_scratch, fused_noise, alpha, beta, with_sums, part_L[:n_groups],
+                                part_e[:n_groups],
                             )  # fmt: skip
                         else:
                             K.sweep_full(
@@ -875,7 +886,7 @@ def fit_cp(
                             )
                         if schedule == "block":
                             rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
-                    if model == "cp_gaussian" and (cavity_sweep or not fused_noise):
+                    if model == "cp_gaussian" and not fused_noise:
                         K.noise_messages_full(lay.gidx, y, alpha, beta, M, E2, rho)
                 else:
                     # block coordinate schedule: mode by mode, coordinate by coordinate

@@ -6,7 +6,13 @@ import pytest
 import naive
 from fastcep.cp import ENTRY_CHUNK, OBJECT_CHUNK, _layout
 from fastcep.kernels import cp as K
-from fastcep.kernels.linalg import cholesky, cholesky_inverse, cholesky_solve
+from fastcep.kernels.linalg import (
+    batch_cholesky,
+    batch_cholesky_inverse,
+    cholesky,
+    cholesky_inverse,
+    cholesky_solve,
+)
 
 
 def spd(rng, R, scale=1.0):
@@ -29,6 +35,32 @@ def test_small_linalg_matches_numpy(rng, R):
     np.testing.assert_allclose(x, np.linalg.solve(A, b), rtol=1e-11, atol=1e-13)
     # not positive definite / singular
     assert not cholesky(-A, L)
+
+
+@pytest.mark.parametrize("R", [1, 2, 5, 11])
+def test_batch_linalg_matches_numpy(rng, R):
+    """Cholesky factors and inverses of a batch of matrices side by side: each lane as numpy;
+    a lane that is not positive definite is flagged and does not disturb the others."""
+    B = 8
+    mats = [spd(rng, R) for _ in range(B)]
+    mats[3] = -mats[3]
+    A = np.ascontiguousarray(np.stack(mats, axis=2))
+    L, out, w = np.empty((R, R, B)), np.empty((R, R, B)), np.empty((R, B))
+    ok = np.ones(B, dtype=np.bool_)
+    ok[5] = False  # a cleared lane stays cleared
+    batch_cholesky(A, L, w, ok)
+    batch_cholesky_inverse(L, w, out, np.empty(B))
+    np.testing.assert_array_equal(ok, [b not in (3, 5) for b in range(B)])
+    assert np.all(np.isfinite(out))
+    for b in range(B):
+        if b == 3:
+            continue
+        np.testing.assert_allclose(
+            np.tril(L[:, :, b]), np.linalg.cholesky(A[:, :, b]), rtol=1e-13, atol=1e-14
+        )
+        np.testing.assert_allclose(w[:, b], 1 / np.diag(np.linalg.cholesky(A[:, :, b])), rtol=1e-13)
+        np.testing.assert_allclose(out[:, :, b], np.linalg.inv(A[:, :, b]), rtol=1e-11, atol=1e-13)
+        np.testing.assert_array_equal(out[:, :, b], out[:, :, b].T)
 
 
 #: the kernels' model codes; "cp_probit_rank1" is cp_probit with probit_curvature="rank1"
@@ -152,17 +184,38 @@ def no_sums(R):
     return np.empty((1, 0, R, R)), np.empty((1, 0, R))
 
 
-def cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, etau, rho, k_lo, k_hi):
-    """kernels.cp.sweep_cavity_full on copies; returns (Lam, eta, skipped)."""
+def cavity_scratch(n_units, Km, R):
+    """Per-chunk scratch of kernels.cp.sweep_cavity_full (as fastcep.cp allocates it)."""
+    B = K.CAVITY_BATCH
+    return (
+        np.empty((n_units, K.ENTRY_MATS, R, R)),
+        np.empty((n_units, K.ENTRY_VECS, R)),
+        np.empty((n_units, Km, R)),
+        np.empty((n_units, Km, R, R)),
+        np.empty((n_units, 2, R, R, B)),
+        np.empty((n_units, 3, R, B)),
+        np.empty((n_units, Km, R, B)),
+        np.empty((n_units, Km, R, R, B)),
+        np.empty((n_units, B), dtype=np.bool_),
+    )
+
+
+def cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, etau, rho, k_lo, k_hi, M=None, E2=None, noise=None):
+    """kernels.cp.sweep_cavity_full on copies, without sums; returns (Lam, eta, skipped), and
+    with noise = (alpha, beta) the updated copies of those too."""
     n, Km, R = eta.shape
     n_chunks = -(-n // ENTRY_CHUNK)
     sk = np.zeros(n_chunks, dtype=np.int64)
     L2, e2 = Lam.copy(), eta.copy()
+    a2, b2 = (np.zeros(n), np.zeros(n)) if noise is None else (noise[0].copy(), noise[1].copy())
+    if M is None:
+        M, E2 = np.zeros(P_eta.shape), np.zeros(P_Lam.shape)
     K.sweep_cavity_full(
-        code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, etau, rho, k_lo, k_hi, ENTRY_CHUNK, sk,
-        np.empty((n_chunks, K.ENTRY_MATS, R, R)), np.empty((n_chunks, K.ENTRY_VECS, R)),
-        np.empty((n_chunks, Km, R)), np.empty((n_chunks, Km, R, R)),
+        code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, ENTRY_CHUNK, sk,
+        *cavity_scratch(n_chunks, Km, R), noise is not None, a2, b2, False, *no_sums(R),
     )  # fmt: skip
+    if noise is not None:
+        return L2, e2, int(sk.sum()), a2, b2
     return L2, e2, int(sk.sum())
 
 
@@ -181,10 +234,13 @@ def test_cavity_sweep_matches_naive(rng, model, shape, R):
     ref = naive.cp_parallel_sweep(
         model, coords, y, shape, Lam, eta, alpha, beta, means, covs, nP_Lam, nP_eta, etau, rho, cavity=True
     )
-    got = cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, etau, rho, 0, Km)
+    got = cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, etau, rho, 0, Km, M, E2, (alpha, beta))
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(got[1], ref[1], rtol=1e-9, atol=1e-11)
     assert got[2] == ref[4]
+    if model == "cp_gaussian":  # the noise messages, from the posterior
+        np.testing.assert_allclose(got[3], ref[2], rtol=1e-12)
+        np.testing.assert_allclose(got[4], ref[3], rtol=1e-10, atol=1e-12)
     for k in range(Km):
         blk = cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, etau, rho, k, k + 1)
         other = [j for j in range(Km) if j != k]
@@ -197,6 +253,30 @@ def test_cavity_sweep_matches_naive(rng, model, shape, R):
             model, coords, y, shape, Lam, eta, alpha, beta, means, covs, nP_Lam, nP_eta, etau, rho
         )
         assert np.abs(post[0] - ref[0]).max() > 1e-3
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_cavity_sweep_skips_an_entry_whose_cavity_is_improper(rng, model):
+    """An entry whose message to one mode exceeds that object's posterior precision (an improper
+    cavity) gets no new message to any mode, and all are counted; the other entries, in its
+    batch too, get the messages of the naive sweep over them alone."""
+    shape, R, n, rho, prior_var, etau = (4, 3, 5), 3, 29, 0.6, 1.5, 2.5
+    coords, y, Lam, eta = random_state(rng, shape, R, n, model)
+    lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "full")
+    nP_Lam, nP_eta, means, covs = naive.cp_posterior(coords, shape, Lam, eta, prior_var)
+    bad = 10  # lane 2 of the second batch
+    Lam[bad, 1] += 50.0 * np.eye(R)  # (after the posterior was formed)
+    got = cavity_sweep(CODES[model], lay, y, Lam, eta, P_Lam, P_eta, etau, rho, 0, 3)
+    assert got[2] == 3
+    np.testing.assert_array_equal(got[0][bad], Lam[bad])
+    np.testing.assert_array_equal(got[1][bad], eta[bad])
+    keep = np.arange(n) != bad
+    ref = naive.cp_parallel_sweep(
+        model, coords[keep], y[keep], shape, Lam[keep], eta[keep], np.ones(n - 1), np.ones(n - 1), means,
+        covs, nP_Lam, nP_eta, etau, rho, cavity=True,
+    )  # fmt: skip
+    np.testing.assert_allclose(got[0][keep], ref[0], rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(got[1][keep], ref[1], rtol=1e-9, atol=1e-11)
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -227,10 +307,12 @@ def test_cavity_sweep_equals_posterior_sweep_when_the_entries_have_no_messages(r
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("shape", [(4, 3, 5), (2, 3, 2, 3)])
 @pytest.mark.parametrize("R", [1, 3])
-def test_sweep_with_object_sums_equals_sweep_then_rebuild(rng, model, shape, R):
+@pytest.mark.parametrize("cavity", [False, True])
+def test_sweep_with_object_sums_equals_sweep_then_rebuild(rng, model, shape, R, cavity):
     """The parallel sweep's per-group sums of the new messages, reduced per object, give the
     posterior of the CSR rebuild (to rounding: the sums run in another order), with the same
-    messages; the group size changes only the rounding."""
+    messages; the group size changes only the rounding. The same for the cavity sweep, whose
+    messages do not depend on the chunk either (nor on an entry's lane in its batch)."""
     n, rho, prior_var, etau = 200, 0.6, 1.5, 2.5
     coords, y, Lam, eta = random_state(rng, shape, R, n, model)
     lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "full")
@@ -243,11 +325,18 @@ def test_sweep_with_object_sums_equals_sweep_then_rebuild(rng, model, shape, R):
         G = -(-n // chunk)
         L2, e2, a2, b2 = Lam.copy(), eta.copy(), np.zeros(n), np.zeros(n)
         parts = (np.empty((G, n_obj, R, R)), np.empty((G, n_obj, R))) if sums else no_sums(R)
-        K.sweep_full(
-            code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, 0, Km, chunk,
-            np.zeros(G, dtype=np.int64), np.empty((G, K.ENTRY_MATS, R, R)), np.empty((G, K.ENTRY_VECS, R)),
-            model == "cp_gaussian", a2, b2, sums, *parts,
-        )  # fmt: skip
+        if cavity:
+            K.sweep_cavity_full(
+                code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, 0, Km, chunk,
+                np.zeros(G, dtype=np.int64), *cavity_scratch(G, Km, R), model == "cp_gaussian", a2, b2,
+                sums, *parts,
+            )  # fmt: skip
+        else:
+            K.sweep_full(
+                code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, 0, Km, chunk,
+                np.zeros(G, dtype=np.int64), np.empty((G, K.ENTRY_MATS, R, R)),
+                np.empty((G, K.ENTRY_VECS, R)), model == "cp_gaussian", a2, b2, sums, *parts,
+            )  # fmt: skip
         out = [
             np.empty_like(P_Lam),
             np.empty_like(P_eta),
