@@ -3,7 +3,7 @@
     python -m bench.cp_quality [--data-dir ../shared/data] [--ranks 3 5 8 10] [--folds 1 2 3 4 5]
                                [--damping 0.5] [--max-iter 500] [--prior-mean 0.3]
                                [--select-prior-mean 0 0.1 0.3 0.5 1] [--probit-curvature rank1]
-                               [--expect-under cavity] [--tag SUFFIX]
+                               [--expect-under cavity] [--authors-priors] [--tag SUFFIX]
 
 Fits CEP-1 (full covariances, the defaults of ``fastcep.fit``) on the five folds of each data
 set, prints the mean and std of the test metric at convergence beside the authors' numbers
@@ -17,6 +17,11 @@ name for Enron (cp_probit) only; ``--expect-under`` sets ``expect_under`` for bo
 
 The last column scores the same Enron fits with the authors' predictive rule
 (``auc_authors_rule``), for comparison with their figures; the table's metric is fastcep's.
+
+``--authors-priors`` takes the priors and the start of the authors' binary-tensor scripts
+instead of ``prior_mean`` (``authors_priors``): N(m, I) per object with m ~ U(0, 1) per
+coordinate (seeded by the fold), the posterior started at the prior. It goes through the private
+per-object prior of ``fastcep.fit`` (the one ``fastcep.stream`` uses), for this comparison only.
 """
 
 import argparse
@@ -80,13 +85,25 @@ def select_prior_mean(name, train, rank, fold, candidates, **options):
     return candidates[best], scores
 
 
-def run_one(name, fold, rank, data_dir, select=None, **options):
+def authors_priors(n_obj, rank, fold):
+    """The authors' binary-tensor priors and start (``--authors-priors``): (``_prior``,
+    ``_init_moments``) arguments of ``fastcep.fit`` for N(m, I), m ~ U(0, 1) per object and
+    coordinate (seeded by the fold), with the posterior started at the prior."""
+    m = np.random.default_rng(fold).uniform(0.0, 1.0, (n_obj, rank))
+    eye = np.broadcast_to(np.eye(rank), (n_obj, rank, rank))
+    return {"_prior": (eye.copy(), m.copy()), "_init_moments": (m.copy(), eye.copy())}
+
+
+def run_one(name, fold, rank, data_dir, select=None, with_authors_priors=False, **options):
     """Fit one fold; returns (test metric at the end, iterations, converged, seconds, seconds per
     iteration, the prior_mean used, cp_probit's test AUC under ``auc_authors_rule`` or NaN). With
     ``select`` (candidate prior means) the value is chosen
-    on the training fold alone (``select_prior_mean``); its fits are not in the seconds."""
+    on the training fold alone (``select_prior_mean``); its fits are not in the seconds. With
+    ``with_authors_priors`` the fit takes ``authors_priors`` (prior_mean is then not used)."""
     train, test = load_paper_fold(name, fold, pathlib.Path(data_dir) / name)
     model = MODEL[name][0]
+    if with_authors_priors:
+        options = dict(options, **authors_priors(sum(train.shape), rank, fold))
     if select:
         chosen, _ = select_prior_mean(name, train, rank, fold, select, **options)
         options = dict(options, prior_mean=chosen)
@@ -113,6 +130,7 @@ def main():
     ap.add_argument("--select-prior-mean", type=float, nargs="+", default=None)
     ap.add_argument("--probit-curvature", choices=("full", "rank1"), default=None)
     ap.add_argument("--expect-under", choices=("posterior", "cavity"), default=None)
+    ap.add_argument("--authors-priors", action="store_true")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
     options = {}
@@ -124,6 +142,8 @@ def main():
         options["prior_mean"] = args.prior_mean
     if args.expect_under is not None:
         options["expect_under"] = args.expect_under
+    if args.authors_priors and (args.prior_mean is not None or args.select_prior_mean):
+        ap.error("--authors-priors replaces --prior-mean and --select-prior-mean")
     # cp_probit only (Enron)
     probit_options = {} if args.probit_curvature is None else {"probit_curvature": args.probit_curvature}
     # compile once outside the timings
@@ -135,7 +155,8 @@ def main():
         for rank in args.ranks:
             sel = args.select_prior_mean
             opts = dict(options, **(probit_options if MODEL[name][0] == "cp_probit" else {}))
-            runs = [run_one(name, f, rank, args.data_dir, sel, **opts) for f in args.folds]
+            ap_ = args.authors_priors
+            runs = [run_one(name, f, rank, args.data_dir, sel, ap_, **opts) for f in args.folds]
             vals = np.array([r[0] for r in runs])
             its = [r[1] for r in runs]
             conv = sum(r[2] for r in runs)
@@ -161,6 +182,12 @@ def main():
         + (f" (Enron also {probit_options})" if probit_options else "")
         + f"; folds {args.folds}; seed = fold."
         + (
+            " The authors' priors and start: N(m, I), m ~ U(0, 1) per object and coordinate (seeded by"
+            " the fold), the posterior started at the prior."
+            if args.authors_priors
+            else ""
+        )
+        + (
             f" prior_mean chosen per fold from {args.select_prior_mean} on a held-out 20 % of the "
             "training entries (the test fold unseen)."
             if args.select_prior_mean
@@ -177,7 +204,15 @@ def main():
     stem = f"cp-paper{args.tag}"
     (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
     (RESULTS / f"{stem}.json").write_text(
-        json.dumps({"options": options, "probit_options": probit_options, "runs": raw}, indent=1)
+        json.dumps(
+            {
+                "options": options,
+                "probit_options": probit_options,
+                "authors_priors": args.authors_priors,
+                "runs": raw,
+            },
+            indent=1,
+        )
     )
     print("\n".join(lines))
 

@@ -535,8 +535,8 @@ def fit_cp(
         the "parallel" or "block" schedule only. The first sweep of a fresh fit has no messages
         to remove and uses the initial moments, as "posterior" does. It costs K Cholesky
         factorisations per entry and iteration (formed in batches of entries, with SIMD): on
-        Alog, 1.5x cp_gaussian's "posterior" time per iteration at rank 3 and 2.7x at rank 8
-        (BENCHMARKS.md). Measured (BENCHMARKS.md): on Alog, with ``prior_mean``
+        Alog, 1.0-2.0x cp_gaussian's "posterior" time per iteration at rank 3 and 1.9-2.6x at
+        rank 8 (BENCHMARKS.md). Measured (BENCHMARKS.md): on Alog, with ``prior_mean``
         chosen on held-out training entries, it fits the training entries less closely and
         predicts the test entries better at every rank. Against a Gibbs sampler it is closer
         for cp_probit; for cp_gaussian it is further on dense synthetic tensors, where
