@@ -688,7 +688,7 @@ def fit_cp(
             np.empty((n_chunks, Kmodes, R)),
             np.empty((n_chunks, Kmodes, R, R)),
             np.empty((n_chunks, 2, R, R, B)),
-            np.empty((n_chunks, 3, R, B)),
+            np.empty((n_chunks, 2, R, B)),
             np.empty((n_chunks, Kmodes, R, B)),
             np.empty((n_chunks, Kmodes, R, R, B)),
             np.empty((n_chunks, B), dtype=np.bool_),

@@ -542,20 +542,22 @@ def sweep_full(
 
 #: entries whose cavities ``sweep_cavity_full`` forms side by side, the entry index innermost:
 #: one R x R Cholesky factorisation is a latency-bound chain, and the loops over a batch compile
-#: to SIMD code (measured at rank 8, one thread: factor and inverse 460 ns per matrix one at a
-#: time, 200 / 100 / 92 / 93 ns in batches of 8 / 32 / 64 / 128)
+#: to SIMD code (measured at rank 8, one thread, factor and inverse: 460 ns per matrix one at a
+#: time; 240 / 154 / 129 / 116 / 101 ns in batches of 8 / 16 / 32 / 64 / 128 in one sitting,
+#: and 93-96 ns at 64 in another; in the whole sweep the batch size made no difference beyond
+#: the host's noise)
 CAVITY_BATCH = 64
 
 
 @njit(**LEAF)
-def batch_cavity_moments(gidx, e0, nb, skip, Lam, eta, P_Lam, P_eta, A, Lb, w, ec, acc, Mb, E2b, ok):
+def batch_cavity_moments(gidx, e0, nb, skip, Lam, eta, P_Lam, P_eta, A, Lb, w, ec, Mb, E2b, ok):
     """Cavity moments of the entries e0..e0+nb-1 (nb <= B) for every mode but ``skip`` (-1: none),
     batch index innermost.
 
     Entry e's cavity of mode k, q(u_k) / (e's message to k), has precision P_Lam[o] - Lam[e, k]
     and shift P_eta[o] - eta[e, k] (o = gidx[e, k]); its mean goes to Mb[k, :, b] and its
-    E[u u^T] = Sc + mean mean^T to E2b[k, :, :, b] (b = e - e0). A, Lb (R, R, B), w, ec (R, B),
-    acc (B,) scratch (B = CAVITY_BATCH). ok[b] is set for the lanes b < nb whose cavities are all
+    E[u u^T] = Sc + mean mean^T to E2b[k, :, :, b] (b = e - e0). A, Lb (R, R, B), w, ec (R, B)
+    scratch (B = CAVITY_BATCH). ok[b] is set for the lanes b < nb whose cavities are all
     positive definite; lanes nb..B-1 factorise the identity and are not ok.
     """
     K = gidx.shape[1]
@@ -563,35 +565,42 @@ def batch_cavity_moments(gidx, e0, nb, skip, Lam, eta, P_Lam, P_eta, A, Lb, w, e
     B = A.shape[2]
     for b in range(B):
         ok[b] = b < nb
+    # every mode's cavity precision (its lower triangle: all that batch_cholesky reads) into
+    # E2b[k] and shift into Mb[k], entry by entry: each entry's messages are read in memory order
+    for b in range(nb):
+        e = e0 + b
+        for kk in range(K):
+            if kk == skip:
+                continue
+            o = gidx[e, kk]
+            for i in range(R):
+                Mb[kk, i, b] = P_eta[o, i] - eta[e, kk, i]
+                for j in range(i + 1):
+                    E2b[kk, i, j, b] = P_Lam[o, i, j] - Lam[e, kk, i, j]
     for kk in range(K):
         if kk == skip:
             continue
-        for b in range(nb):
-            e = e0 + b
-            o = gidx[e, kk]
-            for i in range(R):
-                ec[i, b] = P_eta[o, i] - eta[e, kk, i]
-                for j in range(R):
-                    A[i, j, b] = P_Lam[o, i, j] - Lam[e, kk, i, j]
         for b in range(nb, B):
             for i in range(R):
-                ec[i, b] = 0.0
-                for j in range(R):
-                    A[i, j, b] = 1.0 if i == j else 0.0
-        batch_cholesky(A, Lb, w, ok)
-        batch_cholesky_inverse(Lb, w, A, acc)  # A <- Sc
+                Mb[kk, i, b] = 0.0
+                for j in range(i + 1):
+                    E2b[kk, i, j, b] = 1.0 if i == j else 0.0
+        batch_cholesky(E2b[kk], Lb, w, ok)
+        batch_cholesky_inverse(Lb, w, A)  # Lb <- Sc
         for i in range(R):
             for b in range(B):
-                acc[b] = 0.0
-            for j in range(R):
-                for b in range(B):
-                    acc[b] += A[i, j, b] * ec[j, b]
+                ec[i, b] = Mb[kk, i, b]
+        for i in range(R):
             for b in range(B):
-                Mb[kk, i, b] = acc[b]
+                Mb[kk, i, b] = 0.0
+        for j in range(R):
+            for i in range(R):
+                for b in range(B):
+                    Mb[kk, i, b] += Lb[i, j, b] * ec[j, b]
         for i in range(R):
             for j in range(R):
                 for b in range(B):
-                    E2b[kk, i, j, b] = A[i, j, b] + Mb[kk, i, b] * Mb[kk, j, b]
+                    E2b[kk, i, j, b] = Lb[i, j, b] + Mb[kk, i, b] * Mb[kk, j, b]
 
 
 @njit(**LEAF)
@@ -665,7 +674,7 @@ def sweep_cavity_full(
     posterior M, E2 (as ``noise_messages_full``).
 
     Scratch per chunk c: mat, vec as ``sweep_full``; Mc (K, R), E2c (K, R, R) one entry's cavity
-    moments (cp_probit); cmat (2, R, R, B), cvec (3, R, B), Mb (K, R, B), E2b (K, R, R, B), okb
+    moments (cp_probit); cmat (2, R, R, B), cvec (2, R, B), Mb (K, R, B), E2b (K, R, R, B), okb
     (B,) the batch's. with_sums, part_L, part_e as ``sweep_full``.
     """
     n = gidx.shape[0]
@@ -677,7 +686,7 @@ def sweep_cavity_full(
     LfA = Lam.reshape((Lam.shape[0], K * RR))
     for c in prange(skipped.shape[0]):
         idx = np.arange(K)
-        A, Lb, w, ec, acc = cmat[c, 0], cmat[c, 1], cvec[c, 0], cvec[c, 1], cvec[c, 2, 0]
+        A, Lb, w, ec = cmat[c, 0], cmat[c, 1], cvec[c, 0], cvec[c, 1]
         P = cmat[c, 1].reshape((RR, B))  # (Lb once the cavities are formed)
         Mbc, E2bc, ok = Mb[c], E2b[c], okb[c]
         E2bf = E2bc.reshape((K, RR, B))
@@ -690,7 +699,7 @@ def sweep_cavity_full(
         e_end = min(n, (c + 1) * chunk)
         for e0 in range(c * chunk, e_end, B):
             nb = min(B, e_end - e0)
-            batch_cavity_moments(gidx, e0, nb, skip, Lam, eta, P_Lam, P_eta, A, Lb, w, ec, acc, Mbc, E2bc, ok)
+            batch_cavity_moments(gidx, e0, nb, skip, Lam, eta, P_Lam, P_eta, A, Lb, w, ec, Mbc, E2bc, ok)
             if model == MODEL_GAUSSIAN:
                 t += gaussian_batch_messages(
                     gidx, e0, nb, k_lo, k_hi, y, LfA, eta, Mbc, E2bf, P, etau, rho, ok, with_sums, PLg, Peg

@@ -86,69 +86,72 @@ def cholesky_solve(L, b, out):
 # ---------------------------------------------------------------- batches, entry index innermost
 # One R x R Cholesky factorisation is a chain of dependent operations (latency-bound, ~1 flop
 # per cycle); B of them side by side, stored (R, R, B) with the batch index innermost, give loops
-# over b that compile to SIMD code. Each lane performs the operations of ``cholesky`` and
-# ``cholesky_inverse`` in their order.
+# over b that compile to SIMD code. The loops are right-looking (each finished column updates the
+# ones after it), so that consecutive updates go to different elements and do not wait for each
+# other; every element still receives its terms in the order of ``cholesky``, ``tri_inverse`` and
+# ``cholesky_inverse`` (ascending k), from the same start.
 
 
 @njit(**LEAF)
 def batch_cholesky(A, L, w, ok):
-    """Lower Cholesky factors of the symmetric A[:, :, b] into L[:, :, b] (lower triangle only;
-    the upper one is not written), w[j, b] = 1 / L[j, j, b]. ok[b] is cleared where A[:, :, b] is
-    not positive definite (that lane then goes on with a pivot of 1: finite, and not used)."""
+    """Lower Cholesky factors of the symmetric A[:, :, b] (its lower triangle is read) into
+    L[:, :, b] (lower triangle only; the upper one is not written), w[j, b] = 1 / L[j, j, b].
+    ok[b] is cleared where A[:, :, b] is not positive definite (that lane then goes on with a
+    pivot of 1: finite, and not used)."""
     R = A.shape[0]
     B = A.shape[2]
     for j in range(R):
-        for b in range(B):
-            L[j, j, b] = A[j, j, b]
-        for k in range(j):
-            for b in range(B):
-                L[j, j, b] -= L[j, k, b] * L[j, k, b]
-        for b in range(B):
-            s = L[j, j, b]
-            good = s > 0.0  # (also False for NaN)
-            ok[b] = ok[b] & good
-            ljj = math.sqrt(s if good else 1.0)
-            L[j, j, b] = ljj
-            w[j, b] = 1.0 / ljj
-        for i in range(j + 1, R):
+        for i in range(j, R):
             for b in range(B):
                 L[i, j, b] = A[i, j, b]
-            for k in range(j):
+    for k in range(R):
+        for b in range(B):
+            s = L[k, k, b]
+            good = s > 0.0  # (also False for NaN)
+            ok[b] = ok[b] & good
+            lkk = math.sqrt(s if good else 1.0)
+            L[k, k, b] = lkk
+            w[k, b] = 1.0 / lkk
+        for i in range(k + 1, R):
+            for b in range(B):
+                L[i, k, b] *= w[k, b]
+        for j in range(k + 1, R):
+            for i in range(j, R):
                 for b in range(B):
                     L[i, j, b] -= L[i, k, b] * L[j, k, b]
-            for b in range(B):
-                L[i, j, b] *= w[j, b]
 
 
 @njit(**LEAF)
-def batch_cholesky_inverse(L, w, out, acc):
-    """A[:, :, b]^{-1} (symmetric, both triangles) into out from ``batch_cholesky``'s L and w;
-    acc (B,) scratch."""
+def batch_cholesky_inverse(L, w, T):
+    """A[:, :, b]^{-1} (symmetric, both triangles) into L from ``batch_cholesky``'s L and w;
+    T (R, R, B) scratch (it receives L^{-1})."""
     R = L.shape[0]
     B = L.shape[2]
-    # L^{-1} into the lower triangle of out, column by column (as ``tri_inverse``)
+    # T <- L^{-1} (lower triangle), column by column (as ``tri_inverse``)
     for j in range(R):
         for b in range(B):
-            out[j, j, b] = w[j, b]
+            T[j, j, b] = w[j, b]
         for i in range(j + 1, R):
             for b in range(B):
-                acc[b] = 0.0
-            for k in range(j, i):
+                T[i, j, b] = 0.0
+        for k in range(j, R):
+            if k > j:
                 for b in range(B):
-                    acc[b] -= L[i, k, b] * out[k, j, b]
-            for b in range(B):
-                out[i, j, b] = acc[b] / L[i, i, b]
-    # A^{-1} = L^{-T} L^{-1}, lower part first (rows k >= j of out still hold L^{-1}), then mirrored
-    for i in range(R):
-        for j in range(i, R):
-            for b in range(B):
-                acc[b] = 0.0
-            for k in range(j, R):
+                    T[k, j, b] /= L[k, k, b]
+            for i in range(k + 1, R):
                 for b in range(B):
-                    acc[b] += out[k, i, b] * out[k, j, b]
+                    T[i, j, b] -= L[i, k, b] * T[k, j, b]
+    # L <- L^{-T} L^{-1}: entry (j, i), j >= i, = sum over k >= j of T[k, i] T[k, j]; then mirrored
+    for j in range(R):
+        for i in range(j + 1):
             for b in range(B):
-                out[j, i, b] = acc[b]
+                L[j, i, b] = 0.0
+    for k in range(R):
+        for i in range(k + 1):
+            for j in range(i, k + 1):
+                for b in range(B):
+                    L[j, i, b] += T[k, i, b] * T[k, j, b]
     for i in range(R):
         for j in range(i + 1, R):
             for b in range(B):
-                out[i, j, b] = out[j, i, b]
+                L[i, j, b] = L[j, i, b]
