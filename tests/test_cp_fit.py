@@ -142,9 +142,13 @@ def test_cavity_expectations_probit_learn_and_are_deterministic(probit_tensor, s
     assert r1.auc(T.coords, T.values) > 0.8
 
 
-def test_cavity_expectations_resume_save_and_threads(tmp_path, gaussian_split):
+@pytest.mark.parametrize("schedule", ["parallel", "block"])
+def test_cavity_expectations_resume_save_and_threads(tmp_path, gaussian_split, schedule):
+    """The parallel schedule sums the messages per group of entries and fuses the noise
+    messages into the sweep; the block schedule rebuilds each mode in turn: either way the
+    same numbers on 1 and 2 threads, and a resumed fit continues the fresh one."""
     T, tr, te, _ = gaussian_split
-    kw = dict(model="cp_gaussian", shape=SHAPE, rank=3, seed=4, expect_under="cavity", schedule="block")
+    kw = dict(model="cp_gaussian", shape=SHAPE, rank=3, seed=4, expect_under="cavity", schedule=schedule)
     kw["noise_warmup"] = 0
     r1 = fastcep.fit(T.coords[tr], T.values[tr], n_threads=1, max_iter=12, **kw)
     r2 = fastcep.fit(T.coords[tr], T.values[tr], n_threads=2, max_iter=12, **kw)
