@@ -422,6 +422,21 @@ def check_expect_under(value, method, schedule, covariance, func):
         )
 
 
+def cavity_scratch(n_units, Kmodes, R):
+    """Per-work-unit scratch of ``kernels.cp.sweep_cavity_full`` after ``mat`` and ``vec``: one
+    entry's cavity moments (cp_probit), then the batch's blocks, rows, moments and flags."""
+    B = K.CAVITY_BATCH
+    return (
+        np.empty((n_units, Kmodes, R)),
+        np.empty((n_units, Kmodes, R, R)),
+        np.empty((n_units, 2, R, R, B)),
+        np.empty((n_units, 2, R, B)),
+        np.empty((n_units, Kmodes, R, B)),
+        np.empty((n_units, Kmodes, R, R, B)),
+        np.empty((n_units, B), dtype=np.bool_),
+    )
+
+
 def fit_cp(
     coords,
     values,
@@ -683,16 +698,7 @@ def fit_cp(
     # takes the initial moments, as "posterior" does) form each entry's cavities
     cavity = expect_under == "cavity"
     if cavity:
-        B = K.CAVITY_BATCH
-        cav_scratch = (
-            np.empty((n_chunks, Kmodes, R)),
-            np.empty((n_chunks, Kmodes, R, R)),
-            np.empty((n_chunks, 2, R, R, B)),
-            np.empty((n_chunks, 2, R, B)),
-            np.empty((n_chunks, Kmodes, R, B)),
-            np.empty((n_chunks, Kmodes, R, R, B)),
-            np.empty((n_chunks, B), dtype=np.bool_),
-        )
+        cav_scratch = cavity_scratch(n_chunks, Kmodes, R)
     n_groups = min(SUM_GROUPS, n_chunks)
     with_sums = (
         covariance == "full"

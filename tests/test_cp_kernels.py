@@ -5,6 +5,7 @@ import pytest
 
 import naive
 from fastcep.cp import ENTRY_CHUNK, OBJECT_CHUNK, _layout
+from fastcep.cp import cavity_scratch as fit_cavity_scratch
 from fastcep.kernels import cp as K
 from fastcep.kernels.linalg import (
     batch_cholesky,
@@ -193,17 +194,10 @@ def no_sums(R):
 
 def cavity_scratch(n_units, Km, R):
     """Per-chunk scratch of kernels.cp.sweep_cavity_full (as fastcep.cp allocates it)."""
-    B = K.CAVITY_BATCH
     return (
         np.empty((n_units, K.ENTRY_MATS, R, R)),
         np.empty((n_units, K.ENTRY_VECS, R)),
-        np.empty((n_units, Km, R)),
-        np.empty((n_units, Km, R, R)),
-        np.empty((n_units, 2, R, R, B)),
-        np.empty((n_units, 2, R, B)),
-        np.empty((n_units, Km, R, B)),
-        np.empty((n_units, Km, R, R, B)),
-        np.empty((n_units, B), dtype=np.bool_),
+        *fit_cavity_scratch(n_units, Km, R),
     )
 
 
