@@ -39,6 +39,8 @@ OBJECT_CHUNK = 64
 #: most SUM_FRACTION of the messages' blocks
 SUM_GROUPS = 16
 SUM_FRACTION = 0.25
+#: most work units of the cavity sweep without sums (``expect_under="cavity"``, block schedule)
+CAVITY_UNITS = 64
 #: initial posterior variance of the embeddings, as a fraction of init_scale^2
 INIT_VAR_FRACTION = 0.01
 #: methods whose result is a point estimate (``fastcep.cp_wopt``): covariances zero, noise None;
@@ -694,11 +696,6 @@ def fit_cp(
     # the parallel schedule with full covariances sums each fixed group of entries' new messages
     # per object during the sweep (kernels.cp.sweep_full with_sums; reduce_object_sums), when
     # those partial sums are small beside the messages (not for a small batch over many objects)
-    # expect_under="cavity": the sweeps after the first (which has no messages to remove yet and
-    # takes the initial moments, as "posterior" does) form each entry's cavities
-    cavity = expect_under == "cavity"
-    if cavity:
-        cav_scratch = cavity_scratch(n_chunks, Kmodes, R)
     n_groups = min(SUM_GROUPS, n_chunks)
     with_sums = (
         covariance == "full"
@@ -714,6 +711,16 @@ def fit_cp(
     else:
         part_L, part_e = np.empty((1, 0, R, R)), np.empty((1, 0, R))
         sweep_chunk = ENTRY_CHUNK
+    # expect_under="cavity": the sweeps after the first (which has no messages to remove yet and
+    # takes the initial moments, as "posterior" does) form each entry's cavities, in work units
+    # of their own: the sum groups, else at most CAVITY_UNITS chunks (the messages do not depend
+    # on the chunk; each unit's batch scratch is about 160 KB at rank 8)
+    cavity = expect_under == "cavity"
+    if cavity:
+        cav_units = n_groups if with_sums else min(n_chunks, CAVITY_UNITS)
+        cav_chunk = sweep_chunk if with_sums else -(-n // cav_units)
+        cav_units = -(-n // cav_chunk)  # (every unit non-empty)
+        cav_scratch = cavity_scratch(cav_units, Kmodes, R)
     if method == "lp":  # per-chunk scratch of the Laplace messages (kernels.cp_lp.sweep_lp)
         KR = Kmodes * R
         lp_scratch = (
@@ -859,9 +866,8 @@ def fit_cp(
                         elif cavity_sweep:
                             K.sweep_cavity_full(
                                 code, lay.gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, noise[2], rho, k_lo,
-                                k_hi, sweep_chunk, skipped[: n_groups if with_sums else n_chunks], work, scr,
-                                *cav_scratch, fused_noise, alpha, beta, with_sums, part_L[:n_groups],
-                                part_e[:n_groups],
+                                k_hi, cav_chunk, skipped[:cav_units], work, scr, *cav_scratch, fused_noise,
+                                alpha, beta, with_sums, part_L[:n_groups], part_e[:n_groups],
                             )  # fmt: skip
                         else:
                             K.sweep_full(
