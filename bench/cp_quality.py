@@ -3,7 +3,8 @@
     python -m bench.cp_quality [--data-dir ../shared/data] [--ranks 3 5 8 10] [--folds 1 2 3 4 5]
                                [--damping 0.5] [--max-iter 500] [--prior-mean 0.3]
                                [--select-prior-mean 0 0.1 0.3 0.5 1] [--probit-curvature rank1]
-                               [--expect-under cavity] [--authors-priors] [--tag SUFFIX]
+                               [--expect-under cavity] [--authors-priors] [--authors-stop]
+                               [--tag SUFFIX]
 
 Fits CEP-1 (full covariances, the defaults of ``fastcep.fit``) on the five folds of each data
 set, prints the mean and std of the test metric at convergence beside the authors' numbers
@@ -22,6 +23,8 @@ The last column scores the same Enron fits with the authors' predictive rule
 instead of ``prior_mean`` (``authors_priors``): N(m, I) per object with m ~ U(0, 1) per
 coordinate (seeded by the fold), the posterior started at the prior. It goes through the private
 per-object prior of ``fastcep.fit`` (the one ``fastcep.stream`` uses), for this comparison only.
+``--authors-stop`` stops each fit (Enron only) by the authors' rule (``AuthorsStop``) instead of
+fastcep's tolerance, within the same ``max_iter``.
 """
 
 import argparse
@@ -94,12 +97,37 @@ def authors_priors(n_obj, rank, fold):
     return {"_prior": (eye.copy(), m.copy()), "_init_moments": (m.copy(), eye.copy())}
 
 
-def run_one(name, fold, rank, data_dir, select=None, with_authors_priors=False, **options):
+class AuthorsStop:
+    """Callback of ``--authors-stop``: the stopping rule of the authors' binary-tensor scripts.
+    Stop when the mean over modes of the summed squared change of the posterior means falls
+    below 1e-4, or when, after 10 iterations, the training AUC under ``auc_authors_rule`` differs
+    from each of the previous nine by 1e-4 on average (a plateau)."""
+
+    def __init__(self, train, tol=1e-4):
+        self.train, self.tol, self.aucs, self.prev = train, tol, [], None
+
+    def __call__(self, info):
+        means = [m.copy() for m in info.result.posterior.means]
+        diff = np.inf
+        if self.prev is not None:
+            diff = float(np.mean([np.sum((a - b) ** 2) for a, b in zip(means, self.prev, strict=True)]))
+        self.prev = means
+        auc = auc_authors_rule(info.result, self.train.coords, self.train.values)
+        self.aucs.append(auc)
+        it = len(self.aucs)
+        plateau = it > 10 and np.mean(np.abs(np.array(self.aucs[it - 10 : it - 1]) - auc)) < self.tol
+        return diff < self.tol or bool(plateau)
+
+
+def run_one(
+    name, fold, rank, data_dir, select=None, with_authors_priors=False, authors_stop=False, **options
+):
     """Fit one fold; returns (test metric at the end, iterations, converged, seconds, seconds per
     iteration, the prior_mean used, cp_probit's test AUC under ``auc_authors_rule`` or NaN). With
     ``select`` (candidate prior means) the value is chosen
     on the training fold alone (``select_prior_mean``); its fits are not in the seconds. With
-    ``with_authors_priors`` the fit takes ``authors_priors`` (prior_mean is then not used)."""
+    ``with_authors_priors`` the fit takes ``authors_priors`` (prior_mean is then not used); with
+    ``authors_stop`` (cp_probit) the final fit stops by ``AuthorsStop``."""
     train, test = load_paper_fold(name, fold, pathlib.Path(data_dir) / name)
     model = MODEL[name][0]
     if with_authors_priors:
@@ -107,6 +135,8 @@ def run_one(name, fold, rank, data_dir, select=None, with_authors_priors=False, 
     if select:
         chosen, _ = select_prior_mean(name, train, rank, fold, select, **options)
         options = dict(options, prior_mean=chosen)
+    if authors_stop and model == "cp_probit":
+        options = dict(options, callback=AuthorsStop(train))
     t0 = time.perf_counter()
     res = fastcep.fit(
         train.coords, train.values, model=model, shape=train.shape, rank=rank, seed=fold, **options
@@ -131,6 +161,7 @@ def main():
     ap.add_argument("--probit-curvature", choices=("full", "rank1"), default=None)
     ap.add_argument("--expect-under", choices=("posterior", "cavity"), default=None)
     ap.add_argument("--authors-priors", action="store_true")
+    ap.add_argument("--authors-stop", action="store_true")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
     options = {}
@@ -156,7 +187,9 @@ def main():
             sel = args.select_prior_mean
             opts = dict(options, **(probit_options if MODEL[name][0] == "cp_probit" else {}))
             ap_ = args.authors_priors
-            runs = [run_one(name, f, rank, args.data_dir, sel, ap_, **opts) for f in args.folds]
+            runs = [
+                run_one(name, f, rank, args.data_dir, sel, ap_, args.authors_stop, **opts) for f in args.folds
+            ]
             vals = np.array([r[0] for r in runs])
             its = [r[1] for r in runs]
             conv = sum(r[2] for r in runs)
@@ -187,6 +220,7 @@ def main():
             if args.authors_priors
             else ""
         )
+        + (" Enron fits stopped by the authors' rule (AuthorsStop)." if args.authors_stop else "")
         + (
             f" prior_mean chosen per fold from {args.select_prior_mean} on a held-out 20 % of the "
             "training entries (the test fold unseen)."
@@ -209,6 +243,7 @@ def main():
                 "options": options,
                 "probit_options": probit_options,
                 "authors_priors": args.authors_priors,
+                "authors_stop": args.authors_stop,
                 "runs": raw,
             },
             indent=1,
