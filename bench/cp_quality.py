@@ -100,8 +100,9 @@ def authors_priors(n_obj, rank, fold):
 class AuthorsStop:
     """Callback of ``--authors-stop``: the stopping rule of the authors' binary-tensor scripts.
     Stop when the mean over modes of the summed squared change of the posterior means falls
-    below 1e-4, or when, after 10 iterations, the training AUC under ``auc_authors_rule`` differs
-    from each of the previous nine by 1e-4 on average (a plateau)."""
+    below 1e-4 (from the second iteration: the callback does not see the initial means), or
+    when, after 10 iterations, the training AUC under ``auc_authors_rule`` differs from each of
+    the previous nine by 1e-4 on average (a plateau)."""
 
     def __init__(self, train, tol=1e-4):
         self.train, self.tol, self.aucs, self.prev = train, tol, [], None
