@@ -265,7 +265,7 @@ def test_cavity_sweep_skips_an_entry_whose_cavity_is_improper(rng, model):
     coords, y, Lam, eta = random_state(rng, shape, R, n, model)
     lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "full")
     nP_Lam, nP_eta, means, covs = naive.cp_posterior(coords, shape, Lam, eta, prior_var)
-    bad = 10  # lane 2 of the second batch
+    bad = 10  # one lane of a partial batch (29 entries)
     Lam[bad, 1] += 50.0 * np.eye(R)  # (after the posterior was formed)
     got = cavity_sweep(CODES[model], lay, y, Lam, eta, P_Lam, P_eta, etau, rho, 0, 3)
     assert got[2] == 3
