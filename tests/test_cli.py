@@ -181,3 +181,22 @@ def test_empty_and_truncated_files(workdir, capsys):
     (tmp / "nan.txt").write_text("1,1,1,0.5\n2,2,2,nan\n")
     assert "nan.txt:2" in _bad(capsys, "convert", "nan.txt", "nan.h5")
     np.testing.assert_equal((tmp / "nan.h5").exists(), False)
+
+
+def test_demo_table(capsys):
+    """The README's first command: the regression comparison table, as JSON. On the paper's
+    probit simulation CEP-1, CEP-2 and EP reach the same test log-likelihood; every row is a
+    finished fit with a plausible AUC."""
+    assert main(["demo", "--json", "--quiet"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    sim = [r for r in rows if r["data"].startswith("simulation")]
+    assert [(r["model"], r["method"]) for r in sim] == [
+        (m, k) for m in ("probit", "logistic") for k in ("cep1", "cep2", "ep")
+    ]
+    assert len(rows) in (6, 12)  # (the UCI part needs the datasets packages)
+    for r in rows:
+        assert r["converged"] and r["iterations"] > 1 and r["seconds"] > 0
+        assert 0.6 < r["test_auc"] <= 1.0 and np.isfinite(r["test_log_likelihood"])
+    for model in ("probit", "logistic"):
+        ll = {r["method"]: r["test_log_likelihood"] for r in sim if r["model"] == model}
+        assert abs(ll["cep1"] - ll["ep"]) < 1e-3 and abs(ll["cep2"] - ll["ep"]) < 1e-3
