@@ -187,10 +187,8 @@ def main():
         for rank in args.ranks:
             sel = args.select_prior_mean
             opts = dict(options, **(probit_options if MODEL[name][0] == "cp_probit" else {}))
-            ap_ = args.authors_priors
-            runs = [
-                run_one(name, f, rank, args.data_dir, sel, ap_, args.authors_stop, **opts) for f in args.folds
-            ]
+            authors = (args.authors_priors, args.authors_stop)
+            runs = [run_one(name, f, rank, args.data_dir, sel, *authors, **opts) for f in args.folds]
             vals = np.array([r[0] for r in runs])
             its = [r[1] for r in runs]
             conv = sum(r[2] for r in runs)

@@ -684,8 +684,8 @@ def sweep_cavity_full(
     B = okb.shape[1]
     skip = k_lo if k_hi - k_lo == 1 else -1
     LfA = Lam.reshape((Lam.shape[0], K * RR))
+    idx = np.arange(K)  # (rows of one entry's cavity moments Mc[c], E2c[c]: see entry_update)
     for c in prange(skipped.shape[0]):
-        idx = np.arange(K)
         A, Lb, w, ec = cmat[c, 0], cmat[c, 1], cvec[c, 0], cvec[c, 1]
         P = cmat[c, 1].reshape((RR, B))  # (Lb once the cavities are formed)
         Mbc, E2bc, ok = Mb[c], E2b[c], okb[c]
