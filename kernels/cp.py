@@ -264,6 +264,13 @@ def probit_coord(tc, nc, s, x, b, ezz, rank1, out):
 
 # ---------------------------------------------------------------- Gaussian noise
 @njit(**LEAF)
+def damp_noise_message(e, alpha, beta, rho, sq):
+    """Damp entry e's Gamma message towards (shape 1/2, rate sq / 2), sq = E[(y - f)^2]."""
+    alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
+    beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * sq
+
+
+@njit(**LEAF)
 def expected_sq_error(gidx_e, y, M, E2):
     """E[(y - f)^2] = y^2 - 2 y 1.(Hadamard_k m_k) + sum of all entries of Hadamard_k E[u u^T]."""
     K = gidx_e.shape[0]
@@ -533,8 +540,7 @@ def sweep_full(
             if with_noise:
                 if math.isnan(sq):
                     sq = expected_sq_error(gidx[e], y[e], M, E2)
-                alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
-                beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * sq
+                damp_noise_message(e, alpha, beta, rho, sq)
             if with_sums and model != MODEL_GAUSSIAN:  # (the Gaussian update adds its own)
                 add_to_sums(e, gidx, k_lo, k_hi, LfA, eta, PLg, Peg)
         skipped[c] += t
@@ -723,8 +729,7 @@ def sweep_cavity_full(
                         add_to_sums(e, gidx, k_lo, k_hi, LfA, eta, PLg, Peg)
             if with_noise:
                 for e in range(e0, e0 + nb):
-                    alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
-                    beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
+                    damp_noise_message(e, alpha, beta, rho, expected_sq_error(gidx[e], y[e], M, E2))
         skipped[c] += t
 
 
@@ -732,8 +737,7 @@ def sweep_cavity_full(
 def noise_messages_full(gidx, y, alpha, beta, M, E2, rho):
     """Damped Gamma messages (shape 1/2, rate E[(y - f)^2] / 2) of every entry, in parallel."""
     for e in prange(gidx.shape[0]):
-        alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
-        beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
+        damp_noise_message(e, alpha, beta, rho, expected_sq_error(gidx[e], y[e], M, E2))
 
 
 @njit(**PARALLEL_CACHED)
@@ -775,8 +779,7 @@ def sweep_diag_coord(model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2d, etau, rh
 def noise_messages_diag(gidx, y, alpha, beta, M, E2d, rho):
     """Damped Gamma messages (shape 1/2, rate E[(y - f)^2] / 2) of every entry, in parallel."""
     for e in prange(gidx.shape[0]):
-        alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
-        beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error_diag(gidx[e], y[e], M, E2d)
+        damp_noise_message(e, alpha, beta, rho, expected_sq_error_diag(gidx[e], y[e], M, E2d))
 
 
 @njit(**LEAF)

@@ -47,7 +47,7 @@ import math
 from numba import njit, prange
 
 from ._config import LEAF, PARALLEL_CACHED
-from .cp import MODEL_GAUSSIAN, expected_sq_error
+from .cp import MODEL_GAUSSIAN, damp_noise_message, expected_sq_error
 from .linalg import cholesky, cholesky_solve
 from .special import inv_mills, log_ndtr
 
@@ -469,6 +469,5 @@ def sweep_lp(
                 indefinite, Lc[c], ec[c], Lmsg[c], emsg[c], ok[c], mat[c], vec[c],
             )  # fmt: skip
             if with_noise:
-                alpha[e] = (1.0 - rho) * alpha[e] + rho * 0.5
-                beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
+                damp_noise_message(e, alpha, beta, rho, expected_sq_error(gidx[e], y[e], M, E2))
         skipped[c] += t
