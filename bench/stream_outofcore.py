@@ -22,7 +22,7 @@ import numpy as np
 from scipy.special import ndtr
 
 import fastcep
-from fastcep.h5io import TensorWriter
+from fastcep.io import TensorWriter
 
 from .gold import RESULTS
 from .regression_quality import machine

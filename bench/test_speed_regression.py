@@ -19,11 +19,11 @@ from numba import njit, prange
 import fastcep
 from fastcep._quadrature import gauss_hermite
 from fastcep.data_tools import make_regression_simulation
+from fastcep.glm.engine import FLAT_PRECISION
 from fastcep.kernels import CHUNK_ROWS
 from fastcep.kernels._config import FASTMATH
-from fastcep.kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
-from fastcep.kernels.regression import METHOD_CODES, parallel_sweep
-from fastcep.regression import FLAT_PRECISION
+from fastcep.kernels.glm.schedules import METHOD_CODES, parallel_sweep
+from fastcep.kernels.glm.sweep import rebuild_posterior, reduce_posterior, work_buffers
 
 from ._peak import CLEAR_REFS, run_script
 

@@ -87,7 +87,7 @@ def dblp_training_set(data_dir, seed=0):
 
 def build_dblp_training(data_dir, out_path, seed=0):
     """Write ``dblp_training_set(data_dir, seed)`` to an HDF5 tensor file; returns its row count."""
-    from fastcep.h5io import write_tensor
+    from fastcep.io import write_tensor
 
     coords, values, shape = dblp_training_set(data_dir, seed)
     write_tensor(os.fspath(out_path), coords, values, shape=shape, binary=True)

@@ -42,7 +42,7 @@ def read_text_tensor(path, index_base=1, delimiter=None, shape=None):
     ValueError
         On a malformed line (its line number is given), a negative index or an index beyond shape.
     """
-    from fastcep.h5io import iter_text_rows
+    from fastcep.io import iter_text_rows
 
     if index_base not in (0, 1):
         raise V.param_error("index_base", "read_text_tensor", "0 or 1", index_base)

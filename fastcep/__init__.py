@@ -4,19 +4,28 @@
 tensor decompositions (``model="cp_gaussian" | "cp_probit"``); the result holds the posterior,
 predictions and a per-iteration trace. ``fastcep.stream`` decomposes a tensor arriving in
 batches (ADF-CEP), from memory or block by block from an HDF5 tensor file (``write_tensor``,
-``text_to_tensor``, ``TensorReader``). ``fastcep.load_model`` reads a CP model saved with
-``CPResult.save``. scikit-learn style estimators
+``text_to_tensor``, ``TensorReader``). ``fastcep.save_model`` and ``fastcep.load_model`` write and
+read a fitted CP model. scikit-learn style estimators
 ``BayesianProbitClassifier`` and ``BayesianLogisticClassifier`` need scikit-learn.
 """
 
 from . import metrics
 from .api import fit
-from .cp import CPPosterior, CPResult, CPState
-from .h5io import TensorReader, TensorWriter, load_model, read_tensor, text_to_tensor, write_tensor
+from .glm import RegressionResult
+from .io import (
+    FileFormatError,
+    TensorReader,
+    TensorWriter,
+    load_model,
+    read_tensor,
+    save_model,
+    text_to_tensor,
+    write_tensor,
+)
 from .metrics import auc, gaussian_kl, rmse
-from .regression import RegressionResult
 from .results import GaussianPosterior, IterationInfo, RegressionState, Trace
-from .stream import stream
+from .streaming import stream
+from .tensor import CPPosterior, CPResult, CPState
 
 __version__ = "0.1.0"
 
@@ -26,6 +35,7 @@ __all__ = [
     "CPPosterior",
     "CPResult",
     "CPState",
+    "FileFormatError",
     "GaussianPosterior",
     "IterationInfo",
     "RegressionResult",
@@ -40,6 +50,7 @@ __all__ = [
     "metrics",
     "read_tensor",
     "rmse",
+    "save_model",
     "stream",
     "text_to_tensor",
     "write_tensor",

@@ -1,9 +1,9 @@
 """``fastcep.fit``: one entry point for every model and method."""
 
 from . import _validation as V
-from .cp import CP_MODELS, fit_cp
-from .regression import MODELS as REGRESSION_MODELS
-from .regression import fit_regression
+from .glm.engine import MODELS as REGRESSION_MODELS
+from .glm.engine import fit_regression
+from .tensor.engine import CP_MODELS, fit_cp
 
 MODELS = REGRESSION_MODELS + CP_MODELS
 
@@ -14,11 +14,11 @@ def fit(X, y, model="probit", method="cep1", **options):
     Regression: ``fit(X, y, model="probit" | "logistic", method="cep1" | "cep2" | "ep" | "lp" | "is" |
     "vb" | "kjit")``.
     CP decomposition: ``fit(coords, values, model="cp_gaussian" | "cp_probit", shape=dims, rank=R)``
-    (see ``fastcep.cp.fit_cp`` for its options: a0, b0, covariance, schedule, init, eval_set, ...);
+    (see ``fastcep.tensor.fit_cp`` for its options: a0, b0, covariance, schedule, init, eval_set, ...);
     CP methods: "cep1" (the paper's), its baselines "lp" (Laplace propagation in the same message
     engine, see ``fit_cp``'s ``lp_indefinite``), "vmp" (mean-field VMP, the ELBO in ``trace.elbo``;
-    ``fastcep.cp_vmp.fit_vmp``) and "cp_wopt" (CP-WOPT point estimate by L-BFGS;
-    ``fastcep.cp_wopt.fit_cp_wopt``).
+    ``fastcep.tensor.vmp.fit_vmp``) and "cp_wopt" (CP-WOPT point estimate by L-BFGS;
+    ``fastcep.tensor.cp_wopt.fit_cp_wopt``).
 
     Parameters
     ----------
@@ -97,11 +97,11 @@ def fit(X, y, model="probit", method="cep1", **options):
     V.check_choice(model, "model", "fit", MODELS)
     if model in CP_MODELS:
         if method == "vmp":  # the tensor baselines outside the message-passing engine
-            from .cp_vmp import fit_vmp
+            from .tensor.vmp import fit_vmp
 
             return fit_vmp(X, y, model, **options)
         if method == "cp_wopt":
-            from .cp_wopt import fit_cp_wopt
+            from .tensor.cp_wopt import fit_cp_wopt
 
             return fit_cp_wopt(X, y, model, **options)
         return fit_cp(X, y, model, method, **options)

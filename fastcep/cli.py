@@ -122,7 +122,7 @@ def _shape_arg(text):
 
 
 def cmd_convert(args):
-    from .h5io import text_to_tensor
+    from .io import text_to_tensor
 
     delim = {"comma": ",", "tab": "\t", "space": " ", "auto": None}.get(args.delimiter, args.delimiter)
     t0 = time.perf_counter()
@@ -130,7 +130,7 @@ def cmd_convert(args):
         args.src, args.dst, index_base=args.index_base, delimiter=delim, shape=_shape_arg(args.shape),
         binary=args.binary,
     )  # fmt: skip
-    from .h5io import TensorReader
+    from .io import TensorReader
 
     with TensorReader(args.dst) as r:
         n = r.n
@@ -146,7 +146,7 @@ def cmd_convert(args):
 def cmd_info(args):
     import h5py
 
-    from .h5io import TensorReader, load_model
+    from .io import TensorReader, load_model
 
     try:
         with h5py.File(args.file, "r") as f:
@@ -190,9 +190,9 @@ def cmd_info(args):
             f"{res.covariance} covariances, {res.n_iter} iterations ({res.stop_reason})"
         )
     elif fmt == "fastcep-stream-checkpoint":
-        from .stream import _read_checkpoint
+        from .io import read_checkpoint
 
-        state, _ = _read_checkpoint(args.file, None)
+        state, _ = read_checkpoint(args.file, None)
         info = {
             "file": args.file,
             "format": fmt,
@@ -215,7 +215,9 @@ def _options(args, names):
 
 def _save_and_report(args, res, secs, unit):
     """Write the fitted model to --output and print what was written (text or JSON)."""
-    res.save(args.output)
+    from .io import save_model
+
+    save_model(res, args.output)
     summary = {
         "model_file": args.output,
         "model": res.model,
@@ -236,7 +238,7 @@ def _save_and_report(args, res, secs, unit):
 
 def cmd_fit(args):
     from .api import fit
-    from .h5io import TensorReader
+    from .io import TensorReader
 
     with TensorReader(args.tensor) as r:
         if r.n > args.max_entries:
@@ -266,7 +268,7 @@ def cmd_fit(args):
 
 
 def cmd_stream(args):
-    from .stream import stream
+    from .streaming import stream
 
     names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")
     opts = _options(args, (*names, "a0", "b0", "probit_curvature", "expect_under"))
@@ -281,7 +283,7 @@ def cmd_stream(args):
 
 
 def cmd_evaluate(args):
-    from .h5io import TensorReader, load_model
+    from .io import TensorReader, load_model
 
     res = load_model(args.model)
     with TensorReader(args.tensor) as r:

@@ -8,17 +8,22 @@ import hashlib
 import pathlib
 
 
-def drop_stale_caches(folder):
-    """Delete numba's on-disk caches of the kernels in ``folder`` when any kernel source changed.
+def drop_stale_caches(folder, extra=()):
+    """Delete numba's on-disk caches of the kernels below ``folder`` when any kernel source changed.
 
     numba checks a cached function against its own source file only, so a cached driver keeps
     the code it inlined from a leaf of another module after that module changed (seen: a stale
     ``regression.parallel_sweep`` writing past a resized scratch buffer, "double free or
-    corruption"). The caches are stamped with a hash of every kernel source and all dropped when
-    it differs. Returns True if they were dropped. A read-only install is left alone.
+    corruption"). The caches of every ``__pycache__`` below ``folder`` are stamped with a hash of
+    every ``*.py`` below ``folder`` and below the folders ``extra`` (leaves the kernels inline from
+    elsewhere), and all dropped when it differs. Returns True if they were dropped. A read-only
+    install is left alone.
     """
     folder = pathlib.Path(folder)
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.glob("*.py")))).hexdigest()
+    sources = sorted(folder.rglob("*.py"))
+    for other in extra:
+        sources += sorted(pathlib.Path(other).rglob("*.py"))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
     cache = folder / "__pycache__"
     stamp = cache / "fastcep-kernels.sha256"
     try:
@@ -28,7 +33,7 @@ def drop_stale_caches(folder):
         pass
     try:
         cache.mkdir(exist_ok=True)
-        for f in list(cache.glob("*.nbi")) + list(cache.glob("*.nbc")):
+        for f in list(folder.rglob("*.nbi")) + list(folder.rglob("*.nbc")):
             f.unlink(missing_ok=True)
         stamp.write_text(digest)
     except OSError:
@@ -38,38 +43,7 @@ def drop_stale_caches(folder):
 
 drop_stale_caches(pathlib.Path(__file__).parent)
 
-from . import (  # noqa: E402 (after the cache check)
-    cp,
-    cp_lp,
-    cp_vmp,
-    cp_wopt,
-    importance,
-    kjit,
-    laplace,
-    linalg,
-    logistic,
-    probit,
-    regression,
-    special,
-    vb,
-)
+from . import glm, linalg, special, tensor  # noqa: E402 (after the cache check)
 from ._config import CHUNK_ROWS, FASTMATH  # noqa: E402
 
-__all__ = [
-    "CHUNK_ROWS",
-    "FASTMATH",
-    "drop_stale_caches",
-    "cp",
-    "cp_lp",
-    "cp_vmp",
-    "cp_wopt",
-    "importance",
-    "kjit",
-    "laplace",
-    "linalg",
-    "logistic",
-    "probit",
-    "regression",
-    "special",
-    "vb",
-]
+__all__ = ["CHUNK_ROWS", "FASTMATH", "drop_stale_caches", "glm", "linalg", "special", "tensor"]

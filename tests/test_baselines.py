@@ -10,8 +10,8 @@ from scipy.special import log_ndtr
 import fastcep
 import naive
 from fastcep.data_tools import make_regression_simulation
-from fastcep.kernels import importance, laplace, probit
-from fastcep.kernels._sweep import work_buffers
+from fastcep.kernels.glm import importance, laplace, probit
+from fastcep.kernels.glm.sweep import work_buffers
 
 
 def _row_problem(rng, d=4):

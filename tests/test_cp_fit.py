@@ -159,7 +159,7 @@ def test_cavity_expectations_resume_save_and_threads(tmp_path, gaussian_split, s
     half = fastcep.fit(T.coords[tr], T.values[tr], max_iter=6, **kw)
     more = fastcep.fit(T.coords[tr], T.values[tr], max_iter=6, init_state=half.state, **kw)
     np.testing.assert_allclose(more.posterior.means[0], r1.posterior.means[0], rtol=1e-10, atol=1e-12)
-    r1.save(tmp_path / "cav.h5")
+    fastcep.save_model(r1, tmp_path / "cav.h5")
     back = fastcep.load_model(tmp_path / "cav.h5")
     assert back.options["expect_under"] == "cavity"
     np.testing.assert_array_equal(back.predict(T.coords[te]), r1.predict(T.coords[te]))
@@ -221,7 +221,7 @@ def test_init_state_resumes(gaussian_split):
 def test_save_and_load_round_trip(tmp_path, gaussian_split, gaussian_fit, probit_tensor):
     T, _, te, _ = gaussian_split
     path = tmp_path / "model.h5"
-    gaussian_fit.save(path)
+    fastcep.save_model(gaussian_fit, path)
     back = fastcep.load_model(path)
     assert (back.model, back.rank, back.shape, back.n_iter) == ("cp_gaussian", 3, SHAPE, gaussian_fit.n_iter)
     assert back.posterior.noise == gaussian_fit.posterior.noise
@@ -235,7 +235,7 @@ def test_save_and_load_round_trip(tmp_path, gaussian_split, gaussian_fit, probit
         probit_tensor.coords, probit_tensor.values, model="cp_probit", rank=2, covariance="diag", max_iter=3,
         probit_curvature="rank1",
     )  # fmt: skip
-    pb.save(tmp_path / "probit.h5")
+    fastcep.save_model(pb, tmp_path / "probit.h5")
     back = fastcep.load_model(tmp_path / "probit.h5")
     assert back.options["probit_curvature"] == "rank1"
     np.testing.assert_array_equal(back.predict(probit_tensor.coords), pb.predict(probit_tensor.coords))
@@ -249,7 +249,7 @@ def test_load_model_refuses_bad_files(tmp_path, gaussian_fit):
     with pytest.raises(ValueError, match="cannot be opened as HDF5"):
         fastcep.load_model(junk)
     good = tmp_path / "good.h5"
-    gaussian_fit.save(good)
+    fastcep.save_model(gaussian_fit, good)
     data = good.read_bytes()
     truncated = tmp_path / "truncated.h5"
     truncated.write_bytes(data[: len(data) // 2])
@@ -268,7 +268,7 @@ def test_load_model_refuses_bad_files(tmp_path, gaussian_fit):
 
 def test_failed_save_keeps_previous_file(tmp_path, gaussian_fit, monkeypatch):
     path = tmp_path / "model.h5"
-    gaussian_fit.save(path)
+    fastcep.save_model(gaussian_fit, path)
     before = path.read_bytes()
 
     def boom(*args, **kwargs):
@@ -276,7 +276,7 @@ def test_failed_save_keeps_previous_file(tmp_path, gaussian_fit, monkeypatch):
 
     monkeypatch.setattr(h5py.Group, "create_group", boom)
     with pytest.raises(RuntimeError, match="disk full"):
-        gaussian_fit.save(path)
+        fastcep.save_model(gaussian_fit, path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["model.h5"]
 

@@ -4,9 +4,7 @@ import numpy as np
 import pytest
 
 import naive
-from fastcep.cp import ENTRY_CHUNK, OBJECT_CHUNK, _layout
-from fastcep.cp import cavity_scratch as fit_cavity_scratch
-from fastcep.kernels import cp as K
+from fastcep.kernels import tensor as K
 from fastcep.kernels.linalg import (
     batch_cholesky,
     batch_cholesky_inverse,
@@ -14,6 +12,9 @@ from fastcep.kernels.linalg import (
     cholesky_inverse,
     cholesky_solve,
 )
+from fastcep.tensor.engine import ENTRY_CHUNK, OBJECT_CHUNK
+from fastcep.tensor.engine import cavity_scratch as fit_cavity_scratch
+from fastcep.tensor.layout import make_layout
 
 
 def spd(rng, R, scale=1.0):
@@ -94,7 +95,7 @@ def random_state(rng, shape, R, n, model, covariance="full"):
 
 
 def kernel_state(coords, shape, Lam, eta, prior_var, covariance):
-    lay = _layout(coords, shape)
+    lay = make_layout(coords, shape)
     n_obj = int(lay.offsets[-1])
     R = eta.shape[2]
     if covariance == "full":
@@ -288,7 +289,7 @@ def test_cavity_sweep_equals_posterior_sweep_when_the_entries_have_no_messages(r
     coords, y, _, _ = random_state(rng, shape, R, n, model)
     Lam, eta = np.zeros((n, 3, R, R)), np.zeros((n, 3, R))
     prior_means = rng.normal(size=(sum(shape), R))  # nonzero posterior means: the prior's
-    lay = _layout(coords, shape)
+    lay = make_layout(coords, shape)
     P_Lam = np.broadcast_to(np.eye(R), (sum(shape), R, R)).copy()
     P_eta = prior_means.copy()
     M, S = prior_means.copy(), P_Lam.copy()

@@ -7,12 +7,13 @@ import pytest
 
 import fastcep
 import naive
-from fastcep.cp import ENTRY_CHUNK, OBJECT_CHUNK, _layout
 from fastcep.data_tools import make_cp_tensor
-from fastcep.kernels import cp as K
-from fastcep.kernels import cp_lp as L
-from fastcep.kernels import laplace
+from fastcep.kernels import tensor as K
 from fastcep.kernels._config import ERROR_MODEL, FASTMATH
+from fastcep.kernels.glm import laplace
+from fastcep.kernels.tensor import lp as L
+from fastcep.tensor.engine import ENTRY_CHUNK, OBJECT_CHUNK
+from fastcep.tensor.layout import make_layout
 
 CODE = {"cp_gaussian": K.MODEL_GAUSSIAN, "cp_probit": K.MODEL_PROBIT}
 ETAU = 3.0
@@ -189,7 +190,7 @@ def sweep_state(rng, model, shape, R, n):
     y = rng.normal(size=n) if model == "cp_gaussian" else rng.choice([-1.0, 1.0], n)
     Lam = np.stack([np.stack([spd(rng, R, 0.3) for _ in shape]) for _ in range(n)])
     eta = rng.normal(0, 0.3, (n, len(shape), R))
-    lay = _layout(coords, shape)
+    lay = make_layout(coords, shape)
     n_obj = int(lay.offsets[-1])
     P_Lam, S, E2 = (np.empty((n_obj, R, R)) for _ in range(3))
     P_eta, M = np.empty((n_obj, R)), np.empty((n_obj, R))

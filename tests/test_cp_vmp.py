@@ -10,10 +10,11 @@ from scipy.stats import truncnorm
 
 import fastcep
 import naive
-from fastcep.cp import _layout, _second_moments
 from fastcep.data_tools import make_cp_tensor
-from fastcep.kernels import cp_vmp as K
 from fastcep.kernels._config import ERROR_MODEL, FASTMATH
+from fastcep.kernels.tensor import vmp as K
+from fastcep.tensor.layout import make_layout
+from fastcep.tensor.result import second_moments
 
 SHAPE = (30, 25, 20)
 PSHAPE = (20, 15, 10)
@@ -64,9 +65,9 @@ def _split(x, shape):
 def test_mode_updates_match_the_textbook_version(rng, model):
     shape, R = (4, 3, 5), 3
     coords, y, M, S, prior_Lam, prior_eta = _random_problem(rng, model, shape, R)
-    lay = _layout(coords, shape)
+    lay = make_layout(coords, shape)
     n_obj = sum(shape)
-    E2 = _second_moments(M, S, "full")
+    E2 = second_moments(M, S, "full")
     P_Lam, P_eta, logdet = np.empty((n_obj, R, R)), np.empty((n_obj, R)), np.empty(n_obj)
     mat, vec = np.empty((n_obj, K.OBJECT_MATS, R, R)), np.empty((n_obj, K.OBJECT_VECS, R))
     code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
@@ -305,7 +306,7 @@ def test_save_and_load_round_trip(tmp_path, binary_split):
     res = fastcep.fit(
         T.coords[tr], T.values[tr], model="cp_probit", method="vmp", shape=PSHAPE, rank=2, seed=0
     )
-    res.save(tmp_path / "m.h5")
+    fastcep.save_model(res, tmp_path / "m.h5")
     back = fastcep.load_model(tmp_path / "m.h5")
     assert back.method == "vmp" and back.model == "cp_probit" and back.state is None
     np.testing.assert_array_equal(back.predict(T.coords[te]), res.predict(T.coords[te]))

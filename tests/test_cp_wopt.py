@@ -7,12 +7,13 @@ from numba.core.registry import CPUDispatcher
 
 import fastcep
 from fastcep._threads import num_threads
-from fastcep.cp import CPIterationInfo, CPResult, _layout
-from fastcep.cp_wopt import NOT_APPLICABLE, _Problem, fit_cp_wopt
 from fastcep.data_tools import make_cp_tensor
-from fastcep.h5io import load_model
-from fastcep.kernels import cp_wopt as kernel_module
+from fastcep.io import load_model
 from fastcep.kernels._config import ERROR_MODEL, FASTMATH
+from fastcep.kernels.tensor import cp_wopt as kernel_module
+from fastcep.tensor.cp_wopt import NOT_APPLICABLE, _Problem, fit_cp_wopt
+from fastcep.tensor.layout import make_layout
+from fastcep.tensor.result import CPIterationInfo, CPResult
 from naive import cp_full, cp_wopt_value_and_grad
 
 
@@ -28,7 +29,7 @@ def _random_problem(rng, shape, R, n, spare=1):
 
 
 def _kernel_value_and_grad(coords, values, shape, factors, reg):
-    lay = _layout(coords, shape)
+    lay = make_layout(coords, shape)
     R = factors[0].shape[1]
     problem = _Problem(lay, values, R, reg)
     F, G = problem(np.concatenate(factors).ravel())
@@ -56,7 +57,7 @@ def test_gradient_matches_central_differences(rng):
     coords, values, factors = _random_problem(rng, shape, R, n=50)
     coords = np.concatenate([coords, coords[:5]])  # repeated entries count twice
     values = np.concatenate([values, values[:5] + 0.5])
-    lay = _layout(coords, shape)
+    lay = make_layout(coords, shape)
     problem = _Problem(lay, values, R, reg)
     x = np.concatenate(factors).ravel()
     F, G = problem(x)
@@ -173,7 +174,7 @@ def test_same_seed_same_factors_any_thread_count(rng):
     np.testing.assert_array_equal(a.trace.elbo, b.trace.elbo)
     assert not np.array_equal(a.posterior.means[0], c.posterior.means[0])
     # the kernel alone: bitwise the same objective and gradient on 1 and 2 threads
-    lay = _layout(t.coords, t.shape)
+    lay = make_layout(t.coords, t.shape)
     x = rng.standard_normal(int(lay.offsets[-1]) * 3)
     out = []
     for nt in (1, 2):
@@ -211,7 +212,7 @@ def test_point_estimate_result_predicts_reconstruction_and_round_trips(tmp_path,
     np.testing.assert_array_equal(weights, 1.0)
     np.testing.assert_array_equal(factors[1], res.posterior.means[1])
     path = tmp_path / "wopt.h5"
-    res.save(path)
+    fastcep.save_model(res, path)
     back = load_model(path)
     assert back.method == "cp_wopt" and back.point_estimate and back.posterior.noise is None
     np.testing.assert_array_equal(back.predict(new), res.predict(new))

@@ -5,7 +5,7 @@ import pytest
 
 import fastcep
 from fastcep.data_tools import make_regression_simulation
-from fastcep.regression import FLAT_PRECISION
+from fastcep.glm.engine import FLAT_PRECISION
 
 ALL = [(m, k) for m in ("probit", "logistic") for k in ("cep1", "cep2", "ep")]
 

@@ -4,8 +4,8 @@ import h5py
 import numpy as np
 import pytest
 
-from fastcep.h5io import (
-    TensorFileError,
+from fastcep.io import (
+    FileFormatError,
     TensorReader,
     TensorWriter,
     read_tensor,
@@ -93,14 +93,14 @@ def test_reader_refuses_bad_files(tmp_path, small):
         TensorReader(tmp_path / "missing.h5")
     junk = tmp_path / "junk.h5"
     junk.write_bytes(b"\x00" * 100)
-    with pytest.raises(TensorFileError, match="cannot be opened as HDF5"):
+    with pytest.raises(FileFormatError, match="cannot be opened as HDF5"):
         TensorReader(junk)
     good = tmp_path / "good.h5"
     write_tensor(good, coords, values, shape=(7, 5, 9))
     data = good.read_bytes()
     trunc = tmp_path / "trunc.h5"
     trunc.write_bytes(data[: len(data) // 3])
-    with pytest.raises(TensorFileError):
+    with pytest.raises(FileFormatError):
         with TensorReader(trunc) as r:
             r.read()
     for attr, value, match in [
@@ -114,7 +114,7 @@ def test_reader_refuses_bad_files(tmp_path, small):
         bad.write_bytes(data)
         with h5py.File(bad, "a") as f:
             f.attrs[attr] = value
-        with pytest.raises(TensorFileError, match=match):
+        with pytest.raises(FileFormatError, match=match):
             TensorReader(bad)
     # indices beyond the shape written by another tool are caught when the block is read
     beyond = tmp_path / "beyond.h5"
@@ -122,11 +122,11 @@ def test_reader_refuses_bad_files(tmp_path, small):
     with h5py.File(beyond, "a") as f:
         f["coords"][10] = [7, 0, 0]
         f["values"][20] = np.nan
-    with TensorReader(beyond) as r, pytest.raises(TensorFileError, match="row 10 is outside shape"):
+    with TensorReader(beyond) as r, pytest.raises(FileFormatError, match="row 10 is outside shape"):
         r.read()
     with h5py.File(beyond, "a") as f:
         f["coords"][10] = [0, 0, 0]
-    with TensorReader(beyond) as r, pytest.raises(TensorFileError, match="non-finite value at row 20"):
+    with TensorReader(beyond) as r, pytest.raises(FileFormatError, match="non-finite value at row 20"):
         r.read()
     empty = tmp_path / "empty.h5"
     with pytest.raises(ValueError, match="no entries"):

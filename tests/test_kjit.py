@@ -15,10 +15,10 @@ from scipy.special import expit, log_expit
 import fastcep
 import naive
 from fastcep.data_tools import make_regression_simulation
-from fastcep.kernels import importance
-from fastcep.kernels import kjit as K
+from fastcep.glm.kjit import THRESHOLD, MessageOperator
 from fastcep.kernels._config import ERROR_MODEL, FASTMATH
-from fastcep.kjit import THRESHOLD, MessageOperator
+from fastcep.kernels.glm import importance
+from fastcep.kernels.glm import kjit as K
 
 
 def _exact_alpha_beta(u0, log_s2):

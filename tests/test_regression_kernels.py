@@ -9,9 +9,10 @@ from scipy.special import expit, ndtr
 
 import naive
 from fastcep._quadrature import gauss_hermite
-from fastcep.kernels import CHUNK_ROWS, logistic, probit
-from fastcep.kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
-from fastcep.kernels.regression import METHOD_CODES, parallel_sweep, restore_improper, sequential_sweep
+from fastcep.kernels import CHUNK_ROWS
+from fastcep.kernels.glm import logistic, probit
+from fastcep.kernels.glm.schedules import METHOD_CODES, parallel_sweep, restore_improper, sequential_sweep
+from fastcep.kernels.glm.sweep import rebuild_posterior, reduce_posterior, work_buffers
 from fastcep.kernels.special import MILLS_TAYLOR_TERMS, inv_mills_taylor, inv_mills_taylor_ok
 
 RTOL = 1e-10

@@ -11,7 +11,7 @@ import pytest
 
 import fastcep
 from fastcep.data_tools import make_cp_tensor
-from fastcep.h5io import write_tensor
+from fastcep.io import write_tensor
 
 SHAPE = (30, 25, 20)
 
@@ -206,9 +206,9 @@ def test_sigkill_mid_stream_then_resume(tmp_path, gaussian):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not out.exists()
-    from fastcep.stream import _read_checkpoint  # the run was killed part-way
+    from fastcep.io import read_checkpoint  # the run was killed part-way
 
-    state, _ = _read_checkpoint(ck, None)
+    state, _ = read_checkpoint(ck, None)
     assert 0 < state["batches_done"] < 150
     subprocess.run([sys.executable, "-c", _KILL_SCRIPT, str(src), str(ck), str(out)], check=True)
     resumed = np.load(out)

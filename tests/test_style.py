@@ -1,33 +1,25 @@
 """Project rules that a test can hold: one fastmath setting, cached leaves, no nnan/ninf."""
 
+import importlib
 import inspect
 import pathlib
+import pkgutil
 
 from numba.core.registry import CPUDispatcher
 
 import fastcep.kernels
-from fastcep.kernels import (
-    _sweep,
-    cp,
-    cp_lp,
-    cp_vmp,
-    cp_wopt,
-    importance,
-    kjit,
-    laplace,
-    linalg,
-    logistic,
-    probit,
-    regression,
-    special,
-    vb,
-)
 from fastcep.kernels._config import FASTMATH, FASTMATH_ORDERED
 
-KERNEL_MODULES = (
-    _sweep, cp, cp_lp, cp_vmp, cp_wopt, importance, kjit, laplace, linalg, logistic, probit, regression,
-    special, vb,
-)  # fmt: skip
+
+def _kernel_modules():
+    """Every module below fastcep.kernels (the folders included)."""
+    mods = []
+    for info in pkgutil.walk_packages(fastcep.kernels.__path__, "fastcep.kernels."):
+        mods.append(importlib.import_module(info.name))
+    return mods
+
+
+KERNEL_MODULES = tuple(_kernel_modules())
 
 
 def _dispatchers():
@@ -62,7 +54,7 @@ def test_every_kernel_is_cached_and_uses_the_central_options():
 
 def test_no_fastmath_true_in_sources():
     root = pathlib.Path(inspect.getfile(fastcep.kernels)).parent
-    for path in list(root.glob("*.py")) + list((root.parent / "fastcep").glob("*.py")):
+    for path in list(root.rglob("*.py")) + list((root.parent / "fastcep").rglob("*.py")):
         assert "fastmath=True" not in path.read_text().replace(" ", ""), path
 
 

@@ -13,9 +13,9 @@ import naive
 from fastcep._quadrature import gauss_hermite
 from fastcep._threads import max_threads, num_threads
 from fastcep.data_tools import make_regression_simulation
-from fastcep.kernels import vb as kvb
+from fastcep.glm.vb import MODEL_CODES, run_vb
 from fastcep.kernels._config import ERROR_MODEL, FASTMATH
-from fastcep.vb import MODEL_CODES, run_vb
+from fastcep.kernels.glm import vb as kvb
 
 MODELS = ["probit", "logistic"]
 

@@ -25,8 +25,8 @@ import numpy as np  # noqa: E402
 
 import fastcep  # noqa: E402
 from fastcep.data_tools import load_uci, make_regression_simulation, uci_splits  # noqa: E402
+from fastcep.glm.engine import METHODS as AVAILABLE  # noqa: E402
 from fastcep.metrics import gaussian_kl  # noqa: E402
-from fastcep.regression import METHODS as AVAILABLE  # noqa: E402
 
 from ..gold import importance_gold  # noqa: E402
 from ..regression_quality import machine  # noqa: E402

@@ -46,9 +46,9 @@ import math
 import numpy as np
 from numba import njit
 
-from ._config import LEAF
-from ._sweep import damp_site, row_cavity
-from .special import log_ndtr, log_sigmoid
+from .._config import LEAF
+from ..special import log_ndtr, log_sigmoid
+from .sweep import damp_site, row_cavity
 
 PROBIT = 0
 LOGISTIC = 1

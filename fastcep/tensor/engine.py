@@ -1,25 +1,24 @@
 """Bayesian CP tensor decomposition by CEP (``fit(coords, values, model="cp_gaussian" | "cp_probit")``).
 
 The engine allocates the per-entry message store and the per-object posterior, runs the damped
-parallel (or sequential) schedule with the kernels of ``fastcep.kernels.cp``, tests convergence
+parallel (or sequential) schedule with the kernels of ``fastcep.kernels.tensor``, tests convergence
 and packs a ``CPResult``.
 """
 
 import math
 import sys
 import time
-from typing import NamedTuple
 
 import numpy as np
 
-from . import _validation as V
-from ._cpinit import svd_init
-from ._threads import num_threads
-from .kernels import cp as K
-from .kernels import cp_lp as KLP
-from .metrics import auc as _auc
-from .metrics import rmse as _rmse
-from .results import trace_from_lists
+from .. import _validation as V
+from .._threads import num_threads
+from ..kernels import tensor as K
+from ..kernels.tensor import lp as KLP
+from ..results import trace_from_lists
+from .init import svd_init
+from .layout import check_coords, check_eval_set, check_values, make_layout
+from .result import CPIterationInfo, CPResult, CPState, eval_metric, second_moments
 
 CP_MODELS = ("cp_gaussian", "cp_probit")
 CP_METHODS = ("cep1", "cep2", "lp")
@@ -44,8 +43,6 @@ CAVITY_UNITS = 64
 #: initial posterior variance of the embeddings, as a fraction of init_scale^2
 INIT_VAR_FRACTION = 0.01
 #: methods whose result is a point estimate (``fastcep.cp_wopt``): covariances zero, noise None;
-#: ``predict`` returns the reconstruction 1.(Hadamard_k U_k) for both models, variance 0
-POINT_METHODS = ("cp_wopt",)
 
 #: curvature rules of the cp_probit message (``fit_cp``'s ``probit_curvature``)
 PROBIT_CURVATURES = ("full", "rank1")
@@ -70,277 +67,6 @@ CP_DEFAULTS = {
 }
 
 
-class CPPosterior(NamedTuple):
-    """Posterior over the embeddings (one Gaussian per object) and the noise precision."""
-
-    means: list  #: per mode k, (d_k, R) posterior means
-    covs: list  #: per mode k, (d_k, R, R) covariances, or (d_k, R) variances with covariance="diag"
-    noise: tuple | None  #: (a, b) of the Gamma posterior of the noise precision (cp_gaussian)
-
-
-class CPState(NamedTuple):
-    """Messages and posterior natural parameters: resume a fit with ``init_state=``."""
-
-    Lam: np.ndarray  #: (n, K, R, R) or (n, K, R) site precisions
-    eta: np.ndarray  #: (n, K, R) site precision-times-means
-    alpha: np.ndarray  #: (n,) Gamma shape messages (cp_gaussian)
-    beta: np.ndarray  #: (n,) Gamma rate messages (cp_gaussian)
-
-
-class CPIterationInfo(NamedTuple):
-    """What a callback receives after every iteration; return True from it to stop."""
-
-    iteration: int
-    change: float
-    elapsed: float
-    skipped: int
-    result: "CPResult"
-
-
-class _Layout(NamedTuple):
-    """Global object numbering and CSR grouping of entries by object."""
-
-    shape: tuple
-    offsets: np.ndarray  #: (K + 1,) first global object of each mode
-    gidx: np.ndarray  #: (n, K) global object of each entry in each mode
-    obj_mode: np.ndarray  #: (n_obj,) mode of each object
-    ptr: np.ndarray  #: (n_obj + 1,) CSR pointers
-    ent: np.ndarray  #: (n K,) entry ids grouped by object, in entry order
-
-
-def _layout(coords, shape):
-    n, Kmodes = coords.shape
-    offsets = np.zeros(Kmodes + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum(shape)
-    gidx = np.ascontiguousarray(coords + offsets[:-1][None, :])
-    n_obj = int(offsets[-1])
-    obj_mode = np.repeat(np.arange(Kmodes, dtype=np.int64), shape)
-    flat = gidx.T.ravel()  # mode-major: stable sort keeps entry order within an object
-    order = np.argsort(flat, kind="stable")
-    ent = np.ascontiguousarray(np.tile(np.arange(n, dtype=np.int64), Kmodes)[order])
-    counts = np.bincount(flat, minlength=n_obj)
-    ptr = np.zeros(n_obj + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum(counts)
-    return _Layout(tuple(int(d) for d in shape), offsets, gidx, obj_mode, ptr, ent)
-
-
-def check_coords(coords, shape, func, name="coords"):
-    """0-based integer coordinates (n, K), K >= 2, within ``shape`` (inferred if None)."""
-    try:
-        arr = np.asarray(coords)
-    except Exception as exc:
-        raise V.param_error(name, func, "a 2-D integer array (n, K)", coords, TypeError) from exc
-    if arr.ndim != 2 or arr.shape[1] < 2:
-        raise V.param_error(name, func, "a 2-D integer array (n, K) with K >= 2 modes", f"shape {arr.shape}")
-    if arr.shape[0] == 0:
-        raise V.param_error(
-            name, func, "non-empty (the tensor has no observed entries)", f"shape {arr.shape}"
-        )
-    if arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-            bad = np.nonzero(~(np.isfinite(arr) & (arr == np.round(arr))).all(1))[0]
-            raise ValueError(
-                f"The {name!r} parameter of {func} must hold integer indices. "
-                f"Got non-integer values at rows {bad[:5].tolist()}."
-            )
-        arr = arr.astype(np.int64)
-    elif arr.dtype.kind not in "iu":
-        raise V.param_error(name, func, "an integer array", f"dtype {arr.dtype}", TypeError)
-    arr = np.ascontiguousarray(arr, dtype=np.int64)
-    Kmodes = arr.shape[1]
-    if shape is None:
-        shape = tuple(int(x) + 1 for x in arr.max(0))
-    else:
-        try:
-            shape = tuple(int(x) for x in shape)
-        except Exception as exc:
-            raise V.param_error(
-                "shape", func, f"a sequence of {Kmodes} positive ints", shape, TypeError
-            ) from exc
-        if len(shape) != Kmodes:
-            raise ValueError(
-                f"The {name!r} parameter of {func} must have {len(shape)} columns, one per mode of the "
-                f"tensor of shape {shape}. Got {Kmodes} columns instead."
-            )
-        if min(shape) < 1:
-            raise V.param_error("shape", func, f"{Kmodes} positive ints (one per column of {name})", shape)
-    neg = np.nonzero((arr < 0).any(1))[0]
-    if neg.size:
-        raise ValueError(
-            f"The {name!r} parameter of {func} must be 0-based indices >= 0. "
-            f"Got negative indices in {neg.size} row(s), first rows {neg[:5].tolist()}."
-        )
-    over = np.nonzero((arr >= np.asarray(shape)[None, :]).any(1))[0]
-    if over.size:
-        r = int(over[0])
-        raise ValueError(
-            f"The {name!r} parameter of {func} has indices beyond shape {shape} in {over.size} row(s), "
-            f"first rows {over[:5].tolist()} (row {r}: {arr[r].tolist()})."
-        )
-    return arr, shape
-
-
-def check_values(values, n, model, func, name="values"):
-    """Finite values of length n; binary (returned as +-1) for cp_probit."""
-    try:
-        arr = np.asarray(values)
-    except Exception as exc:
-        raise V.param_error(name, func, "a 1-D array of numbers", values, TypeError) from exc
-    if model == "cp_probit":
-        return V.check_labels(arr, name, func, n)
-    if arr.ndim != 1 or arr.shape[0] != n:
-        raise ValueError(
-            f"The {name!r} parameter of {func} must be a 1-D array with one value per row of coords ({n}). "
-            f"Got shape {arr.shape} instead."
-        )
-    if arr.dtype.kind not in "biuf":
-        raise V.param_error(name, func, "real numbers", f"dtype {arr.dtype}", TypeError)
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
-    bad = np.nonzero(~np.isfinite(arr))[0]
-    if bad.size:
-        raise ValueError(
-            f"The {name!r} parameter of {func} must be finite. Got NaN or inf at rows {bad[:5].tolist()}."
-        )
-    return arr
-
-
-def check_eval_set(eval_set, shape, model, func):
-    """A test pair ``(coords, values)`` checked like the training data; returns the two arrays."""
-    if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
-        raise V.param_error("eval_set", func, "a pair (coords, values) or None", eval_set, TypeError)
-    ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
-    return ev_coords, check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
-
-
-def eval_metric(result, coords, values):
-    """Test RMSE (cp_gaussian) or AUC (cp_probit) of a fitted result on checked test entries."""
-    return result.rmse(coords, values) if result.model == "cp_gaussian" else result.auc(coords, values)
-
-
-class CPResult:
-    """A fitted Bayesian CP decomposition.
-
-    Attributes
-    ----------
-    posterior : CPPosterior
-        ``means[k]`` (d_k, R), ``covs[k]`` (d_k, R, R) or (d_k, R), ``noise`` (a, b) or None.
-    model, method, covariance : str
-    rank : int
-    shape : tuple of int
-    n_iter : int
-    converged : bool
-    stop_reason : str
-        "tol", "max_iter" or "callback".
-    trace : Trace
-        Per-iteration elapsed time, change, skipped messages, damping; ``eval_metric`` holds the
-        test RMSE (cp_gaussian) or AUC (cp_probit) of ``eval_set`` per iteration (NaN without it).
-    state : CPState
-    options : dict
-    point_estimate : bool
-        True for the methods in ``POINT_METHODS`` (covariances zero, noise None, predictions
-        the reconstruction).
-    """
-
-    def __init__(
-        self,
-        model,
-        method,
-        covariance,
-        rank,
-        shape,
-        M,
-        S,
-        noise,
-        n_iter,
-        converged,
-        stop_reason,
-        trace,
-        state,
-        options,
-    ):
-        self.model = model
-        self.method = method
-        self.covariance = covariance
-        self.rank = rank
-        self.shape = tuple(shape)
-        self._M = M
-        self._S = S
-        self._offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
-        means = [M[self._offsets[k] : self._offsets[k + 1]] for k in range(len(shape))]
-        covs = [S[self._offsets[k] : self._offsets[k + 1]] for k in range(len(shape))]
-        self.posterior = CPPosterior(means, covs, noise)
-        self.n_iter = n_iter
-        self.converged = converged
-        self.stop_reason = stop_reason
-        self.trace = trace
-        self.state = state
-        self.options = options
-        self.point_estimate = method in POINT_METHODS
-
-    def __repr__(self):
-        return (
-            f"CPResult(model={self.model!r}, method={self.method!r}, rank={self.rank}, shape={self.shape}, "
-            f"n_iter={self.n_iter}, converged={self.converged}, stop_reason={self.stop_reason!r})"
-        )
-
-    def _f_moments(self, coords):
-        coords, _ = check_coords(coords, self.shape, "predict")
-        gidx = np.ascontiguousarray(coords + self._offsets[:-1][None, :])
-        mean = np.empty(len(coords))
-        var = np.empty(len(coords))
-        if self.point_estimate:
-            with num_threads(self.options.get("n_threads")):
-                K.predict_mean(gidx, self._M, mean)
-            var[:] = 0.0
-            return mean, var
-        E2 = _second_moments(self._M, self._S, self.covariance)
-        with num_threads(self.options.get("n_threads")):
-            if self.covariance == "full":
-                K.predict_full(gidx, self._M, E2, mean, var)
-            else:
-                K.predict_diag(gidx, self._M, E2, mean, var)
-        return mean, var
-
-    def predict(self, coords, return_var=False):
-        """Predictive mean (cp_gaussian) or P(y = 1) (cp_probit) at 0-based ``coords`` (n, K).
-
-        With ``return_var`` also the predictive variance: of y (Var f + E[1/tau]) for cp_gaussian,
-        of the latent f for cp_probit. Returns arrays of shape (n,). A point estimate
-        (``point_estimate``, method "cp_wopt") returns the reconstruction for both models (for
-        cp_probit a score, not a probability) and a variance of 0.
-        """
-        mean, var = self._f_moments(coords)
-        if self.point_estimate:
-            return (mean, var) if return_var else mean
-        if self.model == "cp_probit":
-            p = np.empty_like(mean)
-            K.probit_predictive(mean, var, p, np.empty(0), np.empty(0))
-            return (p, var) if return_var else p
-        a, b = self.posterior.noise
-        noise_var = b / (a - 1.0) if a > 1.0 else b / a
-        return (mean, var + noise_var) if return_var else mean
-
-    def rmse(self, coords, values):
-        """Root mean squared error of the predictive mean against ``values``."""
-        pred = self.predict(coords)
-        return _rmse(check_values(values, len(pred), "cp_gaussian", "rmse"), pred)
-
-    def auc(self, coords, values):
-        """Area under the ROC curve of P(y = 1) against binary ``values``."""
-        p = self.predict(coords)
-        return _auc(V.check_labels(values, "values", "auc", len(p)) > 0, p)
-
-    def to_cp_tensor(self):
-        """``(weights, factors)`` as tensorly's CPTensor: unit weights, the posterior means."""
-        return np.ones(self.rank), [m.copy() for m in self.posterior.means]
-
-    def save(self, path):
-        """Write the fitted model to an HDF5 file (atomically); see ``fastcep.load_model``."""
-        from .h5io import save_model
-
-        save_model(self, path)
-
-
 def _exact_sum(x):
     """Correctly rounded sum: numpy's pairwise SIMD sum can differ in the last bits with the
     array's memory alignment, which made a resumed stream differ from an uninterrupted one."""
@@ -358,15 +84,6 @@ def _exact_var(x):
     """Variance from correctly rounded sums (see ``_exact_sum``)."""
     mean = _exact_sum(x) / len(x)
     return _exact_sum((x - mean) ** 2) / len(x)
-
-
-def _second_moments(M, S, covariance, out=None):
-    """E[u u^T] = S + M M^T per object (the diagonals with "diag"), into ``out`` if given."""
-    if covariance == "diag":
-        return np.add(S, M * M, out=out)
-    out = np.multiply(M[:, :, None], M[:, None, :], out=out)
-    out += S
-    return out
 
 
 def _allocate(n, Kmodes, R, n_obj, covariance):
@@ -663,7 +380,7 @@ def fit_cp(
     if expect_under != "posterior":
         options["expect_under"] = expect_under
 
-    lay = _layout(coords, shape)
+    lay = make_layout(coords, shape)
     n_obj = int(lay.offsets[-1])
     if init_state is None:
         Lam, eta, (P_Lam, P_eta, M, S, E2) = _allocate(n, Kmodes, R, n_obj, covariance)
@@ -800,7 +517,7 @@ def fit_cp(
                 S[:] = v0
             if _init_moments is not None:
                 S[:] = _init_moments[1]
-            _second_moments(M, S, covariance, out=E2)
+            second_moments(M, S, covariance, out=E2)
             # the posterior natural parameters get the prior's precision (P_Lam, from the flat
             # messages) centred at the initial means: the first cavities are broad (for cp_probit
             # a near-certain cavity would make the first messages carry no information) and a

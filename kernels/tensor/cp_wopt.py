@@ -17,7 +17,7 @@ threads.
 
 from numba import njit, prange
 
-from ._config import LEAF, PARALLEL_CACHED
+from .._config import LEAF, PARALLEL_CACHED
 
 
 @njit(**LEAF)

@@ -6,7 +6,7 @@
 
 over all factor matrices jointly with scipy's L-BFGS-B; the objective and its gradient come from
 ``fastcep.kernels.cp_wopt`` (parallel over entries, then over objects through the CSR grouping
-of ``fastcep.cp._layout``: race-free, identical on any thread count). It is the tensor baseline
+of ``fastcep.tensor.layout.make_layout``: race-free, identical on any thread count). It is the tensor baseline
 of the paper (sections 5.2 and 5.3, via the Tensor Toolbox's ``cp_wopt``): a point estimate, with
 no posterior covariances and no noise model; binary tensors are fitted as {0, 1} targets of the
 same least-squares objective.
@@ -19,15 +19,17 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from . import _validation as V
-from ._cpinit import svd_init
-from ._threads import num_threads
-from .cp import CP_MODELS, CPIterationInfo, CPResult, _layout, check_coords, check_eval_set, check_values
-from .kernels import cp as KCP
-from .kernels import cp_wopt as K
-from .metrics import auc as _auc
-from .metrics import rmse as _rmse
-from .results import trace_from_lists
+from .. import _validation as V
+from .._threads import num_threads
+from ..kernels import tensor as KCP
+from ..kernels.tensor import cp_wopt as K
+from ..metrics import auc as _auc
+from ..metrics import rmse as _rmse
+from ..results import trace_from_lists
+from .engine import CP_MODELS
+from .init import svd_init
+from .layout import check_coords, check_eval_set, check_values, make_layout
+from .result import CPIterationInfo, CPResult
 
 METHOD = "cp_wopt"
 INITS = ("svd", "random")
@@ -287,7 +289,7 @@ def fit_cp_wopt(
         seed=seed,
     )
 
-    lay = _layout(coords, shape)
+    lay = make_layout(coords, shape)
     n_obj = int(lay.offsets[-1])
     if init == "svd":
         U0 = svd_init(coords, y, shape, R, init_scale, rng)

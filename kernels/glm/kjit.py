@@ -56,10 +56,10 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .._config import LEAF, PARALLEL_CACHED, SERIAL
+from ..special import log_sigmoid
 from . import importance
-from ._config import LEAF, PARALLEL_CACHED, SERIAL
-from ._sweep import apply_row_change, damp_site, message_from_moments, row_cavity
-from .special import log_sigmoid
+from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity
 
 #: rows of the (N_WORK, d) scratch of a row used here (rows 0-3 belong to the IS oracle)
 _W_MC = 5

@@ -24,7 +24,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._config import LEAF, N_WORK, PARALLEL_CACHED
+from .._config import LEAF, N_WORK, PARALLEL_CACHED
 
 
 @njit(**LEAF)

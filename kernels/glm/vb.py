@@ -39,8 +39,8 @@ import math
 
 from numba import njit
 
-from ._config import LEAF, SERIAL
-from .special import inv_mills, log_ndtr, log_sigmoid
+from .._config import LEAF, SERIAL
+from ..special import inv_mills, log_ndtr, log_sigmoid
 
 #: model codes of the kernels
 PROBIT = 0

@@ -20,9 +20,9 @@ import math
 
 from numba import njit, prange
 
+from .._config import LEAF, PARALLEL_CACHED, SERIAL
 from . import importance, laplace, logistic, probit
-from ._config import LEAF, PARALLEL_CACHED, SERIAL
-from ._sweep import apply_row_change
+from .sweep import apply_row_change
 
 METHOD_CODES = {
     ("probit", "cep1"): 0,

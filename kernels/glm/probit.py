@@ -9,9 +9,8 @@ import math
 
 from numba import njit, prange
 
-from ._config import LEAF, PARALLEL_CACHED
-from ._sweep import damp_site, message_from_moments, row_cavity
-from .special import (
+from .._config import LEAF, PARALLEL_CACHED
+from ..special import (
     MILLS_TABLE_RANGE,
     MILLS_TAYLOR_TERMS,
     inv_mills,
@@ -21,6 +20,7 @@ from .special import (
     inv_mills_taylor_ok,
     log_ndtr,
 )
+from .sweep import damp_site, message_from_moments, row_cavity
 
 _MILLS_LO, _MILLS_HI = MILLS_TABLE_RANGE
 

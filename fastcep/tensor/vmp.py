@@ -16,26 +16,14 @@ import time
 import numpy as np
 from scipy.special import digamma, gammaln
 
-from . import _validation as V
-from ._cpinit import svd_init
-from ._threads import num_threads
-from .cp import (
-    CP_MODELS,
-    ENTRY_CHUNK,
-    INIT_VAR_FRACTION,
-    CPIterationInfo,
-    CPResult,
-    _change,
-    _exact_var,
-    _layout,
-    _second_moments,
-    check_coords,
-    check_eval_set,
-    check_values,
-    eval_metric,
-)
-from .kernels import cp_vmp as K
-from .results import trace_from_lists
+from .. import _validation as V
+from .._threads import num_threads
+from ..kernels.tensor import vmp as K
+from ..results import trace_from_lists
+from .engine import CP_MODELS, ENTRY_CHUNK, INIT_VAR_FRACTION, _change, _exact_var
+from .init import svd_init
+from .layout import check_coords, check_eval_set, check_values, make_layout
+from .result import CPIterationInfo, CPResult, eval_metric, second_moments
 
 #: objects per parallel work unit of the mode updates (results do not depend on it)
 OBJECT_CHUNK = 16
@@ -241,7 +229,7 @@ def fit_vmp(
         seed=seed,
     )
 
-    lay = _layout(coords, shape)
+    lay = make_layout(coords, shape)
     n_obj = int(lay.offsets[-1])
     m0 = None
     if _prior is None:
@@ -289,7 +277,7 @@ def fit_vmp(
             M = np.ascontiguousarray(M, dtype=np.float64)
             v0 = max(INIT_VAR_FRACTION * float(np.mean(M**2)), 1e-12)
             S = np.ascontiguousarray(np.broadcast_to(v0 * np.eye(R), (n_obj, R, R)))
-        _second_moments(M, S, "full", out=E2)
+        second_moments(M, S, "full", out=E2)
         K.entry_pass(code, lay.gidx, y, s, M, E2, f_old, ENTRY_CHUNK, entry_part)
         a = a0 + 0.5 * n
         if model == "cp_gaussian":

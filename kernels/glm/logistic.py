@@ -10,15 +10,15 @@ import math
 
 from numba import njit, prange
 
-from ._config import LEAF, PARALLEL_CACHED
-from ._sweep import damp_site, message_from_moments
-from .special import (
+from .._config import LEAF, PARALLEL_CACHED
+from ..special import (
     LOG_SQRT_2PI,
     SIGMOID_BOUNDED_LIMIT,
     log_sigmoid,
     sigmoid_pair,
     sigmoid_pair_bounded,
 )
+from .sweep import damp_site, message_from_moments
 
 #: when every node has t < _LOG_SPACE_T the sigmoid equals exp(t) to double precision, and the
 #: weights are formed relative to the largest node, in log space (no underflow)

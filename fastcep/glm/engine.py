@@ -10,23 +10,24 @@ import time
 
 import numpy as np
 
-from . import _validation as V
-from ._quadrature import gauss_hermite
-from ._threads import num_threads
-from .kernels import CHUNK_ROWS, logistic, probit
-from .kernels._sweep import rebuild_posterior, reduce_posterior, work_buffers
-from .kernels.regression import METHOD_CODES, parallel_sweep, restore_improper, sequential_sweep
-from .kjit import N_FEATURES as KJIT_FEATURES
-from .kjit import THRESHOLD as KJIT_THRESHOLD
-from .kjit import KJITSweeps
-from .metrics import auc as _auc
-from .results import (
+from .. import _validation as V
+from .._quadrature import gauss_hermite
+from .._threads import num_threads
+from ..kernels import CHUNK_ROWS
+from ..kernels.glm import logistic, probit
+from ..kernels.glm.schedules import METHOD_CODES, parallel_sweep, restore_improper, sequential_sweep
+from ..kernels.glm.sweep import rebuild_posterior, reduce_posterior, work_buffers
+from ..metrics import auc as _auc
+from ..results import (
     GaussianPosterior,
     IterationInfo,
     RegressionSites,
     RegressionState,
     trace_from_lists,
 )
+from .kjit import N_FEATURES as KJIT_FEATURES
+from .kjit import THRESHOLD as KJIT_THRESHOLD
+from .kjit import KJITSweeps
 from .vb import run_vb
 
 MODELS = ("probit", "logistic")

@@ -21,9 +21,9 @@ import math
 
 from numba import njit
 
-from ._config import LEAF
-from ._sweep import damp_site, row_cavity
-from .special import inv_mills, sigmoid_pair
+from .._config import LEAF
+from ..special import inv_mills, sigmoid_pair
+from .sweep import damp_site, row_cavity
 
 PROBIT = 0
 LOGISTIC = 1

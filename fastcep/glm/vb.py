@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
-from . import _validation as V
-from .kernels import vb as _vb
+from .. import _validation as V
+from ..kernels.glm import vb as _vb
 
 MODEL_CODES = {"probit": _vb.PROBIT, "logistic": _vb.LOGISTIC}
 

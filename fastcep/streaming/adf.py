@@ -15,40 +15,30 @@ the same loop, each batch fitted by mean-field VMP (``fastcep.cp_vmp``) with the
 as the prior.
 """
 
-import json
 import os
-import queue
 import sys
-import threading
 import time
 
-import h5py
 import numpy as np
 
-from . import _validation as V
-from .cp import (
+from .. import _validation as V
+from ..io.checkpoint import read_checkpoint, write_checkpoint
+from ..results import trace_from_lists
+from ..tensor.engine import (
     COVARIANCES,
     CP_MODELS,
     INIT_VAR_FRACTION,
     SCHEDULES,
-    CPResult,
     _exact_sum,
-    check_coords,
     check_expect_under,
     check_probit_curvature,
-    check_values,
-    eval_metric,
     fit_cp,
 )
-from .h5io import TensorReader, atomic_h5
-from .results import trace_from_lists
+from ..tensor.layout import check_coords, check_values
+from ..tensor.result import CPResult, eval_metric
+from .sources import open_source
 
-#: inner iterations of the first batch with the noise precision held fixed (see fastcep.fit)
 NOISE_WARMUP = 10
-CHECKPOINT_FORMAT = "fastcep-stream-checkpoint"
-#: arrays of the stream state in a checkpoint (the per-batch trace is stored beside them)
-_STATE_ARRAYS = ("P_Lam", "P_eta", "M", "S", "seen", "noise")
-CHECKPOINT_FORMAT_VERSION = 1
 
 STREAM_DEFAULTS = {
     "batch_size": 1000,
@@ -102,191 +92,6 @@ _RESUME_KEYS = (
 
 class StreamInfo(dict):
     """What a stream callback receives after each batch (a dict): batch, rows_done, n_iter, ..."""
-
-
-# ------------------------------------------------------------------------------------ sources
-class _ArraySource:
-    def __init__(self, coords, values, shape, model, func):
-        self.coords, self.shape = check_coords(coords, shape, func)
-        self.values = check_values(values, len(self.coords), model, func)
-        if model == "cp_probit":
-            self.values = (self.values > 0).astype(np.float64)
-        self.n = len(self.coords)
-
-    def batches(self, batch_size, order_rng, start_batch):
-        """Yield (batch index, coords, values) from ``start_batch`` on."""
-        order = order_rng.permutation(self.n) if order_rng is not None else None
-        n_batches = -(-self.n // batch_size)
-        for b in range(start_batch, n_batches):
-            lo, hi = b * batch_size, min(self.n, (b + 1) * batch_size)
-            idx = order[lo:hi] if order is not None else slice(lo, hi)
-            yield b, self.coords[idx], self.values[idx]
-
-    def close(self):
-        pass
-
-
-class _FileSource:
-    """Blocks of whole chunks read by a background thread; batches cut from the stream order."""
-
-    def __init__(self, path, model, block_rows):
-        self.reader = TensorReader(path)
-        self.shape = self.reader.shape
-        self.n = self.reader.n
-        # a cp_probit stream from a file not marked binary: its values are checked block by block
-        self.check_binary = model == "cp_probit" and not self.reader.binary
-        chunk = self.reader.chunk_rows
-        self.block_rows = max(1, -(-int(block_rows) // chunk)) * chunk
-
-    def batches(self, batch_size, order_rng, start_batch):
-        n_blocks = -(-self.n // self.block_rows)
-        block_order = order_rng.permutation(n_blocks) if order_rng is not None else np.arange(n_blocks)
-        within = [int(s) for s in order_rng.integers(0, 2**63, n_blocks)] if order_rng is not None else None
-        sizes = np.array([min(self.block_rows, self.n - b * self.block_rows) for b in block_order])
-        starts = np.concatenate([[0], np.cumsum(sizes)])  # stream-order position of each block
-        first_row = start_batch * batch_size
-        first_block = int(np.searchsorted(starts, first_row, side="right") - 1)
-        todo = list(range(first_block, n_blocks))
-        q = queue.Queue(maxsize=2)
-        stop = threading.Event()
-
-        def read_ahead():
-            try:
-                for pos in todo:
-                    if stop.is_set():
-                        return
-                    b = int(block_order[pos])
-                    coords, values = self.reader.read(b * self.block_rows, (b + 1) * self.block_rows)
-                    if within is not None:
-                        p = np.random.default_rng(within[pos]).permutation(len(values))
-                        coords, values = coords[p], values[p]
-                    q.put((pos, coords, values))
-                q.put(None)
-            except BaseException as exc:  # handed to the consumer
-                q.put(exc)
-
-        thread = threading.Thread(target=read_ahead, daemon=True)
-        thread.start()
-        try:
-            buf_c, buf_v = [], []
-            have = 0
-            row = int(starts[first_block])  # stream position of the next buffered row
-            b = start_batch
-            while True:
-                item = q.get()
-                if isinstance(item, BaseException):
-                    raise item
-                if item is None:
-                    break
-                pos, coords, values = item
-                if row < first_row:  # drop the rows of the first block that were already done
-                    skip = first_row - row
-                    coords, values = coords[skip:], values[skip:]
-                    row = first_row
-                buf_c.append(coords)
-                buf_v.append(values)
-                have += len(values)
-                while have >= batch_size:
-                    c, v = np.concatenate(buf_c), np.concatenate(buf_v)
-                    yield b, self._checked(c[:batch_size], v[:batch_size], row), v[:batch_size]
-                    row += batch_size
-                    b += 1
-                    buf_c, buf_v, have = [c[batch_size:]], [v[batch_size:]], len(v) - batch_size
-            if have:
-                c, v = np.concatenate(buf_c), np.concatenate(buf_v)
-                yield b, self._checked(c, v, row), v
-        finally:
-            stop.set()
-            while thread.is_alive():
-                try:
-                    q.get_nowait()
-                except queue.Empty:
-                    thread.join(0.01)
-
-    def _checked(self, coords, values, row):
-        if self.check_binary:
-            bad = np.nonzero((values != 0.0) & (values != 1.0))[0]
-            if bad.size:
-                raise ValueError(
-                    f"stream: model 'cp_probit' needs binary values; {self.reader.path!r} has "
-                    f"{float(values[bad[0]])!r} (stream position {row + int(bad[0])})."
-                )
-        return coords
-
-    def close(self):
-        self.reader.close()
-
-
-def _open_source(source, shape, model, batch_size, func):
-    if isinstance(source, (str, os.PathLike)):
-        if shape is not None:
-            raise ValueError(
-                f"{func}: 'shape' comes from the tensor file; do not pass it with a file source."
-            )
-        return _FileSource(source, model, block_rows=max(batch_size, 1 << 16))
-    if isinstance(source, (tuple, list)) and len(source) in (2, 3):
-        coords, values = source[0], source[1]
-        if len(source) == 3:
-            shape = source[2] if shape is None else shape
-        return _ArraySource(coords, values, shape, model, func)
-    raise V.param_error(
-        "source", func, "an HDF5 tensor file path or a tuple (coords, values[, shape])", source, TypeError
-    )
-
-
-# ------------------------------------------------------------------------------ checkpoints
-def _write_checkpoint(path, state, options, trace_lists):
-    def write(f):
-        f.attrs["format"] = CHECKPOINT_FORMAT
-        f.attrs["format_version"] = CHECKPOINT_FORMAT_VERSION
-        f.attrs["options"] = json.dumps(options)
-        f.attrs["batches_done"] = state["batches_done"]
-        f.attrs["rows_done"] = state["rows_done"]
-        f.attrs["init_sd"] = -1.0 if state.get("init_sd") is None else state["init_sd"]
-        for name in _STATE_ARRAYS:
-            f.create_dataset(name, data=state[name])
-        g = f.create_group("trace")
-        for name, values in trace_lists.items():
-            g.create_dataset(name, data=np.asarray(values, dtype=np.float64))
-
-    atomic_h5(path, write)
-
-
-def _read_checkpoint(path, options):
-    path = os.fspath(path)
-
-    def bad(why):
-        return ValueError(f"stream: cannot resume from checkpoint {path!r}: {why}.")
-
-    try:
-        f = h5py.File(path, "r")
-    except OSError as exc:
-        raise bad(f"not a readable HDF5 file ({exc})") from exc
-    with f:
-        if f.attrs.get("format") != CHECKPOINT_FORMAT:
-            raise bad(f"format attribute {f.attrs.get('format')!r}, not {CHECKPOINT_FORMAT!r}")
-        version = int(f.attrs.get("format_version", -1))
-        if version != CHECKPOINT_FORMAT_VERSION:
-            raise bad(f"format version {version}, this fastcep reads {CHECKPOINT_FORMAT_VERSION}")
-        try:
-            saved = json.loads(f.attrs["options"])
-            state = {k: np.array(f[k]) for k in _STATE_ARRAYS}
-            state["batches_done"] = int(f.attrs["batches_done"])
-            state["rows_done"] = int(f.attrs["rows_done"])
-            state["init_sd"] = None if float(f.attrs["init_sd"]) < 0 else float(f.attrs["init_sd"])
-            trace = {k: list(np.array(v)) for k, v in f["trace"].items()}
-        except (KeyError, OSError, ValueError) as exc:
-            raise bad(f"missing or unreadable content ({exc})") from exc
-    options = saved if options is None else options  # None: read without comparing
-    diff = [k for k in _RESUME_KEYS if json.dumps(saved.get(k)) != json.dumps(options.get(k))]
-    if diff:
-        detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {options.get(k)!r}" for k in diff)
-        raise bad(f"it was written by a run with other settings ({detail})")
-    if state["M"].shape != (int(np.sum(options["shape"])), options["rank"]):
-        raise bad(f"posterior of shape {state['M'].shape} does not match the tensor")
-    if not all(np.all(np.isfinite(state[k])) for k in ("P_Lam", "P_eta", "M", "S")):
-        raise bad("it holds non-finite numbers")
-    return state, trace
 
 
 # ------------------------------------------------------------------------------------ progress
@@ -471,7 +276,7 @@ def stream(
     callback = V.check_callback(callback, func)
     if resume and checkpoint is None:
         raise ValueError("stream: resume=True needs a checkpoint path.")
-    src = _open_source(source, shape, model, batch_size, func)
+    src = open_source(source, shape, model, batch_size, func)
     try:
         return _run(
             src, model, R, batch_size, bool(shuffle), seed, pv, a0, b0, damping, tol, max_iter, covariance,
@@ -511,7 +316,7 @@ def _run(
         ev_values = check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
     trace = {k: [] for k in ("elapsed", "change", "skipped", "inner", "damping", "eval_metric")}
     if resume and os.path.exists(checkpoint):
-        state, trace = _read_checkpoint(checkpoint, options)
+        state, trace = read_checkpoint(checkpoint, options, _RESUME_KEYS)
     else:
         eye = np.eye(R) if covariance == "full" else np.ones(R)
         state = {
@@ -578,7 +383,7 @@ def _run(
                 v0 = max(INIT_VAR_FRACTION * sd0**2, 1e-12)
                 init_cov[new] = v0 * (np.eye(R) if covariance == "full" else np.ones(R))
         if method == "post":
-            from .cp_vmp import VMP_DEFAULTS, fit_vmp
+            from ..tensor.vmp import VMP_DEFAULTS, fit_vmp
 
             res = fit_vmp(
                 local,
@@ -635,7 +440,7 @@ def _run(
         at_checkpoint = checkpoint is not None and state["batches_done"] % checkpoint_every == 0
         trace["eval_metric"].append(evaluate() if eval_set is not None and at_checkpoint else np.nan)
         if at_checkpoint:
-            _write_checkpoint(checkpoint, state, options, trace)
+            write_checkpoint(checkpoint, state, options, trace)
         bar.update(state["rows_done"], f"batch {b + 1}")
         done_here += 1
         last = b
@@ -653,7 +458,7 @@ def _run(
     if eval_set is not None and trace["eval_metric"]:
         trace["eval_metric"][-1] = evaluate()
     if checkpoint is not None and last is not None:
-        _write_checkpoint(checkpoint, state, options, trace)
+        write_checkpoint(checkpoint, state, options, trace)
     return _result(model, covariance, R, shape, M, S, noise, state, trace, options, stop_reason, method)
 
 

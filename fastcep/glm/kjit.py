@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from .kernels import kjit as K
-from .kernels.linalg import cholesky, cholesky_solve
+from ..kernels.glm import kjit as K
+from ..kernels.linalg import cholesky, cholesky_solve
 
 #: defaults of ``MessageOperator``; N_FEATURES and THRESHOLD are also fit's defaults of
 #: ``n_features`` and ``threshold``

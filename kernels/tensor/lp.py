@@ -46,10 +46,11 @@ import math
 
 from numba import njit, prange
 
-from ._config import LEAF, PARALLEL_CACHED
-from .cp import MODEL_GAUSSIAN, damp_noise_message, expected_sq_error
-from .linalg import cholesky, cholesky_solve
-from .special import inv_mills, log_ndtr
+from .._config import LEAF, PARALLEL_CACHED
+from ..linalg import cholesky, cholesky_solve
+from ..special import inv_mills, log_ndtr
+from .messages import MODEL_GAUSSIAN, damp_noise_message
+from .moments import expected_sq_error
 
 #: Newton iterations (Hessian factorisations) of the mode search (the paper's L-BFGS cap)
 MAX_NEWTON = 100

@@ -35,11 +35,12 @@ import math
 
 from numba import njit, prange
 
-from ._config import LEAF, PARALLEL_CACHED
-from .cp import MODEL_GAUSSIAN, expected_sq_error, object_moments, other_modes_moments
-from .cp import MODEL_PROBIT as MODEL_PROBIT  # the model codes are those of kernels.cp
-from .linalg import cholesky, cholesky_solve
-from .special import inv_mills, log_ndtr
+from .._config import LEAF, PARALLEL_CACHED
+from ..linalg import cholesky, cholesky_solve
+from ..special import inv_mills, log_ndtr
+from .messages import MODEL_GAUSSIAN
+from .messages import MODEL_PROBIT as MODEL_PROBIT  # the model codes are those of kernels.tensor.messages
+from .moments import expected_sq_error, object_moments, other_modes_moments
 
 #: scratch of ``object_update``: R x R matrices and R-vectors per work unit
 OBJECT_MATS = 2

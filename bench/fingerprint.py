@@ -1,0 +1,202 @@
+"""Fingerprints of a fixed battery of fits: does a refactor keep every figure?
+
+``python -m bench.fingerprint run OUT.json`` fits every model, method, schedule and option of
+the battery below on small generated data (fixed seeds, one thread) and writes, per case, a
+SHA-256 digest of the posterior's bytes, the iteration count and a few summary numbers.
+``python -m bench.fingerprint compare OLD.json NEW.json`` lists the cases whose digests differ
+with the largest absolute difference of their posterior means, so a change that should be
+bitwise neutral is checked bitwise, and one that should not is checked to a tolerance.
+
+The battery calls only the public API (``fastcep.fit`` and ``fastcep.stream``), so the same
+file runs on the code before and after a refactor (in two environments, in the same sitting).
+"""
+
+import hashlib
+import inspect
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+
+def _digest(arrays):
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def _regression_cases():
+    from fastcep.data_tools import make_regression_simulation
+
+    X, y, _ = make_regression_simulation("probit", "gaussian", n=3000, d=5, seed=1)
+    Xl, yl, _ = make_regression_simulation("logistic", "mixture", n=3000, d=5, seed=2)
+    for model, (XX, yy) in (("probit", (X, y)), ("logistic", (Xl, yl))):
+        for method in ("cep1", "cep2", "ep", "lp"):
+            for schedule in ("parallel", "sequential"):
+                for damping in (0.1, 0.5, 1.0):
+                    if schedule == "parallel" and damping == 1.0:
+                        continue
+                    yield (
+                        f"reg/{model}/{method}/{schedule}/d{damping}",
+                        (XX, yy),
+                        dict(model=model, method=method, schedule=schedule, damping=damping, max_iter=60),
+                    )
+            yield f"reg/{model}/{method}/default", (XX, yy), dict(model=model, method=method)
+        yield f"reg/{model}/vb", (XX, yy), dict(model=model, method="vb")
+        yield (
+            f"reg/{model}/is",
+            (XX[:500], yy[:500]),
+            dict(model=model, method="is", damping=0.5, max_iter=8, n_samples=2000, seed=3),
+        )
+    yield (
+        "reg/logistic/kjit",
+        (Xl[:500], yl[:500]),
+        dict(model="logistic", method="kjit", damping=0.5, max_iter=8, n_samples=2000, seed=3),
+    )
+
+
+def _cp_cases():
+    from fastcep.data_tools import make_cp_tensor
+
+    T, _ = make_cp_tensor((18, 15, 12), rank=3, n_obs=1500, noise_sd=0.1, seed=4)
+    B, _ = make_cp_tensor((18, 15, 12), rank=3, n_obs=1500, noise_sd=0.1, seed=5)
+    yb = (B.values > np.median(B.values)).astype(float)
+    data = {"cp_gaussian": (T.coords, T.values, T.shape), "cp_probit": (B.coords, yb, B.shape)}
+    for model, (c, v, shape) in data.items():
+        base = dict(model=model, shape=shape, rank=3, seed=0, max_iter=25)
+        yield f"cp/{model}/cep1/default", (c, v), dict(base)
+        for schedule in ("parallel", "block", "sequential"):
+            yield f"cp/{model}/cep1/{schedule}", (c, v), dict(base, schedule=schedule, damping=0.5)
+        yield f"cp/{model}/cep1/diag", (c, v), dict(base, covariance="diag", schedule="block")
+        yield f"cp/{model}/cep1/diag-seq", (c, v), dict(base, covariance="diag", schedule="sequential")
+        yield f"cp/{model}/cep1/cavity", (c, v), dict(base, expect_under="cavity")
+        yield f"cp/{model}/cep1/cavity-block", (c, v), dict(base, expect_under="cavity", schedule="block")
+        yield f"cp/{model}/cep1/prior_mean", (c, v), dict(base, prior_mean=0.3)
+        yield f"cp/{model}/cep1/random-init", (c, v), dict(base, init="random")
+        if model == "cp_probit":
+            yield f"cp/{model}/cep1/rank1", (c, v), dict(base, probit_curvature="rank1")
+            yield (
+                f"cp/{model}/cep1/rank1-cavity",
+                (c, v),
+                dict(base, probit_curvature="rank1", expect_under="cavity"),
+            )
+        yield f"cp/{model}/lp", (c, v), dict(base, method="lp", max_iter=8)
+        yield f"cp/{model}/vmp", (c, v), dict(base, method="vmp")
+        yield f"cp/{model}/cp_wopt", (c, v), dict(base, method="cp_wopt")
+
+
+def _stream_cases():
+    from fastcep.data_tools import make_cp_tensor
+
+    T, _ = make_cp_tensor((18, 15, 12), rank=3, n_obs=1500, noise_sd=0.1, seed=4)
+    B, _ = make_cp_tensor((18, 15, 12), rank=3, n_obs=1500, noise_sd=0.1, seed=5)
+    yb = (B.values > np.median(B.values)).astype(float)
+    data = {"cp_gaussian": (T.coords, T.values, T.shape), "cp_probit": (B.coords, yb, B.shape)}
+    for model, (c, v, shape) in data.items():
+        base = dict(model=model, rank=3, shape=shape, batch_size=300, seed=0)
+        yield f"stream/{model}/cep1", (c, v), dict(base)
+        yield f"stream/{model}/cep1-shuffle", (c, v), dict(base, shuffle=True)
+        yield f"stream/{model}/cep1-diag", (c, v), dict(base, covariance="diag", schedule="block")
+        yield f"stream/{model}/cavity", (c, v), dict(base, expect_under="cavity")
+        yield f"stream/{model}/post", (c, v), dict(base, method="post")
+        yield f"stream/{model}/file", "file", dict(base)
+
+
+def _stream(fastcep, data, opts, tmp):
+    """Calls ``fastcep.stream`` in whichever call form the installed version takes."""
+    opts = dict(opts)
+    params = inspect.signature(fastcep.stream).parameters
+    new_form = "source" not in params
+    if isinstance(data, str):
+        c, v, shape = opts.pop("_file")
+        path = os.path.join(tmp, "t.h5")
+        fastcep.write_tensor(path, c, v, shape=shape)
+        opts.pop("shape")
+        if new_form:
+            return fastcep.stream(path, **opts)
+        model, rank = opts.pop("model"), opts.pop("rank")
+        return fastcep.stream(path, model, rank, **opts)
+    if new_form:
+        return fastcep.stream(*data, **opts)
+    model, rank = opts.pop("model"), opts.pop("rank")
+    return fastcep.stream(data, model, rank, **opts)
+
+
+def _summary(res):
+    post = res.posterior
+    if hasattr(post, "means"):
+        arrays = list(post.means) + list(post.covs)
+        if post.noise is not None:
+            arrays.append(np.asarray(post.noise))
+        means = np.concatenate([np.ravel(m) for m in post.means])
+    else:
+        arrays = [post.mean, post.var]
+        means = np.asarray(post.mean)
+    return {
+        "digest": _digest(arrays),
+        "n_iter": int(res.n_iter),
+        "converged": bool(res.converged),
+        "means": [float(x) for x in means[:400]],
+    }
+
+
+def run(out, only=None):
+    import numba
+
+    import fastcep
+
+    numba.set_num_threads(1)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = list(_regression_cases()) + list(_cp_cases()) + list(_stream_cases())
+        for name, data, opts in cases:
+            if only and only not in name:
+                continue
+            if name.startswith("stream/"):
+                if data == "file":
+                    src = next(c for c in _stream_cases() if c[0].endswith("/cep1") and opts["model"] in c[0])
+                    c, v = src[1]
+                    opts = dict(opts, _file=(c, v, opts["shape"]))
+                res = _stream(fastcep, data, opts, tmp)
+            else:
+                res = fastcep.fit(*data, **opts)
+            results[name] = _summary(res)
+            print(f"{name:<40} {results[name]['digest']} {results[name]['n_iter']}", file=sys.stderr)
+    with open(out, "w") as f:
+        json.dump(results, f, indent=0)
+
+
+def compare(old, new):
+    with open(old) as f:
+        a = json.load(f)
+    with open(new) as f:
+        b = json.load(f)
+    same = 0
+    for name in a:
+        if name not in b:
+            print(f"{name:<40} missing in {new}")
+            continue
+        if a[name]["digest"] == b[name]["digest"] and a[name]["n_iter"] == b[name]["n_iter"]:
+            same += 1
+            continue
+        ma, mb = np.asarray(a[name]["means"]), np.asarray(b[name]["means"])
+        diff = float(np.max(np.abs(ma - mb))) if ma.shape == mb.shape else float("nan")
+        print(
+            f"{name:<40} differs: n_iter {a[name]['n_iter']} -> {b[name]['n_iter']}, "
+            f"max |mean diff| {diff:.3e}"
+        )
+    print(f"{same} of {len(a)} cases bitwise identical")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "run":
+        run(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+    elif len(sys.argv) == 4 and sys.argv[1] == "compare":
+        compare(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit("usage: python -m bench.fingerprint run OUT.json [FILTER] | compare OLD.json NEW.json")

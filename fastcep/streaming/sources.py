@@ -1,0 +1,141 @@
+"""Where a stream's entries come from: arrays in memory, or an HDF5 tensor file read block by
+block (the next block read by a background thread while the current one is computed)."""
+
+import os
+import queue
+import threading
+
+import numpy as np
+
+from .. import _validation as V
+from ..io.tensor import TensorReader
+from ..tensor.layout import check_coords, check_values
+
+
+class ArraySource:
+    def __init__(self, coords, values, shape, model, func):
+        self.coords, self.shape = check_coords(coords, shape, func)
+        self.values = check_values(values, len(self.coords), model, func)
+        if model == "cp_probit":
+            self.values = (self.values > 0).astype(np.float64)
+        self.n = len(self.coords)
+
+    def batches(self, batch_size, order_rng, start_batch):
+        """Yield (batch index, coords, values) from ``start_batch`` on."""
+        order = order_rng.permutation(self.n) if order_rng is not None else None
+        n_batches = -(-self.n // batch_size)
+        for b in range(start_batch, n_batches):
+            lo, hi = b * batch_size, min(self.n, (b + 1) * batch_size)
+            idx = order[lo:hi] if order is not None else slice(lo, hi)
+            yield b, self.coords[idx], self.values[idx]
+
+    def close(self):
+        pass
+
+
+class FileSource:
+    """Blocks of whole chunks read by a background thread; batches cut from the stream order."""
+
+    def __init__(self, path, model, block_rows):
+        self.reader = TensorReader(path)
+        self.shape = self.reader.shape
+        self.n = self.reader.n
+        # a cp_probit stream from a file not marked binary: its values are checked block by block
+        self.check_binary = model == "cp_probit" and not self.reader.binary
+        chunk = self.reader.chunk_rows
+        self.block_rows = max(1, -(-int(block_rows) // chunk)) * chunk
+
+    def batches(self, batch_size, order_rng, start_batch):
+        n_blocks = -(-self.n // self.block_rows)
+        block_order = order_rng.permutation(n_blocks) if order_rng is not None else np.arange(n_blocks)
+        within = [int(s) for s in order_rng.integers(0, 2**63, n_blocks)] if order_rng is not None else None
+        sizes = np.array([min(self.block_rows, self.n - b * self.block_rows) for b in block_order])
+        starts = np.concatenate([[0], np.cumsum(sizes)])  # stream-order position of each block
+        first_row = start_batch * batch_size
+        first_block = int(np.searchsorted(starts, first_row, side="right") - 1)
+        todo = list(range(first_block, n_blocks))
+        q = queue.Queue(maxsize=2)
+        stop = threading.Event()
+
+        def read_ahead():
+            try:
+                for pos in todo:
+                    if stop.is_set():
+                        return
+                    b = int(block_order[pos])
+                    coords, values = self.reader.read(b * self.block_rows, (b + 1) * self.block_rows)
+                    if within is not None:
+                        p = np.random.default_rng(within[pos]).permutation(len(values))
+                        coords, values = coords[p], values[p]
+                    q.put((pos, coords, values))
+                q.put(None)
+            except BaseException as exc:  # handed to the consumer
+                q.put(exc)
+
+        thread = threading.Thread(target=read_ahead, daemon=True)
+        thread.start()
+        try:
+            buf_c, buf_v = [], []
+            have = 0
+            row = int(starts[first_block])  # stream position of the next buffered row
+            b = start_batch
+            while True:
+                item = q.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if item is None:
+                    break
+                pos, coords, values = item
+                if row < first_row:  # drop the rows of the first block that were already done
+                    skip = first_row - row
+                    coords, values = coords[skip:], values[skip:]
+                    row = first_row
+                buf_c.append(coords)
+                buf_v.append(values)
+                have += len(values)
+                while have >= batch_size:
+                    c, v = np.concatenate(buf_c), np.concatenate(buf_v)
+                    yield b, self._checked(c[:batch_size], v[:batch_size], row), v[:batch_size]
+                    row += batch_size
+                    b += 1
+                    buf_c, buf_v, have = [c[batch_size:]], [v[batch_size:]], len(v) - batch_size
+            if have:
+                c, v = np.concatenate(buf_c), np.concatenate(buf_v)
+                yield b, self._checked(c, v, row), v
+        finally:
+            stop.set()
+            while thread.is_alive():
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    thread.join(0.01)
+
+    def _checked(self, coords, values, row):
+        if self.check_binary:
+            bad = np.nonzero((values != 0.0) & (values != 1.0))[0]
+            if bad.size:
+                raise ValueError(
+                    f"stream: model 'cp_probit' needs binary values; {self.reader.path!r} has "
+                    f"{float(values[bad[0]])!r} (stream position {row + int(bad[0])})."
+                )
+        return coords
+
+    def close(self):
+        self.reader.close()
+
+
+def open_source(source, shape, model, batch_size, func):
+    if isinstance(source, (str, os.PathLike)):
+        if shape is not None:
+            raise ValueError(
+                f"{func}: 'shape' comes from the tensor file; do not pass it with a file source."
+            )
+        return FileSource(source, model, block_rows=max(batch_size, 1 << 16))
+    if isinstance(source, (tuple, list)) and len(source) in (2, 3):
+        coords, values = source[0], source[1]
+        if len(source) == 3:
+            shape = source[2] if shape is None else shape
+        return ArraySource(coords, values, shape, model, func)
+    raise V.param_error(
+        "source", func, "an HDF5 tensor file path or a tuple (coords, values[, shape])", source, TypeError
+    )

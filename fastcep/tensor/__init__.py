@@ -1,0 +1,7 @@
+"""Bayesian CP tensor decomposition: the layout of the observed entries, the CEP message engine
+(and Laplace propagation in it), the VMP and CP-WOPT baselines, and the result type."""
+
+from .engine import fit_cp
+from .result import CPIterationInfo, CPPosterior, CPResult, CPState
+
+__all__ = ["CPIterationInfo", "CPPosterior", "CPResult", "CPState", "fit_cp"]

@@ -1,0 +1,123 @@
+"""Layout of a sparse tensor's observed entries: checked coordinates and values, the global
+object numbering of every mode and the CSR grouping of entries by object."""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _validation as V
+
+
+class Layout(NamedTuple):
+    """Global object numbering and CSR grouping of entries by object."""
+
+    shape: tuple
+    offsets: np.ndarray  #: (K + 1,) first global object of each mode
+    gidx: np.ndarray  #: (n, K) global object of each entry in each mode
+    obj_mode: np.ndarray  #: (n_obj,) mode of each object
+    ptr: np.ndarray  #: (n_obj + 1,) CSR pointers
+    ent: np.ndarray  #: (n K,) entry ids grouped by object, in entry order
+
+
+def make_layout(coords, shape):
+    n, Kmodes = coords.shape
+    offsets = np.zeros(Kmodes + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(shape)
+    gidx = np.ascontiguousarray(coords + offsets[:-1][None, :])
+    n_obj = int(offsets[-1])
+    obj_mode = np.repeat(np.arange(Kmodes, dtype=np.int64), shape)
+    flat = gidx.T.ravel()  # mode-major: stable sort keeps entry order within an object
+    order = np.argsort(flat, kind="stable")
+    ent = np.ascontiguousarray(np.tile(np.arange(n, dtype=np.int64), Kmodes)[order])
+    counts = np.bincount(flat, minlength=n_obj)
+    ptr = np.zeros(n_obj + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(counts)
+    return Layout(tuple(int(d) for d in shape), offsets, gidx, obj_mode, ptr, ent)
+
+
+def check_coords(coords, shape, func, name="coords"):
+    """0-based integer coordinates (n, K), K >= 2, within ``shape`` (inferred if None)."""
+    try:
+        arr = np.asarray(coords)
+    except Exception as exc:
+        raise V.param_error(name, func, "a 2-D integer array (n, K)", coords, TypeError) from exc
+    if arr.ndim != 2 or arr.shape[1] < 2:
+        raise V.param_error(name, func, "a 2-D integer array (n, K) with K >= 2 modes", f"shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise V.param_error(
+            name, func, "non-empty (the tensor has no observed entries)", f"shape {arr.shape}"
+        )
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            bad = np.nonzero(~(np.isfinite(arr) & (arr == np.round(arr))).all(1))[0]
+            raise ValueError(
+                f"The {name!r} parameter of {func} must hold integer indices. "
+                f"Got non-integer values at rows {bad[:5].tolist()}."
+            )
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind not in "iu":
+        raise V.param_error(name, func, "an integer array", f"dtype {arr.dtype}", TypeError)
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    Kmodes = arr.shape[1]
+    if shape is None:
+        shape = tuple(int(x) + 1 for x in arr.max(0))
+    else:
+        try:
+            shape = tuple(int(x) for x in shape)
+        except Exception as exc:
+            raise V.param_error(
+                "shape", func, f"a sequence of {Kmodes} positive ints", shape, TypeError
+            ) from exc
+        if len(shape) != Kmodes:
+            raise ValueError(
+                f"The {name!r} parameter of {func} must have {len(shape)} columns, one per mode of the "
+                f"tensor of shape {shape}. Got {Kmodes} columns instead."
+            )
+        if min(shape) < 1:
+            raise V.param_error("shape", func, f"{Kmodes} positive ints (one per column of {name})", shape)
+    neg = np.nonzero((arr < 0).any(1))[0]
+    if neg.size:
+        raise ValueError(
+            f"The {name!r} parameter of {func} must be 0-based indices >= 0. "
+            f"Got negative indices in {neg.size} row(s), first rows {neg[:5].tolist()}."
+        )
+    over = np.nonzero((arr >= np.asarray(shape)[None, :]).any(1))[0]
+    if over.size:
+        r = int(over[0])
+        raise ValueError(
+            f"The {name!r} parameter of {func} has indices beyond shape {shape} in {over.size} row(s), "
+            f"first rows {over[:5].tolist()} (row {r}: {arr[r].tolist()})."
+        )
+    return arr, shape
+
+
+def check_values(values, n, model, func, name="values"):
+    """Finite values of length n; binary (returned as +-1) for cp_probit."""
+    try:
+        arr = np.asarray(values)
+    except Exception as exc:
+        raise V.param_error(name, func, "a 1-D array of numbers", values, TypeError) from exc
+    if model == "cp_probit":
+        return V.check_labels(arr, name, func, n)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(
+            f"The {name!r} parameter of {func} must be a 1-D array with one value per row of coords ({n}). "
+            f"Got shape {arr.shape} instead."
+        )
+    if arr.dtype.kind not in "biuf":
+        raise V.param_error(name, func, "real numbers", f"dtype {arr.dtype}", TypeError)
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    bad = np.nonzero(~np.isfinite(arr))[0]
+    if bad.size:
+        raise ValueError(
+            f"The {name!r} parameter of {func} must be finite. Got NaN or inf at rows {bad[:5].tolist()}."
+        )
+    return arr
+
+
+def check_eval_set(eval_set, shape, model, func):
+    """A test pair ``(coords, values)`` checked like the training data; returns the two arrays."""
+    if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
+        raise V.param_error("eval_set", func, "a pair (coords, values) or None", eval_set, TypeError)
+    ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
+    return ev_coords, check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")

@@ -1,0 +1,173 @@
+"""What a CP fit returns: the posterior of the embeddings, its resumable state, predictions."""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _validation as V
+from .._threads import num_threads
+from ..kernels import tensor as K
+from ..metrics import auc as _auc
+from ..metrics import rmse as _rmse
+from .layout import check_coords, check_values
+
+POINT_METHODS = ("cp_wopt",)
+
+
+class CPPosterior(NamedTuple):
+    """Posterior over the embeddings (one Gaussian per object) and the noise precision."""
+
+    means: list  #: per mode k, (d_k, R) posterior means
+    covs: list  #: per mode k, (d_k, R, R) covariances, or (d_k, R) variances with covariance="diag"
+    noise: tuple | None  #: (a, b) of the Gamma posterior of the noise precision (cp_gaussian)
+
+
+class CPState(NamedTuple):
+    """Messages and posterior natural parameters: resume a fit with ``init_state=``."""
+
+    Lam: np.ndarray  #: (n, K, R, R) or (n, K, R) site precisions
+    eta: np.ndarray  #: (n, K, R) site precision-times-means
+    alpha: np.ndarray  #: (n,) Gamma shape messages (cp_gaussian)
+    beta: np.ndarray  #: (n,) Gamma rate messages (cp_gaussian)
+
+
+class CPIterationInfo(NamedTuple):
+    """What a callback receives after every iteration; return True from it to stop."""
+
+    iteration: int
+    change: float
+    elapsed: float
+    skipped: int
+    result: "CPResult"
+
+
+def eval_metric(result, coords, values):
+    """Test RMSE (cp_gaussian) or AUC (cp_probit) of a fitted result on checked test entries."""
+    return result.rmse(coords, values) if result.model == "cp_gaussian" else result.auc(coords, values)
+
+
+class CPResult:
+    """A fitted Bayesian CP decomposition.
+
+    Attributes
+    ----------
+    posterior : CPPosterior
+        ``means[k]`` (d_k, R), ``covs[k]`` (d_k, R, R) or (d_k, R), ``noise`` (a, b) or None.
+    model, method, covariance : str
+    rank : int
+    shape : tuple of int
+    n_iter : int
+    converged : bool
+    stop_reason : str
+        "tol", "max_iter" or "callback".
+    trace : Trace
+        Per-iteration elapsed time, change, skipped messages, damping; ``eval_metric`` holds the
+        test RMSE (cp_gaussian) or AUC (cp_probit) of ``eval_set`` per iteration (NaN without it).
+    state : CPState
+    options : dict
+    point_estimate : bool
+        True for the methods in ``POINT_METHODS`` (covariances zero, noise None, predictions
+        the reconstruction).
+    """
+
+    def __init__(
+        self,
+        model,
+        method,
+        covariance,
+        rank,
+        shape,
+        M,
+        S,
+        noise,
+        n_iter,
+        converged,
+        stop_reason,
+        trace,
+        state,
+        options,
+    ):
+        self.model = model
+        self.method = method
+        self.covariance = covariance
+        self.rank = rank
+        self.shape = tuple(shape)
+        self._M = M
+        self._S = S
+        self._offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
+        means = [M[self._offsets[k] : self._offsets[k + 1]] for k in range(len(shape))]
+        covs = [S[self._offsets[k] : self._offsets[k + 1]] for k in range(len(shape))]
+        self.posterior = CPPosterior(means, covs, noise)
+        self.n_iter = n_iter
+        self.converged = converged
+        self.stop_reason = stop_reason
+        self.trace = trace
+        self.state = state
+        self.options = options
+        self.point_estimate = method in POINT_METHODS
+
+    def __repr__(self):
+        return (
+            f"CPResult(model={self.model!r}, method={self.method!r}, rank={self.rank}, shape={self.shape}, "
+            f"n_iter={self.n_iter}, converged={self.converged}, stop_reason={self.stop_reason!r})"
+        )
+
+    def _f_moments(self, coords):
+        coords, _ = check_coords(coords, self.shape, "predict")
+        gidx = np.ascontiguousarray(coords + self._offsets[:-1][None, :])
+        mean = np.empty(len(coords))
+        var = np.empty(len(coords))
+        if self.point_estimate:
+            with num_threads(self.options.get("n_threads")):
+                K.predict_mean(gidx, self._M, mean)
+            var[:] = 0.0
+            return mean, var
+        E2 = second_moments(self._M, self._S, self.covariance)
+        with num_threads(self.options.get("n_threads")):
+            if self.covariance == "full":
+                K.predict_full(gidx, self._M, E2, mean, var)
+            else:
+                K.predict_diag(gidx, self._M, E2, mean, var)
+        return mean, var
+
+    def predict(self, coords, return_var=False):
+        """Predictive mean (cp_gaussian) or P(y = 1) (cp_probit) at 0-based ``coords`` (n, K).
+
+        With ``return_var`` also the predictive variance: of y (Var f + E[1/tau]) for cp_gaussian,
+        of the latent f for cp_probit. Returns arrays of shape (n,). A point estimate
+        (``point_estimate``, method "cp_wopt") returns the reconstruction for both models (for
+        cp_probit a score, not a probability) and a variance of 0.
+        """
+        mean, var = self._f_moments(coords)
+        if self.point_estimate:
+            return (mean, var) if return_var else mean
+        if self.model == "cp_probit":
+            p = np.empty_like(mean)
+            K.probit_predictive(mean, var, p, np.empty(0), np.empty(0))
+            return (p, var) if return_var else p
+        a, b = self.posterior.noise
+        noise_var = b / (a - 1.0) if a > 1.0 else b / a
+        return (mean, var + noise_var) if return_var else mean
+
+    def rmse(self, coords, values):
+        """Root mean squared error of the predictive mean against ``values``."""
+        pred = self.predict(coords)
+        return _rmse(check_values(values, len(pred), "cp_gaussian", "rmse"), pred)
+
+    def auc(self, coords, values):
+        """Area under the ROC curve of P(y = 1) against binary ``values``."""
+        p = self.predict(coords)
+        return _auc(V.check_labels(values, "values", "auc", len(p)) > 0, p)
+
+    def to_cp_tensor(self):
+        """``(weights, factors)`` as tensorly's CPTensor: unit weights, the posterior means."""
+        return np.ones(self.rank), [m.copy() for m in self.posterior.means]
+
+
+def second_moments(M, S, covariance, out=None):
+    """E[u u^T] = S + M M^T per object (the diagonals with "diag"), into ``out`` if given."""
+    if covariance == "diag":
+        return np.add(S, M * M, out=out)
+    out = np.multiply(M[:, :, None], M[:, None, :], out=out)
+    out += S
+    return out

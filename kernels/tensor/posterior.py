@@ -1,0 +1,184 @@
+"""Posterior of the CP objects = prior + sum of their messages (race-free reductions).
+
+Rebuilds run in parallel over fixed chunks of objects, summing messages through CSR groupings in
+a fixed order, or reduce the per-group sums that a sweep collected; results do not depend on the
+number of threads.
+"""
+
+from numba import njit, prange
+
+from .._config import LEAF, PARALLEL_CACHED
+from .moments import object_moments
+
+__all__ = [
+    "start_from_prior",
+    "finish_object",
+    "zero_sums",
+    "add_to_sums",
+    "chunk_sums",
+    "rebuild_full",
+    "reduce_object_sums",
+    "rebuild_diag",
+    "rebuild_diag_coord",
+]
+
+
+@njit(**LEAF)
+def start_from_prior(prior_Lam_o, prior_eta_o, P_Lam_o, P_eta_o):
+    """P_Lam_o, P_eta_o <- the object's prior; returns P_Lam_o as a flat R^2 view, to which the
+    caller adds the whole R x R message blocks (flat loops that compile to SIMD code)."""
+    R = P_eta_o.shape[0]
+    Po = P_Lam_o.reshape(R * R)
+    pr = prior_Lam_o.reshape(R * R)
+    for t in range(R * R):
+        Po[t] = pr[t]
+    for i in range(R):
+        P_eta_o[i] = prior_eta_o[i]
+    return Po
+
+
+@njit(**LEAF)
+def finish_object(P_Lam_o, P_eta_o, M_o, S_o, E2_o, L):
+    """Mirror the lower triangle of the summed precision (the messages are symmetric up to
+    rounding; the posterior precision is then exactly symmetric) and compute the moments
+    (``object_moments``); False if not positive definite."""
+    R = P_eta_o.shape[0]
+    for i in range(R):
+        for j in range(i):
+            P_Lam_o[j, i] = P_Lam_o[i, j]
+    return object_moments(P_Lam_o, P_eta_o, M_o, S_o, E2_o, L)
+
+
+@njit(**LEAF)
+def zero_sums(PL, Pe):
+    """Zero one group's object sums (``sweep_full`` with_sums): PL (n_obj, R^2), Pe (n_obj, R)."""
+    for o in range(PL.shape[0]):
+        for q in range(PL.shape[1]):
+            PL[o, q] = 0.0
+        for r in range(Pe.shape[1]):
+            Pe[o, r] = 0.0
+
+
+@njit(**LEAF)
+def add_to_sums(e, gidx, k_lo, k_hi, Lf, eta, PL, Pe):
+    """Add entry e's messages to modes k_lo..k_hi-1 (Lf (n, K R^2) flat) to its objects' sums."""
+    R = eta.shape[2]
+    RR = R * R
+    for k in range(k_lo, k_hi):
+        o = gidx[e, k]
+        off = k * RR
+        for q in range(RR):
+            PL[o, q] += Lf[e, off + q]
+        for r in range(R):
+            Pe[o, r] += eta[e, k, r]
+
+
+@njit(**PARALLEL_CACHED)
+def chunk_sums(alpha, beta, chunk, out):
+    """out[c] = (sum of alpha, sum of beta) over the entries of chunk c: with a fixed chunk the
+    noise posterior's sums do not depend on the thread count or on memory alignment."""
+    n = alpha.shape[0]
+    for c in prange(out.shape[0]):
+        a = 0.0
+        b = 0.0
+        for e in range(c * chunk, min(n, (c + 1) * chunk)):
+            a += alpha[e]
+            b += beta[e]
+        out[c, 0] = a
+        out[c, 1] = b
+
+
+@njit(**PARALLEL_CACHED)
+def rebuild_full(
+    ptr, ent, obj_mode, lo, hi, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, obj_chunk, Ls, bad
+):
+    """Posterior of every object = its prior (prior_Lam (n_obj, R, R), prior_eta (n_obj, R)) + its
+    messages (CSR order), then its moments.
+
+    Objects lo..hi-1 only (all: 0, n_obj). ptr (n_obj + 1,), ent (n * K,) entry ids grouped by
+    object; Ls (>= n_obj_chunks, R, R) scratch; bad (n_obj,) set to 1 where the posterior
+    precision is not positive definite. The R x R blocks are summed whole, then the lower
+    triangle of the sum is mirrored (``start_from_prior``, ``finish_object``).
+    """
+    R = M.shape[1]
+    RR = R * R
+    K = Lam.shape[1]
+    Lf = Lam.reshape((Lam.shape[0], K, RR))
+    for c in prange(-(-(hi - lo) // obj_chunk)):
+        L = Ls[c]
+        for o in range(lo + c * obj_chunk, min(hi, lo + (c + 1) * obj_chunk)):
+            k = obj_mode[o]
+            Po = start_from_prior(prior_Lam[o], prior_eta[o], P_Lam[o], P_eta[o])
+            # (whole blocks: a block's rows are cache lines, read whole anyway)
+            for idx in range(ptr[o], ptr[o + 1]):
+                e = ent[idx]
+                Le = Lf[e, k]
+                for t in range(RR):
+                    Po[t] += Le[t]
+                for i in range(R):
+                    P_eta[o, i] += eta[e, k, i]
+            bad[o] = 0 if finish_object(P_Lam[o], P_eta[o], M[o], S[o], E2[o], L) else 1
+
+
+@njit(**PARALLEL_CACHED)
+def reduce_object_sums(prior_Lam, prior_eta, part_L, part_e, P_Lam, P_eta, M, S, E2, obj_chunk, Ls, bad):
+    """Posterior of every object = prior + the per-chunk message sums of
+    ``sweep_full(with_sums)`` over all modes, added in chunk order (fixed: the result does not
+    depend on the number of threads), then its moments as ``rebuild_full`` (the lower triangle
+    of the sum mirrored; bad[o] = 1 where not positive definite)."""
+    R = M.shape[1]
+    RR = R * R
+    G = part_L.shape[0]
+    n_obj = M.shape[0]
+    for c in prange(-(-n_obj // obj_chunk)):
+        L = Ls[c]
+        for o in range(c * obj_chunk, min(n_obj, (c + 1) * obj_chunk)):
+            Po = start_from_prior(prior_Lam[o], prior_eta[o], P_Lam[o], P_eta[o])
+            for g in range(G):
+                pg = part_L[g, o].reshape(RR)
+                for t in range(RR):
+                    Po[t] += pg[t]
+                for i in range(R):
+                    P_eta[o, i] += part_e[g, o, i]
+            bad[o] = 0 if finish_object(P_Lam[o], P_eta[o], M[o], S[o], E2[o], L) else 1
+
+
+@njit(**PARALLEL_CACHED)
+def rebuild_diag(ptr, ent, obj_mode, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, bad):
+    """Diagonal variant of ``rebuild_full``: all blocks are (R,)."""
+    n_obj, R = M.shape
+    for o in prange(n_obj):
+        k = obj_mode[o]
+        for r in range(R):
+            P_Lam[o, r] = prior_Lam[o, r]
+            P_eta[o, r] = prior_eta[o, r]
+        for idx in range(ptr[o], ptr[o + 1]):
+            e = ent[idx]
+            for r in range(R):
+                P_Lam[o, r] += Lam[e, k, r]
+                P_eta[o, r] += eta[e, k, r]
+        ok = True
+        for r in range(R):
+            ok = ok and P_Lam[o, r] > 0.0
+            S[o, r] = 1.0 / P_Lam[o, r]
+            M[o, r] = P_eta[o, r] * S[o, r]
+            E2[o, r] = S[o, r] + M[o, r] * M[o, r]
+        bad[o] = 0 if ok else 1
+
+
+@njit(**PARALLEL_CACHED)
+def rebuild_diag_coord(ptr, ent, lo, hi, k, r, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, bad):
+    """Coordinate r of objects lo..hi-1 (all of mode k) = prior + their messages; bad as in rebuild."""
+    for o in prange(lo, hi):
+        pl = prior_Lam[o, r]
+        pe = prior_eta[o, r]
+        for idx in range(ptr[o], ptr[o + 1]):
+            e = ent[idx]
+            pl += Lam[e, k, r]
+            pe += eta[e, k, r]
+        P_Lam[o, r] = pl
+        P_eta[o, r] = pe
+        S[o, r] = 1.0 / pl
+        M[o, r] = pe / pl
+        E2[o, r] = S[o, r] + M[o, r] * M[o, r]
+        bad[o] = 0 if pl > 0.0 else 1
