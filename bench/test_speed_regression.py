@@ -20,10 +20,10 @@ import fastcep
 from fastcep._quadrature import gauss_hermite
 from fastcep.data_tools import make_regression_simulation
 from fastcep.glm.engine import FLAT_PRECISION
-from fastcep.kernels import CHUNK_ROWS
+from fastcep.kernels import chunk_rows
 from fastcep.kernels._config import FASTMATH
-from fastcep.kernels.glm.schedules import METHOD_CODES, parallel_sweep
-from fastcep.kernels.glm.sweep import rebuild_posterior, reduce_posterior, work_buffers
+from fastcep.kernels.glm import schedules as S
+from fastcep.kernels.glm.state import GLMProblem, GLMScratch, GLMState
 
 from ._peak import CLEAR_REFS, run_script
 
@@ -83,42 +83,19 @@ def test_stream_triad(benchmark, triad_bandwidth):
 def test_sweep_throughput(benchmark, big, triad_bandwidth, name):
     X, s = big
     model, method = SWEEPS[name]
-    code = METHOD_CODES[(model, method)]
     n, d = X.shape
     nodes, weights = gauss_hermite(9 if model == "logistic" else 2)
-    tau = np.full((n, d), FLAT_PRECISION)
-    nu = np.zeros((n, d))
-    prior_T, prior_N = np.ones(d), np.zeros(d)
-    T, N_, mu, v = (np.empty(d) for _ in range(4))
-    rebuild_posterior(prior_T, prior_N, tau, nu, CHUNK_ROWS, T, N_, mu, v)
-    n_chunks = -(-n // CHUNK_ROWS)
-    pT, pN = np.empty((n_chunks, d)), np.empty((n_chunks, d))
-    sk = np.zeros(n_chunks, dtype=np.int64)
-    work = work_buffers(n_chunks, d)
+    chunk = chunk_rows(d)
+    n_chunks = -(-n // chunk)
+    code = S.METHOD_CODES[(model, method)]
+    problem = GLMProblem(X, s, np.ones(d), np.zeros(d), nodes, weights, code, chunk, 0)
+    state = GLMState(np.full((n, d), FLAT_PRECISION), np.zeros((n, d)), *(np.empty(d) for _ in range(4)))
+    scratch = GLMScratch.allocate(n, d, chunk, n_chunks)
+    S.rebuild(problem, state, scratch)
+    tau, mu, v = state.tau, state.mu, state.v
 
-    def one_sweep():
-        parallel_sweep(
-            code,
-            X,
-            s,
-            tau,
-            nu,
-            T,
-            N_,
-            mu,
-            v,
-            0.5,
-            nodes,
-            weights,
-            CHUNK_ROWS,
-            pT,
-            pN,
-            sk,
-            work,
-            0,
-            np.uint64(0),
-        )
-        reduce_posterior(prior_T, prior_N, pT, pN, T, N_, mu, v)
+    def one_sweep():  # (the fit's driver: sweep, posterior and change in one call)
+        S.parallel_step(problem, state, scratch, 0.5, np.uint64(0))
 
     for _ in range(3):  # compile, then move away from the flat start
         one_sweep()
@@ -205,3 +182,64 @@ def test_peak_memory_of_fit(model, method):
     ratio = float(run_script(_PEAK_SCRIPT, N, D, model, method).strip().splitlines()[-1])
     print(f"\n{model}-{method}: peak memory of fit = {ratio:.2f} x bytes of X (X = {N * D * 8 / 1e9:.2f} GB)")
     assert ratio < 10  # a sanity bound; the measured ratio goes to BENCHMARKS.md
+
+
+# ------------------------------------------------------------------ against plain NumPy (issue 19)
+#: sweeps per timed call of the NumPy reference / of fastcep.fit (damping 0.5, tol 0: every sweep runs)
+REF_SWEEPS = 50
+REF_ROUNDS = 5
+
+
+def _timed(fn, times):
+    """fn wrapped so that each call's wall time (perf_counter) is appended to ``times``: the same
+    figures with and without ``--benchmark-disable``."""
+
+    def run():
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+        return out
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def numpy_reference_medians():
+    """{(model, impl): median seconds of REF_SWEEPS sweeps}, filled by test_numpy_reference_speed."""
+    return {}
+
+
+@pytest.mark.parametrize("impl", ["numpy", "fastcep"])
+@pytest.mark.parametrize("model", ["probit", "logistic"])
+def test_numpy_reference_speed(benchmark, numpy_reference_medians, model, impl):
+    """REF_SWEEPS damped (0.5) parallel CEP-1 sweeps at 10,000 x 4: ``bench.numpy_reference`` (whole-
+    array NumPy/SciPy) against ``fastcep.fit(..., damping=0.5, max_iter=REF_SWEEPS, tol=0.0)``; the
+    fastcep case prints the ratio of the medians when the NumPy case ran before it in the same run."""
+    from numba import get_num_threads
+
+    from .numpy_reference import sweeps
+
+    X, y, _ = make_regression_simulation(model, "gaussian", n=10_000, d=4, seed=0)
+    kw = dict(model=model, method="cep1", damping=0.5, max_iter=REF_SWEEPS, tol=0.0)
+    ref_mean, ref_var = sweeps(X, y, model, REF_SWEEPS, 0.5)
+    res = fastcep.fit(X, y, **kw)  # compile; both give the same posterior (to 1e-8, measured ~1e-14)
+    assert res.n_iter == REF_SWEEPS
+    np.testing.assert_allclose(res.posterior.mean, ref_mean, rtol=1e-8)
+    np.testing.assert_allclose(res.posterior.var, ref_var, rtol=1e-8)
+    if impl == "numpy":
+        fn = lambda: sweeps(X, y, model, REF_SWEEPS, 0.5)
+    else:
+        fn = lambda: fastcep.fit(X, y, **kw)
+    times = []
+    benchmark.pedantic(_timed(fn, times), rounds=REF_ROUNDS, iterations=1, warmup_rounds=0)
+    med = float(np.median(times))
+    numpy_reference_medians[(model, impl)] = med
+    benchmark.extra_info["median_s"] = med
+    benchmark.extra_info["ms_per_sweep"] = med / REF_SWEEPS * 1e3
+    benchmark.extra_info["numba_threads"] = get_num_threads()
+    line = f"\n{model} CEP-1 {impl}: {REF_SWEEPS} sweeps at 10,000 x 4 in {med * 1e3:.1f} ms (median)"
+    other = numpy_reference_medians.get((model, "numpy"))
+    if impl == "fastcep" and other is not None:
+        benchmark.extra_info["numpy_over_fastcep"] = other / med
+        line += f"; NumPy {other * 1e3:.1f} ms: NumPy / fastcep = {other / med:.1f}"
+    print(line)

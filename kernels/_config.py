@@ -25,9 +25,19 @@ PARALLEL = {"parallel": True, "fastmath": FASTMATH, "nogil": True, "error_model"
 #: cached on disk like the leaves
 PARALLEL_CACHED = dict(PARALLEL, cache=True)
 
-#: rows per work unit of the parallel sweeps; fixed, so that partial sums and their reduction
-#: order do not depend on the number of threads (bitwise-identical results on 1 or N threads)
+#: rows per work unit of the parallel regression sweeps, at most; fixed by the data's shape, so
+#: that partial sums and their reduction order do not depend on the number of threads
+#: (bitwise-identical results on 1 or N threads)
 CHUNK_ROWS = 1024
+#: sites (rows x features) per work unit that wide data is cut into (``chunk_rows``)
+CHUNK_SITES = 1 << 16
+
+
+def chunk_rows(d):
+    """Rows per work unit for d features: CHUNK_ROWS, fewer for wide rows (so that a few hundred
+    wide rows still make several units), at least 16."""
+    return max(16, min(CHUNK_ROWS, CHUNK_SITES // max(1, d)))
+
 
 #: rows of per-row scratch space (each of length d) that a row function may use
 N_WORK = 14

@@ -5,13 +5,13 @@ import math
 
 import numpy as np
 import pytest
+from glm_drivers import one_row
 from scipy.special import log_ndtr
 
 import fastcep
 import naive
 from fastcep.data_tools import make_regression_simulation
-from fastcep.kernels.glm import importance, laplace, probit
-from fastcep.kernels.glm.sweep import work_buffers
+from fastcep.kernels.glm import importance, laplace
 
 
 def _row_problem(rng, d=4):
@@ -21,22 +21,17 @@ def _row_problem(rng, d=4):
     return x, tc, nc
 
 
-def _messages(row_fn, x, s, tc, nc, *extra):
+def _messages(model, method, x, s, tc, nc, n_samples=0, key=0):
     """New (undamped) messages of one row whose current sites are flat (tau = nu = 0)."""
     d = x.size
     tau, nu = np.zeros(d), np.zeros(d)
-    acc_t, acc_n = np.zeros(d), np.zeros(d)
-    k = row_fn(x, s, tau, nu, tc, nc, *extra, acc_t, acc_n, work_buffers(1, d)[0])
+    nodes = weights = np.zeros(2)
+    k, _, _ = one_row(model, method, x, s, tau, nu, tc, nc, 1.0, nodes, weights, n_samples, key)
     return tau, nu, k
 
 
 def _ep_messages(x, s, tc, nc):
-    mu, v = nc / tc, 1 / tc
-    nodes = weights = np.zeros(2)
-    d = x.size
-    tau, nu = np.zeros(d), np.zeros(d)
-    acc = np.zeros(d), np.zeros(d)
-    k = probit.ep_row(x, s, tau, nu, tc, nc, mu, v, 1.0, nodes, weights, *acc, work_buffers(1, d)[0])
+    tau, nu, k = _messages("probit", "ep", x, s, tc, nc)
     assert k == 0
     return tau, nu
 
@@ -56,8 +51,8 @@ def test_is_converges_to_analytic_probit_ep_as_samples_grow(rng):
     for n_samples in (1_000, 10_000, 100_000, 1_000_000):
         err = []
         for rep in range(4):
-            key = importance.row_key(np.uint64(12345 + rep), 0)
-            t, n, k = _messages(importance.probit_row, x, s, tc, nc, 1.0, n_samples, key)
+            # (the row's draws: importance.row_key(12345 + rep, 0), one_row's row being row 0)
+            t, n, k = _messages("probit", "is", x, s, tc, nc, n_samples, np.uint64(12345 + rep))
             # few draws may estimate a variance above the cavity's: that site is skipped (its
             # error is then the cavity's); with many draws none is
             assert k == 0 or n_samples < 100_000
@@ -94,8 +89,7 @@ def test_lp_one_weight_is_the_laplace_approximation_of_the_exact_tilted():
     """With one weight (d = 1) LP's posterior is the mode and curvature of the exact 1-D tilted
     density: check both on a fine grid."""
     x, s, tc, nc = np.array([1.3]), -1.0, np.array([0.8]), np.array([0.4])
-    zeros = np.zeros(1), np.zeros(1), 1.0, np.zeros(2), np.zeros(2)  # mu, v, rho, nodes, weights
-    t, n, k = _messages(laplace.probit_row, x, s, tc, nc, *zeros)
+    t, n, k = _messages("probit", "lp", x, s, tc, nc)
     assert k == 0
     grid = np.linspace(-10, 10, 2_000_001)
     logp = -0.5 * tc[0] * (grid - nc[0] / tc[0]) ** 2 + log_ndtr(s * x[0] * grid)
@@ -189,10 +183,10 @@ def test_is_row_never_removes_more_variance_than_conditioning_on_the_factor_allo
     tc = np.full(d, 4.0)
     nc = -4.0 * x * tc / math.sqrt(x @ x)  # s mu_a = -4 |x|: 8 cavity sd on the wrong side
     vc, s2_a = 1 / tc, float(x**2 @ (1 / tc))
-    for row in (importance.probit_row, importance.logistic_row):
+    for model in ("probit", "logistic"):
         for rep in range(5):
-            key = np.uint64(importance.row_key(np.uint64(77 + rep), 0))
-            t, _, k = _messages(row, x, 1.0, tc, nc, 1.0, 2000, key)
+            # (one_row's row is row 0: the sweep key whose row-0 key the former test drew with)
+            t, _, k = _messages(model, "is", x, 1.0, tc, nc, 2000, np.uint64(77 + rep))
             removed = 1 - 1 / (vc * (tc + t))  # 1 - tilted variance / cavity variance
             # (before: up to 8e4 times the share, site precisions up to 96 times the cavity's)
             assert np.all(removed <= x**2 * vc / s2_a * (1 + 5 * math.sqrt(2 / 2000)))

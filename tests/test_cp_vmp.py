@@ -393,7 +393,7 @@ def test_post_with_one_batch_equals_vmp_from_the_same_prior_and_start(model, gau
         coords, values, model=model, method="vmp", shape=shape, rank=R, max_iter=res.options["max_iter"],
         tol=1e-3, _prior=(prior_Lam, prior_eta), _init_moments=(init, init_cov),
     )  # fmt: skip
-    assert res.trace.paper_change[0] == ref.n_iter  # the stream's trace holds the inner iterations
+    assert res.trace.inner_iter[0] == ref.n_iter  # the stream's trace holds the inner iterations
     for k in range(3):
         np.testing.assert_allclose(res.posterior.means[k], ref.posterior.means[k], rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(res.posterior.covs[k], ref.posterior.covs[k], rtol=1e-10, atol=1e-12)

@@ -6,6 +6,7 @@ import pytest
 from numba.core.registry import CPUDispatcher
 
 import fastcep
+from fastcep import IterationInfo
 from fastcep._threads import num_threads
 from fastcep.data_tools import make_cp_tensor
 from fastcep.io import load_model
@@ -13,7 +14,7 @@ from fastcep.kernels._config import ERROR_MODEL, FASTMATH
 from fastcep.kernels.tensor import cp_wopt as kernel_module
 from fastcep.tensor.cp_wopt import NOT_APPLICABLE, _Problem, fit_cp_wopt
 from fastcep.tensor.layout import make_layout
-from fastcep.tensor.result import CPIterationInfo, CPResult
+from fastcep.tensor.result import CPResult
 from naive import cp_full, cp_wopt_value_and_grad
 
 
@@ -124,7 +125,7 @@ def test_recovers_exact_low_rank_tensor_from_random_restarts(exact_tensor):
         )
         for seed in range(3)
     ]
-    best = min(fits, key=lambda r: r.trace.elbo[-1])
+    best = min(fits, key=lambda r: r.trace.objective[-1])
     assert best.rmse(held_out, truth) / scale < 1e-6
 
 
@@ -152,15 +153,15 @@ def test_trace_objective_change_and_eval_metric(exact_tensor):
     tr = res.trace
     assert res.n_iter == 15 and res.stop_reason == "max_iter" and not res.converged
     assert len(tr.elapsed) == 15 and np.all(np.diff(tr.elapsed) >= 0)
-    # elbo holds the objective F (minimised); change = its decrease relative to F(0) = |y|^2 / 2
-    assert np.all(np.diff(tr.elbo) < 0)
+    # objective holds F (minimised); change = its decrease relative to F(0) = |y|^2 / 2
+    assert np.all(np.diff(tr.objective) < 0)
     F0 = 0.5 * np.sum(t.values**2)
-    np.testing.assert_allclose(tr.change[1:], -np.diff(tr.elbo) / F0, rtol=1e-12)
+    np.testing.assert_allclose(tr.change[1:], -np.diff(tr.objective) / F0, rtol=1e-12)
     U = [m for m in res.posterior.means]
     F_ref, _ = cp_wopt_value_and_grad(t.coords, t.values, t.shape, U, 0.0)
-    assert tr.elbo[-1] == pytest.approx(F_ref, rel=1e-10)
+    assert tr.objective[-1] == pytest.approx(F_ref, rel=1e-10)
     assert tr.eval_metric[-1] == pytest.approx(res.rmse(held_out, truth), rel=1e-12)
-    assert np.all(tr.paper_change > 0) and np.all(tr.skipped == 0) and np.all(np.isnan(tr.damping))
+    assert np.all(tr.prediction_change > 0) and np.all(tr.skipped == 0) and np.all(np.isnan(tr.damping))
 
 
 def test_same_seed_same_factors_any_thread_count(rng):
@@ -171,7 +172,7 @@ def test_same_seed_same_factors_any_thread_count(rng):
     c = fit_cp_wopt(t.coords, t.values, "cp_gaussian", seed=6, n_threads=1, **kw)
     for k in range(3):
         np.testing.assert_array_equal(a.posterior.means[k], b.posterior.means[k])
-    np.testing.assert_array_equal(a.trace.elbo, b.trace.elbo)
+    np.testing.assert_array_equal(a.trace.objective, b.trace.objective)
     assert not np.array_equal(a.posterior.means[0], c.posterior.means[0])
     # the kernel alone: bitwise the same objective and gradient on 1 and 2 threads
     lay = make_layout(t.coords, t.shape)
@@ -228,7 +229,7 @@ def test_binary_tensor_fits_zero_one_targets_and_scores_auc():
     res = fit_cp_wopt(t.coords[tr], t.values[tr], "cp_probit", eval_set=(t.coords[te], t.values[te]), **kw)
     # the objective is least squares on {0, 1} targets, the same whatever label coding is given
     F_ref, _ = cp_wopt_value_and_grad(t.coords[tr], t.values[tr], t.shape, res.posterior.means, 0.0)
-    assert res.trace.elbo[-1] == pytest.approx(F_ref, rel=1e-10)
+    assert res.trace.objective[-1] == pytest.approx(F_ref, rel=1e-10)
     signs = fit_cp_wopt(t.coords[tr], 2 * t.values[tr] - 1, "cp_probit", **kw)
     np.testing.assert_array_equal(signs.posterior.means[0], res.posterior.means[0])
     # predictions are the reconstruction (a score, not a probability)
@@ -251,7 +252,7 @@ def test_callback_receives_info_and_stops():
     res = fit_cp_wopt(t.coords, t.values, "cp_gaussian", rank=2, seed=0, callback=cb, n_threads=1)
     assert res.n_iter == 3 and res.stop_reason == "callback" and not res.converged
     assert [i.iteration for i in seen] == [1, 2, 3]
-    assert isinstance(seen[-1], CPIterationInfo) and seen[-1].skipped == 0
+    assert isinstance(seen[-1], IterationInfo) and seen[-1].skipped == 0
     np.testing.assert_array_equal(seen[-1].result.posterior.means[0], res.posterior.means[0])
     # the callback's result is a snapshot: later iterations did not overwrite it
     assert not np.array_equal(seen[0].result.posterior.means[0], seen[-1].result.posterior.means[0])

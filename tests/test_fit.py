@@ -112,7 +112,7 @@ def test_paper_stopping_rule_stops_earlier(sim):
     conv = fastcep.fit(X, y, model="probit", damping=0.1, tol=1e-8)
     paper = fastcep.fit(X, y, model="probit", damping=0.1, stopping="paper", tol=1e-5)
     assert paper.stop_reason == "paper" and paper.n_iter < conv.n_iter
-    assert np.all(np.isfinite(paper.trace.paper_change)) and np.all(np.isnan(conv.trace.paper_change))
+    assert np.all(np.isfinite(paper.trace.site_change)) and np.all(np.isnan(conv.trace.site_change))
 
 
 def test_auto_damping_recovers_an_overshooting_problem(rng):

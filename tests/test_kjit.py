@@ -82,9 +82,10 @@ def test_operator_messages_are_gaussian_conditioning(rng):
         nc = rng.normal(0, 1, d) * tc
         s2_a = x**2 @ (1 / tc)
         alpha, beta = rng.uniform(0, 1), rng.uniform(0, min(0.25, 0.9 / s2_a))  # var_a > 0
-        tau, nu = np.zeros(d), np.zeros(d)
-        acc_t, acc_n = np.zeros(d), np.zeros(d)
-        k = K.operator_messages(x, s, tau, nu, tc, nc, 1 / tc, alpha, beta, 1.0, acc_t, acc_n)
+        tau, nu = np.zeros((1, d)), np.zeros((1, d))
+        acc_t, acc_n = np.zeros((1, d)), np.zeros((1, d))
+        k = K.operator_messages(x[None, :], s, 0, tau, nu, tc, nc, 1 / tc, alpha, beta, 1.0, acc_t, acc_n, 0)
+        tau, nu, acc_t = tau[0], nu[0], acc_t[0]
         vc, mc = 1 / tc, nc / tc
         var = vc - x**2 * vc**2 * beta
         mean = mc + x * vc * s * alpha
@@ -182,8 +183,10 @@ def test_default_fit_matches_ep_with_few_oracle_calls():
     np.testing.assert_allclose(res.posterior.var, ep.posterior.var, rtol=0.05)
     calls = res.options["oracle_calls"]
     assert len(calls) == res.n_iter and calls[0] == 1000  # no data yet: every row asks the oracle
-    assert sum(calls) < 0.1 * 1000 * res.n_iter
-    assert sum(calls[5:]) < 1000  # after the first sweeps the operator answers almost every row
+    # after the two sweeps that train it the operator answers all but a few rows (measured: none
+    # with the default damping, 14 sweeps; 44 in 108 sweeps with damping 0.1; IS asks the oracle
+    # for all 1,000 rows in every sweep)
+    assert sum(calls[2:]) < 100
 
 
 def test_same_seed_same_result_on_any_thread_count():

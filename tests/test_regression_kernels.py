@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from glm_drivers import one_row, setup
 from scipy import integrate
 from scipy.special import expit, ndtr
 
@@ -11,8 +12,9 @@ import naive
 from fastcep._quadrature import gauss_hermite
 from fastcep.kernels import CHUNK_ROWS
 from fastcep.kernels.glm import logistic, probit
-from fastcep.kernels.glm.schedules import METHOD_CODES, parallel_sweep, restore_improper, sequential_sweep
-from fastcep.kernels.glm.sweep import rebuild_posterior, reduce_posterior, work_buffers
+from fastcep.kernels.glm import schedules as S
+from fastcep.kernels.glm.schedules import METHOD_CODES, restore_improper
+from fastcep.kernels.glm.sweep import rebuild_posterior, reduce_posterior
 from fastcep.kernels.special import MILLS_TAYLOR_TERMS, inv_mills_taylor, inv_mills_taylor_ok
 
 RTOL = 1e-10
@@ -20,10 +22,6 @@ NODES, WEIGHTS = gauss_hermite(9)
 #: importance sampling in the sweep tests: draws per row and the sweep's random key
 N_SAMPLES = 200
 KEY = 0x0123456789ABCDEF
-
-
-def WORK(d):
-    return work_buffers(1, d)[0]
 
 
 def random_sites(rng, k):
@@ -103,11 +101,6 @@ def test_d1_site_is_exact_moment_matching(rng, model, method):
     """With one weight, b = q = 0 and EP, CEP-1, CEP-2 all match the exact tilted moments."""
     lik = (lambda a: ndtr(a)) if model == "probit" else (lambda a: expit(a))
     nodes, weights = gauss_hermite(150)  # logistic quadrature converged (error < 1e-12) here
-    rows = {
-        "probit": {"cep1": probit.cep1_row, "cep2": probit.cep2_row, "ep": probit.ep_row},
-        "logistic": {"cep1": logistic.cep1_row, "cep2": logistic.cep2_row, "ep": logistic.ep_row},
-    }
-    row = rows[model][method]
     for _ in range(20):
         x = float(np.clip(rng.normal(0, 1), -2, 2))
         s = rng.choice([-1.0, 1.0])
@@ -124,8 +117,7 @@ def test_d1_site_is_exact_moment_matching(rng, model, method):
         nu_r = np.array([0.1])
         T = np.array([tc + tau_r[0]])
         N = np.array([mc * tc + nu_r[0]])
-        acc_t, acc_n = np.zeros(1), np.zeros(1)
-        row(np.array([x]), s, tau_r, nu_r, T, N, N / T, 1 / T, 1.0, nodes, weights, acc_t, acc_n, WORK(1))
+        one_row(model, method, np.array([x]), s, tau_r, nu_r, T, N, 1.0, nodes, weights)
         assert 1 / (tau_r[0] + tc) == pytest.approx(var, rel=1e-9)
         assert (nu_r[0] + mc * tc) / (tau_r[0] + tc) == pytest.approx(mean, rel=1e-9, abs=1e-10)
 
@@ -140,8 +132,7 @@ def test_probit_ep_row_matches_naive(rng):
         T = tau_r + np.exp(rng.uniform(-1, 2, d))
         N = nu_r + rng.normal(0, 1, d)
         t_ref, n_ref = naive.probit_ep_row(x, s, T - tau_r, N - nu_r)
-        acc_t, acc_n = np.zeros(d), np.zeros(d)
-        probit.ep_row(x, s, tau_r, nu_r, T, N, N / T, 1 / T, 1.0, NODES, WEIGHTS, acc_t, acc_n, WORK(d))
+        _, acc_t, acc_n = one_row("probit", "ep", x, s, tau_r, nu_r, T, N, 1.0, NODES, WEIGHTS)
         np.testing.assert_allclose(tau_r, t_ref, rtol=RTOL)
         np.testing.assert_allclose(nu_r, n_ref, rtol=RTOL, atol=1e-13)
         np.testing.assert_array_equal(acc_t, tau_r)
@@ -157,8 +148,7 @@ def test_logistic_ep_row_matches_naive_2d_rule(rng):
         T = tau_r + np.exp(rng.uniform(-1, 2, d))
         N = nu_r + rng.normal(0, 1, d)
         t_ref, n_ref = naive.logistic_ep_row(x, s, T - tau_r, N - nu_r, NODES, WEIGHTS)
-        acc_t, acc_n = np.zeros(d), np.zeros(d)
-        logistic.ep_row(x, s, tau_r, nu_r, T, N, N / T, 1 / T, 1.0, NODES, WEIGHTS, acc_t, acc_n, WORK(d))
+        one_row("logistic", "ep", x, s, tau_r, nu_r, T, N, 1.0, NODES, WEIGHTS)
         ok = t_ref > 0
         np.testing.assert_allclose(tau_r[ok], t_ref[ok], rtol=1e-9)
         np.testing.assert_allclose(nu_r[ok], n_ref[ok], rtol=1e-9, atol=1e-12)
@@ -186,44 +176,26 @@ def test_parallel_sweep_matches_naive(rng, model, method):
     tau_ref, nu_ref, skipped_ref = naive.parallel_sweep(
         model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS, N_SAMPLES, KEY
     )
-    T, N, mu, v = (np.empty(d) for _ in range(4))
     chunk = 8  # several chunks on small data
-    rebuild_posterior(prior_T, np.zeros(d), tau, nu, chunk, T, N, mu, v)
-    n_chunks = -(-n // chunk)
-    pT, pN = np.empty((n_chunks, d)), np.empty((n_chunks, d))
-    sk = np.zeros(n_chunks, dtype=np.int64)
-    parallel_sweep(
-        METHOD_CODES[(model, method)],
-        X,
-        s,
-        tau,
-        nu,
-        T,
-        N,
-        mu,
-        v,
-        rho,
-        NODES,
-        WEIGHTS,
-        chunk,
-        pT,
-        pN,
-        sk,
-        work_buffers(n_chunks, d),
-        N_SAMPLES,
-        np.uint64(KEY),
-    )
-    np.testing.assert_allclose(tau, tau_ref, rtol=RTOL)
-    np.testing.assert_allclose(nu, nu_ref, rtol=RTOL, atol=1e-13)
-    assert sk.sum() == skipped_ref
-    # the fused partial sums give the posterior = prior + sum of sites
-    reduce_posterior(prior_T, np.zeros(d), pT, pN, T, N, mu, v)
-    np.testing.assert_allclose(T, prior_T + tau_ref.sum(0), rtol=1e-13)
-    np.testing.assert_allclose(N, nu_ref.sum(0), rtol=1e-12, atol=1e-13)
+    copies = []
+    for driver in (S.parallel_step, S.parallel_step_serial):
+        t, nn = tau.copy(), nu.copy()
+        problem, state, scratch = setup(X, s, t, nn, prior_T, model, method, chunk, NODES, WEIGHTS, N_SAMPLES)
+        change, k = driver(problem, state, scratch, rho, np.uint64(KEY))
+        np.testing.assert_allclose(t, tau_ref, rtol=RTOL)
+        np.testing.assert_allclose(nn, nu_ref, rtol=RTOL, atol=1e-13)
+        assert k == skipped_ref
+        # the fused partial sums give the posterior = prior + sum of sites
+        np.testing.assert_allclose(state.T, prior_T + tau_ref.sum(0), rtol=1e-13)
+        np.testing.assert_allclose(state.N, nu_ref.sum(0), rtol=1e-12, atol=1e-13)
+        copies.append((t, nn, state.T, state.N, change))
+    # the threaded and the serial build of the driver give the same bits
+    for a, b in zip(copies[0], copies[1], strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def _taylor_rows(X, s, tau, nu, T, N, mu):
-    """Which rows ``probit._cep_row`` computes with the Taylor polynomial of r (its criterion,
+    """Which rows ``probit.cep_rows`` computes with the Taylor polynomial of r (its criterion,
     replayed in numpy)."""
     used = []
     d = X.shape[1]
@@ -256,28 +228,18 @@ def test_probit_cep_rows_long_enough_for_taylor_match_naive(rng, schedule, metho
     tau_ref, nu_ref, skipped_ref = sweep_ref(
         "probit", method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS, N_SAMPLES, KEY
     )
-    T, N, mu, v = (np.empty(d) for _ in range(4))
-    rebuild_posterior(prior_T, np.zeros(d), tau, nu, CHUNK_ROWS, T, N, mu, v)
-    used = _taylor_rows(X, s, tau, nu, T, N, mu)  # (before the sweep: every row of the parallel one)
+    problem, state, scratch = setup(
+        X, s, tau, nu, prior_T, "probit", method, CHUNK_ROWS, NODES, WEIGHTS, N_SAMPLES
+    )
+    used = _taylor_rows(
+        X, s, tau, nu, state.T, state.N, state.mu
+    )  # (before the sweep: every row of the parallel one)
     if x_scale < 1.0:
         assert used.all()
     if x_scale > 1.0:
         assert 0 < used.sum() < n
-    code = METHOD_CODES[("probit", method)]
-    if schedule == "parallel":
-        pT, pN = np.empty((1, d)), np.empty((1, d))
-        sk = np.zeros(1, dtype=np.int64)
-        parallel_sweep(
-            code, X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, CHUNK_ROWS, pT, pN, sk,
-            work_buffers(1, d), N_SAMPLES, np.uint64(KEY),
-        )  # fmt: skip
-        k = sk.sum()
-    else:
-        bufs = [np.empty(d) for _ in range(4)] + [WORK(d)]
-        k = sequential_sweep(
-            code, X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, N_SAMPLES, np.uint64(KEY), np.arange(n),
-            *bufs,
-        )  # fmt: skip
+    driver = S.parallel_step if schedule == "parallel" else S.sequential_step
+    _, k = driver(problem, state, scratch, rho, np.uint64(KEY))
     np.testing.assert_allclose(tau, tau_ref, rtol=RTOL)
     np.testing.assert_allclose(nu, nu_ref, rtol=RTOL, atol=1e-13)
     assert k == skipped_ref
@@ -292,13 +254,10 @@ def test_sequential_sweep_matches_naive(rng, model, method):
     tau_ref, nu_ref, skipped_ref = naive.sequential_sweep(
         model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS, N_SAMPLES, KEY
     )
-    T, N, mu, v = (np.empty(d) for _ in range(4))
-    rebuild_posterior(prior_T, np.zeros(d), tau, nu, CHUNK_ROWS, T, N, mu, v)
-    bufs = [np.empty(d) for _ in range(4)] + [WORK(d)]
-    k = sequential_sweep(
-        METHOD_CODES[(model, method)], X, s, tau, nu, T, N, mu, v, rho, NODES, WEIGHTS, N_SAMPLES,
-        np.uint64(KEY), np.arange(n), *bufs,
-    )  # fmt: skip
+    problem, state, scratch = setup(
+        X, s, tau, nu, prior_T, model, method, CHUNK_ROWS, NODES, WEIGHTS, N_SAMPLES
+    )
+    _, k = S.sequential_step(problem, state, scratch, rho, np.uint64(KEY))
     np.testing.assert_allclose(tau, tau_ref, rtol=1e-9)
     np.testing.assert_allclose(nu, nu_ref, rtol=1e-9, atol=1e-12)
     assert k == skipped_ref
@@ -336,8 +295,10 @@ def test_rebuild_equals_reduce_bitwise(rng):
     nu = rng.normal(size=(n, d))
     prior_T, prior_N = np.full(d, 0.5), np.zeros(d)
     out1 = [np.empty(d) for _ in range(4)]
-    rebuild_posterior(prior_T, prior_N, tau, nu, chunk, *out1)
     n_chunks = -(-n // chunk)
+    rebuild_posterior(
+        prior_T, prior_N, tau, nu, chunk, np.empty((n_chunks, d)), np.empty((n_chunks, d)), *out1
+    )
     pT = np.array([tau[c * chunk : (c + 1) * chunk].sum(0) for c in range(n_chunks)])
     pN = np.array([nu[c * chunk : (c + 1) * chunk].sum(0) for c in range(n_chunks)])
     out2 = [np.empty(d) for _ in range(4)]

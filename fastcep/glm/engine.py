@@ -1,47 +1,55 @@
 """Bayesian probit and logistic regression with fully factorised Gaussian messages.
 
-The engine behind ``fastcep.fit(X, y, model="probit" | "logistic", ...)``: it allocates the
-message store, runs the damped parallel or the sequential schedule with the kernels of
-``fastcep.kernels``, tests convergence and packs the result.
+The engine behind ``fastcep.fit(X, y, model="probit" | "logistic", ...)``: it checks the input
+once, lays out the fit's ``GLMProblem``, ``GLMState`` and ``GLMScratch``
+(``kernels.glm.state``), picks the sweep once from ``SCHEDULES`` and hands a step to the one
+iteration loop (``fastcep._loop``). Each step is one call of a Numba driver that sweeps, rebuilds
+the posterior and measures the change.
 """
 
-import sys
 import time
 
 import numpy as np
 
+from .. import _loop
 from .. import _validation as V
 from .._quadrature import gauss_hermite
-from .._threads import num_threads
-from ..kernels import CHUNK_ROWS
-from ..kernels.glm import logistic, probit
-from ..kernels.glm.schedules import METHOD_CODES, parallel_sweep, restore_improper, sequential_sweep
-from ..kernels.glm.sweep import rebuild_posterior, reduce_posterior, work_buffers
-from ..metrics import auc as _auc
-from ..results import (
-    GaussianPosterior,
-    IterationInfo,
-    RegressionSites,
-    RegressionState,
-    trace_from_lists,
-)
+from .._threads import ThreadGovernor, num_threads
+from ..kernels import chunk_rows
+from ..kernels.glm import schedules as S
+from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
+from ..results import GaussianPosterior, RegressionSites, RegressionState
 from .kjit import N_FEATURES as KJIT_FEATURES
 from .kjit import THRESHOLD as KJIT_THRESHOLD
 from .kjit import KJITSweeps
-from .vb import run_vb
+from .result import RegressionResult
+from .vb import VBFit
 
 MODELS = ("probit", "logistic")
 METHODS = ("cep1", "cep2", "ep", "lp", "is", "vb", "kjit")
-SCHEDULES = ("parallel", "sequential")
+SCHEDULE_NAMES = ("parallel", "sequential")
 STOPPING = ("posterior", "paper")
+#: the stop reason of each stopping rule
+STOP_REASONS = {"posterior": "tol", "paper": "paper"}
 
 #: initial (flat) site precision, DESIGN.md section 3
 FLAT_PRECISION = 1e-6
-#: damping="auto": start here, halve whenever the change of the posterior grows, down to the floor
+#: damping="auto" starts undamped (most fits converge in a few sweeps). If the means oscillate
+#: (for AUTO_OSCILLATION sweeps in a row each sweep's step of the posterior means points against
+#: the previous one, cosine below -0.5, and is more than half as long: an iteration with an
+#: eigenvalue near -1, which damping 1 / (1 - lambda) ~ 0.5 makes fast) it goes on at 0.5. If the
+#: change has not reached a new minimum for AUTO_UNDAMPED_WINDOW sweeps in either phase (the
+#: parallel updates diverge, as on the one-hot encoded UCI sets), the fit starts again from its
+#: initial messages at AUTO_DAMPING_START, and from then on the damping is halved, down to
+#: AUTO_DAMPING_FLOOR, whenever the change has not reached a new minimum for AUTO_WINDOW sweeps
+AUTO_OSCILLATION = 3
+AUTO_UNDAMPED_WINDOW = 3
 AUTO_DAMPING_START = 0.1
 AUTO_DAMPING_FLOOR = 0.005
 AUTO_WINDOW = 50
-
+#: a parallel sweep over fewer sites (n d) than this runs without threads (``parallel_step_serial``):
+#: a parallel region costs microseconds on a quiet machine and a scheduler quantum on a busy one
+SERIAL_SITES = 1 << 17
 
 DEFAULTS = {
     "prior_var": 1.0,
@@ -57,99 +65,6 @@ DEFAULTS = {
 }
 
 
-class RegressionResult:
-    """A fitted Bayesian probit or logistic regression.
-
-    Attributes
-    ----------
-    posterior : GaussianPosterior
-        ``mean`` and ``var``, arrays of shape (d,).
-    model, method : str
-    n_iter : int
-        Iterations (sweeps over all messages) run.
-    converged : bool
-        True if the stopping rule was met before ``max_iter``.
-    stop_reason : str
-        "tol" (posterior rule met), "paper" (paper's rule met), "max_iter" or "callback".
-    trace : Trace
-        Per-iteration elapsed time, change, skipped messages.
-    state : RegressionState
-        Messages and posterior natural parameters, for ``fit(..., init_state=res.state)``.
-    options : dict
-        The options the fit ran with.
-    """
-
-    def __init__(self, model, method, posterior, n_iter, converged, stop_reason, trace, state, options):
-        self.model = model
-        self.method = method
-        self.posterior = posterior
-        self.n_iter = n_iter
-        self.converged = converged
-        self.stop_reason = stop_reason
-        self.trace = trace
-        self.state = state
-        self.options = options
-
-    def __repr__(self):
-        return (
-            f"RegressionResult(model={self.model!r}, method={self.method!r}, d={self.posterior.mean.size}, "
-            f"n_iter={self.n_iter}, converged={self.converged}, stop_reason={self.stop_reason!r})"
-        )
-
-    def _predictive(self, X, y_sign=None):
-        X = V.check_matrix(X, "X", "predict_proba", n_cols=self.posterior.mean.size)
-        n = X.shape[0]
-        p = np.empty(n)
-        logp = np.empty(n if y_sign is not None else 0)
-        ys = y_sign if y_sign is not None else np.empty(0)
-        mu, v = self.posterior
-        with num_threads(self.options.get("n_threads")):
-            if self.model == "probit":
-                probit.predictive(X, mu, v, p, logp, ys)
-            else:
-                logistic.predictive(X, mu, v, p, logp, ys)
-        return p, logp
-
-    def predict_proba(self, X):
-        """Posterior predictive P(y = 1 | x) for each row of X.
-
-        Parameters
-        ----------
-        X : array of shape (n_new, d)
-
-        Returns
-        -------
-        ndarray of float64, shape (n_new,)
-        """
-        return self._predictive(X)[0]
-
-    def predict(self, X):
-        """Most probable label (0 or 1) for each row of X; shape (n_new,), int64."""
-        return (self.predict_proba(X) > 0.5).astype(np.int64)
-
-    def log_likelihood(self, X, y):
-        """Mean log predictive probability of labels y at X (the test log-likelihood).
-
-        Parameters
-        ----------
-        X : array of shape (n, d)
-        y : array of shape (n,), labels in {0, 1}, {-1, 1} or bool
-
-        Returns
-        -------
-        float
-        """
-        X = V.check_matrix(X, "X", "log_likelihood", n_cols=self.posterior.mean.size)
-        s = V.check_labels(y, "y", "log_likelihood", X.shape[0])
-        return float(np.mean(self._predictive(X, s)[1]))
-
-    def auc(self, X, y):
-        """Area under the ROC curve of ``predict_proba(X)`` against labels y."""
-        X = V.check_matrix(X, "X", "auc", n_cols=self.posterior.mean.size)
-        s = V.check_labels(y, "y", "auc", X.shape[0])
-        return _auc(s > 0, self.predict_proba(X))
-
-
 def _prior(prior_var, d, func):
     if np.ndim(prior_var) == 0:
         pv = V.check_float(prior_var, "prior_var", func, low=0.0, low_open=True)
@@ -160,51 +75,115 @@ def _prior(prior_var, d, func):
     return 1.0 / arr
 
 
-def _initial_state(X, prior_T, init_state, func):
+def _flat_messages(X, tau, nu):
+    """tau, nu <- the flat start: precision FLAT_PRECISION where x != 0 (exactly 0 where the
+    factor does not involve the weight), shift 0; blockwise, with no full-size temporary."""
     n, d = X.shape
+    step = max(1, (1 << 21) // d)
+    for lo in range(0, n, step):
+        np.copyto(tau[lo : lo + step], np.where(X[lo : lo + step] != 0.0, FLAT_PRECISION, 0.0))
+    nu[:] = 0.0
+
+
+def _check_init_state(init_state, n, d, func):
+    if not isinstance(init_state, RegressionState):
+        raise V.param_error(
+            "init_state", func, "a RegressionState (res.state) or None", init_state, TypeError
+        )
+    tau, nu = init_state.sites.tau, init_state.sites.nu
+    if np.shape(tau) != (n, d) or np.shape(nu) != (n, d):
+        raise V.param_error("init_state", func, f"messages of shape {(n, d)}", f"shape {np.shape(tau)}")
+    if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu)) and np.all(np.asarray(tau) >= 0)):
+        raise V.param_error("init_state", func, "finite messages with precisions >= 0", "bad values")
+
+
+def _initial_messages(X, init_state, tau, nu):
+    """tau, nu (n, d) <- the fit's first messages: flat, or ``init_state``'s (checked already)."""
     if init_state is None:
-        tau = np.empty((n, d))
-        step = max(1, (1 << 21) // d)
-        for lo in range(0, n, step):  # blockwise: no full-size boolean temporary
-            np.copyto(tau[lo : lo + step], np.where(X[lo : lo + step] != 0.0, FLAT_PRECISION, 0.0))
-        nu = np.zeros((n, d))
+        _flat_messages(X, tau, nu)
     else:
-        if not isinstance(init_state, RegressionState):
-            raise V.param_error(
-                "init_state", func, "a RegressionState (res.state) or None", init_state, TypeError
-            )
-        tau = np.array(init_state.sites.tau, dtype=np.float64, order="C")
-        nu = np.array(init_state.sites.nu, dtype=np.float64, order="C")
-        if tau.shape != (n, d) or nu.shape != (n, d):
-            raise V.param_error("init_state", func, f"messages of shape {(n, d)}", f"shape {tau.shape}")
-        if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu)) and np.all(tau >= 0)):
-            raise V.param_error("init_state", func, "finite messages with precisions >= 0", "bad values")
-    return tau, nu
-
-
-def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, options):
-    """Mean-field VB (``fastcep.vb``) packed as a ``RegressionResult`` (no site messages: state
-    None; the evidence lower bound per iteration in ``trace.elbo``; damping does not apply)."""
-    start = time.perf_counter()
-
-    def relay(it, change, mu, v, elbo):
-        now = time.perf_counter() - start
-        return callback(IterationInfo(it, change, now, 0, GaussianPosterior(mu, v)))
-
-    out = run_vb(X, s, model, prior_T, max_iter, tol, relay if callback is not None else None)
-    k = out["n_iter"]
-    trace = trace_from_lists(
-        out["elapsed"], out["change"], [0] * k, [np.nan] * k, [np.nan] * k, elbo=out["elbo"]
-    )
-    post = GaussianPosterior(out["mu"], out["v"])
-    return RegressionResult(
-        model, "vb", post, k, out["converged"], out["stop_reason"], trace, None, dict(options, damping=None)
-    )
+        np.copyto(tau, init_state.sites.tau)
+        np.copyto(nu, init_state.sites.nu)
 
 
 def _sweep_key(base_key, it):
     """The uint64 random key of sweep ``it`` (importance sampling): fresh draws every sweep."""
     return np.random.SeedSequence([base_key, it]).generate_state(1, np.uint64)[0]
+
+
+class _Damping:
+    """The damping of a fit: fixed, or "auto" (the rule above AUTO_OSCILLATION). Fixed points do
+    not depend on the damping, only the path to them does. ``undamped``: still in the first,
+    fast phase (damping 1 or 0.5), before any restart."""
+
+    def __init__(self, damping, func):
+        if isinstance(damping, str) and damping == "auto":
+            self.rho, self.adaptive, self.undamped = 1.0, True, True
+        else:
+            if isinstance(damping, str):
+                raise V.param_error("damping", func, "a float in (0, 1] or 'auto'", damping)
+            rho = V.check_float(damping, "damping", func, low=0.0, high=1.0, low_open=True)
+            self.rho, self.adaptive, self.undamped = rho, False, False
+        self.best = np.inf
+        self.since = 0
+        self.step = None  # the last sweep's step of the posterior means
+        self.flips = 0  # sweeps in a row whose step turned against the previous one
+
+    def update(self, change, step):
+        """Record a sweep's change and its step of the posterior means; returns True when the fit
+        must start again from its initial messages (the undamped start diverged), with the
+        damping now in ``rho``."""
+        if not self.adaptive:
+            return False
+        last, self.step = self.step, step.copy()
+        if last is not None:
+            norm = float(np.sqrt((step @ step) * (last @ last)))
+            turned = norm > 0.0 and float(step @ last) < -0.5 * norm
+            slow = float(step @ step) > 0.25 * float(last @ last)
+            self.flips = self.flips + 1 if turned and slow else 0
+        if change < self.best:  # (a NaN change is never a new minimum)
+            self.best, self.since = change, 0
+        else:
+            self.since += 1
+        if self.undamped and self.since >= AUTO_UNDAMPED_WINDOW:
+            self.rho, self.undamped = AUTO_DAMPING_START, False
+            self.best, self.since, self.step, self.flips = np.inf, 0, None, 0
+            return True
+        if self.undamped and self.rho == 1.0 and self.flips >= AUTO_OSCILLATION:
+            self.rho, self.flips = 0.5, 0
+        elif not self.undamped and self.since >= AUTO_WINDOW and self.rho > AUTO_DAMPING_FLOOR:
+            self.rho = max(0.5 * self.rho, AUTO_DAMPING_FLOOR)
+            self.best, self.since = np.inf, 0
+        return False
+
+
+def _step_parallel(problem, state, scratch, rho, key):
+    if problem.X.shape[0] * problem.X.shape[1] < SERIAL_SITES:
+        return S.parallel_step_serial(problem, state, scratch, rho, key)
+    return S.parallel_step(problem, state, scratch, rho, key)
+
+
+#: the sweep of each schedule, chosen once per fit
+SCHEDULES = {"parallel": _step_parallel, "sequential": S.sequential_step}
+
+
+def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, start, options):
+    """Mean-field VB (``glm.vb``) packed as a ``RegressionResult`` (no site messages: state
+    None; the evidence lower bound per iteration in ``trace.elbo``; damping does not apply)."""
+    vb = VBFit(X, s, model, prior_T)
+
+    def snapshot(it, trace):
+        post = GaussianPosterior(vb.mu.copy(), vb.v.copy())
+        return RegressionResult(model, "vb", post, it, False, "running", trace, None, options)
+
+    out = _loop.run(
+        vb.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, finite=vb.finite,
+        verbose=verbose, label=f"{model}/vb", hint="check the scale of X and prior_var", start=start,
+    )  # fmt: skip
+    post = GaussianPosterior(vb.mu, vb.v)
+    return RegressionResult(
+        model, "vb", post, out.n_iter, out.converged, out.stop_reason, out.trace, None, options
+    )
 
 
 def fit_regression(
@@ -232,12 +211,13 @@ def fit_regression(
     """Fit a Bayesian probit or logistic regression; see ``fastcep.fit`` for the parameters.
 
     method="kjit" (logistic model): EP whose tilted moments come from a
-    message operator learned just in time (``fastcep.kjit``) with the importance-sampling row of
-    method "is" as its oracle. ``threshold`` (float >= 0, default 1e-3): a row whose operator
+    message operator learned just in time (``fastcep.glm.kjit``) with the importance-sampling row
+    of method "is" as its oracle. ``threshold`` (float >= 0, default 1e-3): a row whose operator
     predictive variance exceeds it asks the oracle (0: every row does, which reproduces method
     "is" exactly); ``n_features`` (int >= 1, default 200): the operator's random features. The
     rows sent to the oracle in each sweep are in ``res.options["oracle_calls"]``.
     """
+    start = time.perf_counter()
     func = "fit"
     V.check_choice(model, "model", func, MODELS)
     V.check_choice(method, "method", func, METHODS)
@@ -245,15 +225,10 @@ def fit_regression(
     s = V.check_labels(y, "y", func, X.shape[0])
     n, d = X.shape
     prior_T = _prior(prior_var, d, func)
-    if isinstance(damping, str) and damping == "auto":
-        rho, adaptive = AUTO_DAMPING_START, True
-    else:
-        if isinstance(damping, str):
-            raise V.param_error("damping", func, "a float in (0, 1] or 'auto'", damping)
-        rho, adaptive = V.check_float(damping, "damping", func, low=0.0, high=1.0, low_open=True), False
+    damp = _Damping(damping, func)
     max_iter = V.check_int(max_iter, "max_iter", func, low=1)
     tol = V.check_float(tol, "tol", func, low=0.0)
-    V.check_choice(schedule, "schedule", func, SCHEDULES)
+    V.check_choice(schedule, "schedule", func, SCHEDULE_NAMES)
     V.check_choice(stopping, "stopping", func, STOPPING)
     n_nodes = V.check_int(n_nodes, "n_nodes", func, low=2, high=200)
     n_threads = V.check_n_threads(n_threads, func)
@@ -271,7 +246,7 @@ def fit_regression(
     base_key = int(rng.integers(0, 2**63))
     options = dict(
         prior_var=prior_var,
-        damping=rho,
+        damping=damp.rho,
         max_iter=max_iter,
         tol=tol,
         schedule=schedule,
@@ -283,133 +258,94 @@ def fit_regression(
         n_threads=n_threads,
         seed=seed,
     )
-
+    label = f"{model}/{method}"
     if method == "vb":
         if init_state is not None:
             raise ValueError("fit: init_state is not supported with method='vb' (it has no site messages).")
-        return _fit_vb(X, s, model, prior_T, max_iter, tol, callback, options)
-    tau, nu = _initial_state(X, prior_T, init_state, func)
-    prior_N = np.zeros(d)
-    T, N, mu, v = (np.empty(d) for _ in range(4))
+        with num_threads(n_threads):
+            return _fit_vb(
+                X, s, model, prior_T, max_iter, tol, callback, verbose, start, dict(options, damping=None)
+            )
+
+    if init_state is not None:
+        _check_init_state(init_state, n, d, func)
+    tau, nu = np.empty((n, d)), np.empty((n, d))
+    _initial_messages(X, init_state, tau, nu)
     nodes, weights = gauss_hermite(n_nodes) if model == "logistic" else gauss_hermite(2)
-    code = METHOD_CODES.get((model, method))  # (None for kjit: its own sweep)
-    chunk = CHUNK_ROWS
+    code = S.METHOD_CODES.get((model, method), -1)  # (kjit: its own sweep)
+    chunk = chunk_rows(d)
     n_chunks = -(-n // chunk)
+    problem = GLMProblem(X, s, prior_T, np.zeros(d), nodes, weights, code, chunk, n_samples)
+    state = GLMState(tau, nu, *(np.empty(d) for _ in range(4)))
+    scratch = GLMScratch.allocate(n, d, chunk, n_chunks if schedule == "parallel" else 1)
     # (drawn after base_key: method "kjit" with threshold 0 gets the draws of method "is")
     kjit = KJITSweeps(n, n_chunks, n_features, threshold, rng) if method == "kjit" else None
     # methods "is" and "kjit" keep negative site precisions (importance.py): in the parallel
     # schedule their sum can leave a weight's posterior or cavity improper, and an improper
     # cavity makes every row skip its messages, for good; such a weight keeps its messages from
-    # before the sweep (kernels.regression.restore_improper; two copies of the messages). In the
+    # before the sweep (schedules.restore_improper; two copies of the messages). In the
     # sequential schedule a row's damped update is a convex combination of two proper posteriors
     # and no guard is needed. The other methods never emit a negative site precision.
     guard = schedule == "parallel" and method in ("is", "kjit")
-    if schedule == "parallel":
-        pT = np.empty((n_chunks, d))
-        pN = np.empty((n_chunks, d))
-        skipped_c = np.zeros(n_chunks, dtype=np.int64)
-        work = work_buffers(n_chunks, d)
-        if guard:
-            old_t, old_n = np.empty((n, d)), np.empty((n, d))
-            restored = np.zeros(d, dtype=np.int64)
-    else:
-        order = np.arange(n, dtype=np.int64)
-        bufs = [np.empty(d) for _ in range(4)] + [work_buffers(1, d)[0]]
+    if guard:
+        old_t, old_n = np.empty((n, d)), np.empty((n, d))
+        restored = np.zeros(d, dtype=np.int64)
+    sweep = SCHEDULES[schedule]
+    nu_old = np.empty((n, d)) if stopping == "paper" else None
 
-    elapsed, changes, skips, paper, damps = [], [], [], [], []
-    best, since = np.inf, 0
-    converged = False
-    stop_reason = "max_iter"
-    start = time.perf_counter()
+    def step(it):
+        rho = damp.rho
+        key = _sweep_key(base_key, it)
+        if nu_old is not None:
+            np.copyto(nu_old, nu)
+        if guard:
+            np.copyto(old_t, tau)
+            np.copyto(old_n, nu)
+        if kjit is not None:
+            change, skipped = kjit.step(problem, state, scratch, rho, key, schedule)
+        else:
+            change, skipped = sweep(problem, state, scratch, rho, key)
+        n_restored = 0
+        if guard:
+            S.restore_improper(state.T, tau, nu, old_t, old_n, restored)
+            n_restored = int(restored.sum())
+            if n_restored:
+                skipped += n_restored
+                S.rebuild(problem, state, scratch)
+                change = S.change_since(state, scratch)
+        if kjit is not None:
+            kjit.learn()
+        values = {"damping": rho, "param_change": change}
+        if nu_old is not None:
+            values["site_change"] = float(np.mean(np.sum((nu - nu_old) ** 2, axis=1)))
+        restart = damp.update(change, state.mu - scratch.mu_old)
+        if restart:  # the undamped start diverged: again from the initial messages, damped
+            _initial_messages(X, init_state, tau, nu)
+            S.rebuild(problem, state, scratch)
+        # the stopping rule's measure; a sweep whose update the guard undid, in part, or after
+        # which the fit starts again is no evidence of convergence
+        measure = values["site_change"] if stopping == "paper" else change
+        return _loop.StepReport(measure, int(skipped), n_restored == 0 and not restart, values)
+
+    def snapshot(it, trace):
+        post = GaussianPosterior(state.mu.copy(), state.v.copy())
+        return RegressionResult(model, method, post, it, False, "running", trace, None, options)
+
+    def finite():
+        return bool(np.all(np.isfinite(state.mu)) and np.all(np.isfinite(state.v)))
+
     with num_threads(n_threads):
-        rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v)
-        for it in range(1, max_iter + 1):
-            mu_old = mu.copy()
-            v_old = v.copy()
-            nu_old = nu.copy() if stopping == "paper" else None
-            key = _sweep_key(base_key, it)
-            n_restored = 0
-            if guard:
-                np.copyto(old_t, tau)
-                np.copyto(old_n, nu)
-            if schedule == "parallel":
-                if kjit is not None:
-                    kjit.sweep(X, s, tau, nu, T, N, rho, n_samples, key, chunk, pT, pN, skipped_c, work)
-                else:
-                    parallel_sweep(
-                        code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped_c,
-                        work, n_samples, key,
-                    )  # fmt: skip
-                reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v)
-                n_skipped = int(skipped_c.sum())
-                if guard:
-                    restore_improper(T, tau, nu, old_t, old_n, restored)
-                    n_restored = int(restored.sum())
-                    if n_restored:
-                        n_skipped += n_restored
-                        rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v)
-            else:
-                if kjit is not None:
-                    n_skipped = kjit.sequential_sweep(
-                        X, s, tau, nu, T, N, mu, v, rho, n_samples, key, order, *bufs
-                    )
-                else:
-                    n_skipped = sequential_sweep(
-                        code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, n_samples, key, order, *bufs
-                    )  # fmt: skip
-                n_skipped = int(n_skipped)
-                # exact rebuild: no drift from the incremental updates
-                rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v)
-            if kjit is not None:
-                kjit.learn()
-            sd = np.sqrt(v)
-            change = float(max(np.max(np.abs(mu - mu_old) / sd), np.max(np.abs(v - v_old) / v)))
-            pchange = float(np.mean(np.sum((nu - nu_old) ** 2, axis=1))) if nu_old is not None else np.nan
-            now = time.perf_counter() - start
-            elapsed.append(now)
-            changes.append(change)
-            skips.append(n_skipped)
-            paper.append(pchange)
-            damps.append(rho)
-            if adaptive:
-                # no new smallest change for AUTO_WINDOW sweeps: the parallel updates overshoot
-                # (divergence or a limit cycle), so damp harder; fixed points do not depend on
-                # the damping, only the path to them does
-                if change < best:
-                    best, since = change, 0
-                else:
-                    since += 1
-                if since >= AUTO_WINDOW and rho > AUTO_DAMPING_FLOOR:
-                    rho = max(0.5 * rho, AUTO_DAMPING_FLOOR)
-                    best, since = np.inf, 0
-            if verbose:
-                oracle = f", oracle rows {kjit.oracle_calls[-1]}" if kjit is not None else ""
-                print(
-                    f"[fastcep] {model}/{method} iter {it}: change {change:.3e}, "
-                    f"skipped {n_skipped}{oracle}, {now:.3f} s",
-                    file=sys.stderr,
-                )
-            if not (np.all(np.isfinite(mu)) and np.all(np.isfinite(v))):
-                raise FloatingPointError(
-                    f"fit: the posterior became non-finite at iteration {it} ({model}/{method}); "
-                    "try a smaller 'damping'."
-                )
-            # (a sweep whose update the guard undid, in part, is no evidence of convergence)
-            if n_restored == 0 and stopping == "posterior" and change < tol:
-                converged, stop_reason = True, "tol"
-            elif n_restored == 0 and stopping == "paper" and pchange < tol:
-                converged, stop_reason = True, "paper"
-            if callback is not None:
-                post = GaussianPosterior(mu.copy(), v.copy())
-                if callback(IterationInfo(it, change, now, n_skipped, post)) and not converged:
-                    stop_reason = "callback"
-                    break
-            if converged:
-                break
-    trace = trace_from_lists(elapsed, changes, skips, paper, damps)
+        S.rebuild(problem, state, scratch)
+        out = _loop.run(
+            step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, finite=finite,
+            verbose=verbose, label=label, start=start, stop_rule=STOP_REASONS[stopping],
+            governor=ThreadGovernor(n_threads) if n * d >= SERIAL_SITES else None,
+        )  # fmt: skip
     if kjit is not None:
         options["oracle_calls"] = list(kjit.oracle_calls)
-    state = RegressionState(RegressionSites(tau, nu), T, N)
+    trace = out.trace
+    state_out = RegressionState(RegressionSites(tau, nu), state.T, state.N)
+    post = GaussianPosterior(state.mu, state.v)
     return RegressionResult(
-        model, method, GaussianPosterior(mu, v), it, converged, stop_reason, trace, state, options
+        model, method, post, out.n_iter, out.converged, out.stop_reason, trace, state_out, options
     )

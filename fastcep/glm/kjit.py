@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ..kernels.glm import kjit as K
+from ..kernels.glm import schedules as SCH
 from ..kernels.linalg import cholesky, cholesky_solve
 
 #: defaults of ``MessageOperator``; N_FEATURES and THRESHOLD are also fit's defaults of
@@ -196,7 +197,7 @@ class MessageOperator:
 
 class KJITSweeps:
     """Method "kjit"'s sweeps: one ``MessageOperator`` and the per-row buffers of
-    ``kernels.kjit.kjit_sweep``, for a fit on n rows in n_chunks chunks.
+    ``kernels.glm.kjit.kjit_sweep``, for a fit on n rows in n_chunks chunks.
 
     Parameters
     ----------
@@ -225,31 +226,39 @@ class KJITSweeps:
         self._U = np.empty((n, 2))
         self._Y = np.empty((n, 2))
 
-    def sweep(self, X, s, tau, nu, T, N, rho, n_samples, key, chunk, pT, pN, skipped, work):
-        """One parallel sweep with the operator as it stands (arguments as in
-        ``kernels.regression.parallel_sweep``); returns the number of oracle rows."""
+    def step(self, problem, state, scratch, rho, key, schedule):
+        """One sweep of ``schedule`` with the operator as it stands, on the fit's problem, state
+        and scratch (``kernels.glm.state``); returns (change, skipped) as the regression
+        schedules do, and records the sweep's oracle rows."""
         op = self.operator
-        K.kjit_sweep(
-            X, s, tau, nu, T, N, rho, n_samples, key, chunk, pT, pN, skipped, work, op.freq_, op.phase_,
-            op.scale_, op.chol_, op.coef_, op.noise_var, self.threshold, op.n_data_ > 0, self._fwork,
-            self._used, self._U, self._Y,
-        )  # fmt: skip
-        k = int(np.count_nonzero(self._used))
-        self.oracle_calls.append(k)
-        return k
-
-    def sequential_sweep(self, X, s, tau, nu, T, N, mu, v, rho, n_samples, key, order, *scratch):
-        """One sequential sweep over ``order`` with the operator as it stands (arguments as in
-        ``kernels.regression.sequential_sweep``, scratch = (old_t, old_n, scr_t, scr_n, work);
-        the posterior T, N, mu, v is refreshed after every row); returns the number of skipped messages."""
-        op = self.operator
-        k = K.kjit_sequential_sweep(
-            X, s, tau, nu, T, N, mu, v, rho, n_samples, key, order, *scratch, op.freq_,
-            op.phase_, op.scale_, op.chol_, op.coef_, op.noise_var, self.threshold, op.n_data_ > 0,
-            self._fwork[0], self._used, self._U, self._Y,
-        )  # fmt: skip
+        X, s = problem.X, problem.s
+        tau, nu, T, N, mu, v = state
+        opargs = (
+            op.freq_,
+            op.phase_,
+            op.scale_,
+            op.chol_,
+            op.coef_,
+            op.noise_var,
+            self.threshold,
+            op.n_data_ > 0,
+        )
+        SCH.begin_sweep(state, scratch)
+        if schedule == "parallel":
+            K.kjit_sweep(
+                X, s, tau, nu, T, N, rho, problem.n_samples, key, problem.chunk, scratch.pT, scratch.pN,
+                scratch.skipped, scratch.work, *opargs, self._fwork, self._used, self._U, self._Y,
+            )  # fmt: skip
+            change, skipped = SCH.finish_parallel(problem, state, scratch)
+        else:
+            skipped = K.kjit_sequential_sweep(
+                X, s, tau, nu, T, N, mu, v, rho, problem.n_samples, key, scratch.order, scratch.old,
+                scratch.row_t, scratch.row_n, scratch.work, *opargs, self._fwork[0], self._used, self._U,
+                self._Y,
+            )  # fmt: skip
+            change = SCH.finish_sequential(problem, state, scratch)
         self.oracle_calls.append(int(np.count_nonzero(self._used)))
-        return int(k)
+        return change, int(skipped)
 
     def learn(self):
         """Add the last sweep's oracle rows (in row order) to the operator; returns pairs added."""

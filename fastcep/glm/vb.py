@@ -2,13 +2,12 @@
 
 The Python layer of ``fastcep.kernels.vb`` (formulas in its docstring): validates the input,
 allocates the state, runs the coordinate-ascent iterations, tests convergence with the same
-measure as ``fastcep.regression`` and records the trace.
+measure as ``fastcep.glm.engine`` and runs in the one loop of every fit.
 """
-
-import time
 
 import numpy as np
 
+from .. import _loop
 from .. import _validation as V
 from ..kernels.glm import vb as _vb
 
@@ -28,12 +27,70 @@ def _check_prior_T(prior_T, d, func):
     return np.ascontiguousarray(arr)
 
 
+class VBFit:
+    """Coordinate ascent of mean-field VB on one problem, one iteration per ``step``.
+
+    Starts from mu = 0, v = 1 / prior_T. Each iteration updates the latent variables (probit:
+    the truncated normals q(z); logistic: the Jaakkola-Jordan xi) and then every q(w_m) in order,
+    and ends with the ELBO, which never decreases. X, s, prior_T must be checked already.
+    """
+
+    def __init__(self, X, s, model, prior_T):
+        self.X, self.s, self.prior_T = X, s, prior_T
+        self.code = MODEL_CODES[model]
+        n, d = X.shape
+        self.Xt = np.ascontiguousarray(X.T)
+        self.mu = np.zeros(d)
+        self.v = 1.0 / prior_T
+        self.t, self.sv, self.a, self.c = (np.empty(n) for _ in range(4))
+        self.elbo = np.nan
+        _vb.vb_elbo(self.code, X, s, prior_T, self.mu, self.v, self.t, self.sv)  # t = X mu, sv = (X * X) v
+
+    def step(self, it):
+        """One iteration; returns its ``StepReport`` (change of the posterior, the ELBO)."""
+        mu_old = self.mu.copy()
+        v_old = self.v.copy()
+        self.elbo = float(
+            _vb.vb_iteration(
+                self.code,
+                self.X,
+                self.Xt,
+                self.s,
+                self.prior_T,
+                self.mu,
+                self.v,
+                self.t,
+                self.sv,
+                self.a,
+                self.c,
+            )
+        )
+        with np.errstate(all="ignore"):  # (a non-finite posterior is the loop's finite check's)
+            change = float(
+                max(
+                    np.max(np.abs(self.mu - mu_old) / np.sqrt(self.v)),
+                    np.max(np.abs(self.v - v_old) / self.v),
+                )
+            )
+        return _loop.StepReport(change, 0, values={"elbo": self.elbo})
+
+    def finite(self):
+        """False when the posterior or the ELBO is no longer finite (or a variance not positive)."""
+        return bool(
+            np.isfinite(self.elbo)
+            and np.all(np.isfinite(self.mu))
+            and np.all(np.isfinite(self.v))
+            and np.all(self.v > 0)
+        )
+
+
 def run_vb(X, s, model, prior_T, max_iter, tol, callback_fn=None):
     """Fit q(w) = prod_m N(mu_m, v_m) to a Bayesian probit or logistic regression by coordinate ascent.
 
     Starts from mu = 0, v = 1 / prior_T. Each iteration updates the latent variables (probit:
     the truncated normals q(z); logistic: the Jaakkola-Jordan xi) and then every q(w_m) in order,
-    and ends with the ELBO, which never decreases.
+    and ends with the ELBO, which never decreases. The iterations run in the one loop of every
+    fit (``fastcep._loop``).
 
     Parameters
     ----------
@@ -74,44 +131,24 @@ def run_vb(X, s, model, prior_T, max_iter, tol, callback_fn=None):
     tol = V.check_float(tol, "tol", func, low=0.0)
     if callback_fn is not None and not callable(callback_fn):
         raise V.param_error("callback_fn", func, "a callable or None", callback_fn, TypeError)
+    fit = VBFit(X, s, model, prior_T)
+    callback = None
+    if callback_fn is not None:
 
-    code = MODEL_CODES[model]
-    Xt = np.ascontiguousarray(X.T)
-    mu = np.zeros(d)
-    v = 1.0 / prior_T
-    t, sv, a, c = (np.empty(n) for _ in range(4))
-    elapsed, changes, elbos = [], [], []
-    converged = False
-    stop_reason = "max_iter"
-    start = time.perf_counter()
-    _vb.vb_elbo(code, X, s, prior_T, mu, v, t, sv)  # t = X mu, sv = (X * X) v
-    for it in range(1, max_iter + 1):
-        mu_old = mu.copy()
-        v_old = v.copy()
-        elbo = float(_vb.vb_iteration(code, X, Xt, s, prior_T, mu, v, t, sv, a, c))
-        if not (np.isfinite(elbo) and np.all(np.isfinite(mu)) and np.all(np.isfinite(v)) and np.all(v > 0)):
-            raise FloatingPointError(
-                f"run_vb: the posterior or the ELBO became non-finite at iteration {it} ({model}); "
-                "check the scale of X and prior_T."
-            )
-        change = float(max(np.max(np.abs(mu - mu_old) / np.sqrt(v)), np.max(np.abs(v - v_old) / v)))
-        elapsed.append(time.perf_counter() - start)
-        changes.append(change)
-        elbos.append(elbo)
-        if change < tol:
-            converged, stop_reason = True, "tol"
-        if callback_fn is not None and callback_fn(it, change, mu.copy(), v.copy(), elbo) and not converged:
-            stop_reason = "callback"
-            break
-        if converged:
-            break
+        def callback(info):
+            return callback_fn(info.iteration, info.change, fit.mu.copy(), fit.v.copy(), fit.elbo)
+
+    out = _loop.run(
+        fit.step, max_iter=max_iter, tol=tol, callback=callback, finite=fit.finite, label=model, func=func,
+        hint="check the scale of X and prior_T",
+    )  # fmt: skip
     return {
-        "mu": mu,
-        "v": v,
-        "n_iter": it,
-        "converged": converged,
-        "stop_reason": stop_reason,
-        "elapsed": elapsed,
-        "change": changes,
-        "elbo": elbos,
+        "mu": fit.mu,
+        "v": fit.v,
+        "n_iter": out.n_iter,
+        "converged": out.converged,
+        "stop_reason": out.stop_reason,
+        "elapsed": list(out.trace.elapsed),
+        "change": list(out.trace.change),
+        "elbo": list(out.trace.elbo),
     }

@@ -14,15 +14,19 @@ import os
 import h5py
 import numpy as np
 
-from ..results import trace_from_lists
+from .._loop import TRACE_FIELDS, Trace
 from ..tensor.result import POINT_METHODS, CPResult
 from .files import atomic_h5, bad_file, json_default
 
 MODEL_FORMAT = "fastcep-cp-model"
-MODEL_FORMAT_VERSION = 1
-_TRACE_FIELDS = ("elapsed", "change", "skipped", "paper_change", "damping", "eval_metric")
-#: written too, and read when present (files written before it have none: NaN on load)
-_OPTIONAL_TRACE_FIELDS = ("elbo",)
+#: version 2: the trace's columns named for what they hold (``fastcep._loop.TRACE_FIELDS``)
+MODEL_FORMAT_VERSION = 2
+#: versions this fastcep reads
+READABLE_VERSIONS = (1, 2)
+#: version 1's trace columns: "paper_change" held CEP's and VMP's largest parameter change,
+#: CP-WOPT's change of the reconstructions and a stream's inner iterations; "elbo" held CP-WOPT's
+#: objective (it may be missing in files written before it existed)
+_V1_TRACE_FIELDS = ("elapsed", "change", "skipped", "paper_change", "damping", "eval_metric", "elbo")
 
 
 def save_model(result, path):
@@ -51,7 +55,7 @@ def save_model(result, path):
         if result.posterior.noise is not None:
             f.create_dataset("noise", data=np.asarray(result.posterior.noise, dtype=np.float64))
         gt = f.create_group("trace")
-        for name in _TRACE_FIELDS + _OPTIONAL_TRACE_FIELDS:
+        for name in TRACE_FIELDS:
             gt.create_dataset(name, data=np.asarray(getattr(result.trace, name)))
 
     atomic_h5(path, write)
@@ -80,7 +84,7 @@ def load_model(path):
                 "model", path, f"format attribute is {f.attrs.get('format')!r}, not {MODEL_FORMAT!r}"
             )
         version = int(f.attrs.get("format_version", -1))
-        if version != MODEL_FORMAT_VERSION:
+        if version not in READABLE_VERSIONS:
             raise bad_file(
                 "model", path, f"format version {version}, this fastcep reads {MODEL_FORMAT_VERSION}"
             )
@@ -92,12 +96,12 @@ def load_model(path):
             means = [np.asarray(f["means"][str(k)], dtype=np.float64) for k in range(len(shape))]
             covs = [np.asarray(f["covs"][str(k)], dtype=np.float64) for k in range(len(shape))]
             noise = tuple(float(v) for v in f["noise"][()]) if "noise" in f else None
-            lists = [np.asarray(f["trace"][name]) for name in _TRACE_FIELDS]
-            lists += [
-                np.asarray(f["trace"][name]) if name in f["trace"] else None
-                for name in _OPTIONAL_TRACE_FIELDS
-            ]
             options = json.loads(f.attrs["options"])
+            names = TRACE_FIELDS if version >= 2 else _V1_TRACE_FIELDS
+            columns = {name: np.asarray(f["trace"][name]) for name in names if name in f["trace"]}
+            if version < 2:
+                columns = _v1_trace(columns, str(f.attrs["method"]), bool(options.get("stream")))
+            trace = Trace.from_columns(len(columns["elapsed"]), **columns)
             attrs = {k: f.attrs[k] for k in ("method", "n_iter", "converged", "stop_reason")}
         except (KeyError, OSError, ValueError) as exc:
             raise bad_file("model", path, f"missing or unreadable content ({exc})") from exc
@@ -122,7 +126,21 @@ def load_model(path):
         int(attrs["n_iter"]),
         bool(attrs["converged"]),
         str(attrs["stop_reason"]),
-        trace_from_lists(*[None if a is None else list(a) for a in lists]),
+        trace,
         None,
         options,
     )
+
+
+def _v1_trace(columns, method, stream):
+    """A version-1 file's trace columns under their version-2 names."""
+    out = dict(columns)
+    paper = out.pop("paper_change", None)
+    if method == "cp_wopt":
+        out["prediction_change"] = paper
+        out["objective"] = out.pop("elbo", None)
+    elif stream:
+        out["inner_iter"] = paper
+    else:
+        out["param_change"] = paper
+    return out

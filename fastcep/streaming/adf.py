@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 from .. import _validation as V
+from .._loop import Trace
 from ..io.checkpoint import read_checkpoint, write_checkpoint
-from ..results import trace_from_lists
 from ..tensor.engine import (
     COVARIANCES,
     CP_MODELS,
@@ -223,7 +223,7 @@ def stream(
     -------
     CPResult
         ``n_iter`` is the number of batches absorbed; ``trace`` has one row per batch (elapsed
-        time, last inner change, skipped messages, inner iterations in ``paper_change``, damping,
+        time, last inner change, skipped messages, inner iterations in ``inner_iter``, damping,
         eval metric or NaN); ``stop_reason`` is "end", "callback" or "max_batches".
     """
     func = "stream"
@@ -463,13 +463,14 @@ def _run(
 
 
 def _result(model, covariance, R, shape, M, S, noise, state, trace, options, stop_reason, method="cep1"):
-    t = trace_from_lists(
-        trace["elapsed"],
-        trace["change"],
-        trace["skipped"],
-        trace["inner"],
-        trace["damping"],
-        trace["eval_metric"],
+    t = Trace.from_columns(
+        len(trace["elapsed"]),
+        elapsed=trace["elapsed"],
+        change=trace["change"],
+        skipped=trace["skipped"],
+        inner_iter=trace["inner"],
+        damping=trace["damping"],
+        eval_metric=trace["eval_metric"],
     )
     return CPResult(
         model,

@@ -20,16 +20,16 @@ import numpy as np
 from scipy.optimize import minimize
 
 from .. import _validation as V
+from .._loop import IterationInfo, Trace
 from .._threads import num_threads
 from ..kernels import tensor as KCP
 from ..kernels.tensor import cp_wopt as K
 from ..metrics import auc as _auc
 from ..metrics import rmse as _rmse
-from ..results import trace_from_lists
 from .engine import CP_MODELS
 from .init import svd_init
 from .layout import check_coords, check_eval_set, check_values, make_layout
-from .result import CPIterationInfo, CPResult
+from .result import CPResult
 
 METHOD = "cp_wopt"
 INITS = ("svd", "random")
@@ -139,7 +139,14 @@ def _pack(model, R, shape, U, n_iter, converged, stop_reason, lists, options):
     """A ``CPResult`` holding U (n_obj, R) as the means and zero covariances (a point estimate)."""
     elapsed, changes, pred_changes, objectives, metric = lists
     k = len(elapsed)
-    trace = trace_from_lists(elapsed, changes, [0] * k, pred_changes, [np.nan] * k, metric, objectives)
+    trace = Trace.from_columns(
+        k,
+        elapsed=elapsed,
+        change=changes,
+        prediction_change=pred_changes,
+        eval_metric=metric,
+        objective=objectives,
+    )
     return CPResult(
         model,
         METHOD,
@@ -220,7 +227,7 @@ def fit_cp_wopt(
     n_threads : int or None
         Numba threads for this call (None: numba's current setting). Results do not depend on it.
     callback : callable or None
-        Called after every L-BFGS iteration with a ``fastcep.cp.CPIterationInfo`` (``skipped``
+        Called after every L-BFGS iteration with a ``fastcep.IterationInfo`` (``skipped``
         is 0; ``result`` a ``CPResult`` of the current factors); returning True stops the fit.
     seed : int, Generator or None
         Seeds the initial factors (same seed, same factors, whatever the thread count).
@@ -242,10 +249,9 @@ def fit_cp_wopt(
         "line_search" (L-BFGS-B found no further decrease: the objective is flat to rounding
         error, or the gradient is inaccurate; ``converged`` is False then). The trace holds
         per iteration: ``elapsed``, ``change`` (the relative decrease of the objective tested
-        against tol), ``paper_change`` (the relative RMS change of the training
-        reconstructions, the stopping measure of the CEP fit, for comparison), ``elbo`` (the
-        **objective** F, minimised; not an evidence bound), ``eval_metric``; ``skipped`` 0 and
-        ``damping`` NaN.
+        against tol), ``prediction_change`` (the relative RMS change of the training
+        reconstructions, the stopping measure of the CEP fit, for comparison), ``objective``
+        (F, minimised), ``eval_metric``; ``skipped`` 0 and the other columns NaN.
 
     Raises
     ------
@@ -345,7 +351,7 @@ def fit_cp_wopt(
             raise StopIteration
         if callback is not None:
             res = _pack(model, R, shape, U.copy(), it, False, "callback", lists, options)
-            if callback(CPIterationInfo(it, change, now, 0, res)):
+            if callback(IterationInfo(it, change, now, 0, res)):
                 stop["reason"] = "callback"
                 raise StopIteration
 

@@ -12,13 +12,13 @@ import time
 import numpy as np
 
 from .. import _validation as V
+from .._loop import IterationInfo, Trace
 from .._threads import num_threads
 from ..kernels import tensor as K
 from ..kernels.tensor import lp as KLP
-from ..results import trace_from_lists
 from .init import svd_init
 from .layout import check_coords, check_eval_set, check_values, make_layout
-from .result import CPIterationInfo, CPResult, CPState, eval_metric, second_moments
+from .result import CPResult, CPState, eval_metric, second_moments
 
 CP_MODELS = ("cp_gaussian", "cp_probit")
 CP_METHODS = ("cep1", "cep2", "lp")
@@ -296,7 +296,7 @@ def fit_cp(
     n_threads, callback, seed, init_state, verbose
         As for regression (the private ``_prior`` (prior_Lam, prior_eta) per object and
         ``_init_moments`` (means, covs) serve ``fastcep.stream``); the callback receives a
-        ``CPIterationInfo``, ``init_state`` a ``CPState`` (``res.state``) of a fit on the same
+        ``fastcep.IterationInfo``, ``init_state`` a ``CPState`` (``res.state``) of a fit on the same
         entries.
 
     Returns
@@ -772,7 +772,7 @@ def fit_cp(
             if change < tol:
                 converged, stop_reason = True, "tol"
             if callback is not None:
-                if callback(CPIterationInfo(it, change, now, n_skipped, result)) and not converged:
+                if callback(IterationInfo(it, change, now, n_skipped, result)) and not converged:
                     stop_reason = "callback"
                     break
             if converged:
@@ -824,7 +824,15 @@ def _pack(
 ):
     """The result object; ``copy=False`` hands over M and S (only once the fit is done with them)."""
     elapsed, changes, skips, paper, damps, metric = lists
-    trace = trace_from_lists(elapsed, changes, skips, paper, damps, metric)
+    trace = Trace.from_columns(
+        len(elapsed),
+        elapsed=elapsed,
+        change=changes,
+        skipped=skips,
+        param_change=paper,
+        damping=damps,
+        eval_metric=metric,
+    )
     noise_post = (float(noise[0]), float(noise[1])) if model == "cp_gaussian" else None
     res = CPResult(
         model,

@@ -31,16 +31,6 @@ class CPState(NamedTuple):
     beta: np.ndarray  #: (n,) Gamma rate messages (cp_gaussian)
 
 
-class CPIterationInfo(NamedTuple):
-    """What a callback receives after every iteration; return True from it to stop."""
-
-    iteration: int
-    change: float
-    elapsed: float
-    skipped: int
-    result: "CPResult"
-
-
 def eval_metric(result, coords, values):
     """Test RMSE (cp_gaussian) or AUC (cp_probit) of a fitted result on checked test entries."""
     return result.rmse(coords, values) if result.model == "cp_gaussian" else result.auc(coords, values)

@@ -17,13 +17,13 @@ import numpy as np
 from scipy.special import digamma, gammaln
 
 from .. import _validation as V
+from .._loop import IterationInfo, Trace
 from .._threads import num_threads
 from ..kernels.tensor import vmp as K
-from ..results import trace_from_lists
 from .engine import CP_MODELS, ENTRY_CHUNK, INIT_VAR_FRACTION, _change, _exact_var
 from .init import svd_init
 from .layout import check_coords, check_eval_set, check_values, make_layout
-from .result import CPIterationInfo, CPResult, eval_metric, second_moments
+from .result import CPResult, eval_metric, second_moments
 
 #: objects per parallel work unit of the mode updates (results do not depend on it)
 OBJECT_CHUNK = 16
@@ -145,7 +145,7 @@ def fit_vmp(
     n_threads : int or None
         Threads for this call; results are identical for any thread count.
     callback : callable or None
-        ``callback(info)`` after every iteration with a ``fastcep.cp.CPIterationInfo``
+        ``callback(info)`` after every iteration with a ``fastcep.IterationInfo``
         (``skipped`` is always 0); returning True stops the fit.
     seed : int, Generator or None
         Seeds the initial means (same seed, same result).
@@ -159,7 +159,7 @@ def fit_vmp(
     CPResult
         ``method="vmp"``, ``covariance="full"``, ``state=None``; ``posterior.noise`` (a, b) for
         cp_gaussian; ``trace.elbo`` the ELBO after every iteration, ``trace.change`` the stopping
-        measure, ``trace.paper_change`` the largest change of a mean (in sds) or relative change
+        measure, ``trace.param_change`` the largest change of a mean (in sds) or relative change
         of a variance, ``trace.damping`` NaN. The posterior natural parameters are kept as
         ``res._P_Lam`` (n_obj, R, R) and ``res._P_eta`` (n_obj, R) for streaming.
 
@@ -345,7 +345,7 @@ def fit_vmp(
             if change < tol:
                 converged, stop_reason = True, "tol"
             if callback is not None:
-                if callback(CPIterationInfo(it, change, now, 0, result)) and not converged:
+                if callback(IterationInfo(it, change, now, 0, result)) and not converged:
                     stop_reason = "callback"
                     break
             if converged:
@@ -362,7 +362,16 @@ def fit_vmp(
 def _pack(model, R, shape, M, S, a, b, it, converged, stop_reason, lists, options):
     elapsed, changes, skips, paper, damps, metric, elbos = lists
     metric = list(metric) + [np.nan] * (len(elapsed) - len(metric))  # mid-iteration: not yet known
-    trace = trace_from_lists(elapsed, changes, skips, paper, damps, metric, elbos)
+    trace = Trace.from_columns(
+        len(elapsed),
+        elapsed=elapsed,
+        change=changes,
+        skipped=skips,
+        param_change=paper,
+        damping=damps,
+        eval_metric=metric,
+        elbo=elbos,
+    )
     noise = (float(a), float(b)) if model == "cp_gaussian" else None
     return CPResult(
         model, "vmp", "full", R, shape, M, S, noise, it, converged, stop_reason, trace, None, options

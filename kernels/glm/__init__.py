@@ -1,6 +1,6 @@
 """Kernels of fully factorised regression (GLM): row functions per likelihood and method, the
 parallel and sequential schedules that run them, and the baselines' kernels (LP, IS, KJIT, VB)."""
 
-from . import importance, kjit, laplace, logistic, probit, schedules, sweep, vb
+from . import importance, kjit, laplace, logistic, probit, schedules, state, sweep, vb
 
-__all__ = ["importance", "kjit", "laplace", "logistic", "probit", "schedules", "sweep", "vb"]
+__all__ = ["importance", "kjit", "laplace", "logistic", "probit", "schedules", "state", "sweep", "vb"]

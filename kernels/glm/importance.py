@@ -48,7 +48,7 @@ from numba import njit
 
 from .._config import LEAF
 from ..special import log_ndtr, log_sigmoid
-from .sweep import damp_site, row_cavity
+from .sweep import apply_row_change, damp_site, row_cavity, save_row
 
 PROBIT = 0
 LOGISTIC = 1
@@ -100,21 +100,20 @@ def standard_normals(state, out):
 
 
 @njit(**LEAF)
-def _is_row(model, x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, work):
+def is_row(model, X, s, i, tau, nu, T, N, rho, n_samples, key, pT, pN, c, work):
     """IS-EP update of the d sites of one row; returns the number of sites skipped.
 
     Draws w = mc + sd eps; only r = x.(w - mc) enters the factor. From the weighted draws of r
     come the tilted mean shift and variance of a = x.w (Bessel factor, control variates), and
     every weight's tilted moments follow by Gaussian conditioning (module docstring).
     """
-    d = x.shape[0]
-    vc = work[0]
-    mc = work[1]
-    eps = work[2]
-    xs = work[3]  # x_m sd_m: r = sum_m xs_m eps_m
-    mu_a, s2_a, n_improper = row_cavity(x, tau_r, nu_r, T, N, vc, mc)
+    d = X.shape[1]
+    vc = work[c, 0]
+    eps = work[c, 2]
+    xs = work[c, 3]  # x_m sd_m: r = sum_m xs_m eps_m
+    mu_a, s2_a, n_improper = row_cavity(X, i, tau, nu, T, N, work, c, 0, 1)
     for m in range(d):
-        xs[m] = x[m] * math.sqrt(vc[m]) if vc[m] > 0.0 else 0.0
+        xs[m] = X[i, m] * math.sqrt(vc[m]) if vc[m] > 0.0 else 0.0
     W = 0.0
     W2 = 0.0
     A = 0.0  # weighted sums of r and r^2
@@ -163,37 +162,35 @@ def _is_row(model, x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, w
         g2 = 0.0
     k = 0
     for m in range(d):
-        tc = T[m] - tau_r[m]
+        xm = X[i, m]
+        tc = T[m] - tau[i, m]
         # E[w_m] - mc_m = x_m vc_m g1, 1 - Var[w_m] / vc_m = x_m^2 vc_m g2 (0 and 0 when x_m = 0:
         # the exact flat message)
-        xv = x[m] * vc[m] if x[m] != 0.0 else 0.0
+        xv = xm * vc[m] if xm != 0.0 else 0.0
         delta = xv * g1
-        a = x[m] * xv * g2
+        a = xm * xv * g2
         # unlike the analytic methods, a negative site precision (an estimated tilted variance
         # above the cavity's, a < 0) is kept: it is Monte-Carlo noise around a weak site, and
         # dropping it would keep only the positive half of that noise, a bias that inflates
         # the posterior precision sweep after sweep (measured: variances collapsing to 1e-108)
         inv = 1.0 / (1.0 - a)
         t_new = tc * a * inv
-        n_new = (delta * tc + (N[m] - nu_r[m]) * a) * inv
-        ok = (
-            (defined or x[m] == 0.0)
-            and tc > 0.0
-            and a < 1.0
-            and math.isfinite(t_new)
-            and math.isfinite(n_new)
-        )
-        k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
+        n_new = (delta * tc + (N[m] - nu[i, m]) * a) * inv
+        ok = (defined or xm == 0.0) and tc > 0.0 and a < 1.0 and math.isfinite(t_new) and math.isfinite(n_new)
+        k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
     return k
 
 
 @njit(**LEAF)
-def probit_row(x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, work):
-    """Probit IS-EP row update; key: the row's uint64 key (``row_key``)."""
-    return _is_row(PROBIT, x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, work)
-
-
-@njit(**LEAF)
-def logistic_row(x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, work):
-    """Logistic IS-EP row update; key: the row's uint64 key (``row_key``)."""
-    return _is_row(LOGISTIC, x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, work)
+def is_rows(model, X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, n_samples, key, pT, pN, c, work, old):
+    """``is_row`` for rows order[lo..hi-1] (``sweep`` gives the arguments); row i draws with the
+    key ``row_key(key, i)`` of the sweep's key."""
+    k = 0
+    for ii in range(lo, hi):
+        i = order[ii]
+        if seq:
+            save_row(tau, nu, i, old)
+        k += is_row(model, X, S[i], i, tau, nu, T, N, rho, n_samples, row_key(key, i), pT, pN, c, work)
+        if seq:
+            apply_row_change(tau, nu, i, old, T, N, mu, v)
+    return k

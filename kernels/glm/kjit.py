@@ -59,7 +59,7 @@ from numba import njit, prange
 from .._config import LEAF, PARALLEL_CACHED, SERIAL
 from ..special import log_sigmoid
 from . import importance
-from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity
+from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity, save_row
 
 #: rows of the (N_WORK, d) scratch of a row used here (rows 0-3 belong to the IS oracle)
 _W_MC = 5
@@ -139,7 +139,7 @@ def accumulate(Phi, Y, wts, gram, rhs):
 @njit(**LEAF)
 def tilted_target(x, s, mu_a, sd, n_samples, key, eps, out):
     """Training target out (2,) = (alpha, beta) of one row from the same draws as
-    ``importance._is_row`` with the same key (w = mc + sd eps, a' = s x.w).
+    ``importance.is_row`` with the same key (w = mc + sd eps, a' = s x.w).
 
     Stein's identity turns the tilted moments of a' into expectations of bounded functions of
     g = sigma(-a') (the derivative of log sigma(a')): alpha = E[g] and
@@ -181,36 +181,36 @@ def tilted_target(x, s, mu_a, sd, n_samples, key, eps, out):
 
 
 @njit(**LEAF)
-def operator_messages(x, s, tau_r, nu_r, T, N, vc, alpha, beta, rho, acc_t, acc_n):
-    """Damped messages of one row from the predicted (alpha, beta); returns skipped sites."""
-    d = x.shape[0]
+def operator_messages(X, s, i, tau, nu, T, N, vc, alpha, beta, rho, pT, pN, c):
+    """Damped messages of row i from the predicted (alpha, beta); returns skipped sites."""
+    d = X.shape[1]
     g1 = s * alpha  # (mean_a - mu_a) / s2_a
     g2 = beta  # (s2_a - var_a) / s2_a^2
     k = 0
     for m in range(d):
-        tc = T[m] - tau_r[m]
-        nc = N[m] - nu_r[m]
-        xv = x[m] * vc[m]
+        tc = T[m] - tau[i, m]
+        nc = N[m] - nu[i, m]
+        xv = X[i, m] * vc[m]
         delta = xv * g1
-        a = x[m] * xv * g2
+        a = X[i, m] * xv * g2
         t_new, n_new, ok = message_from_moments(tc, nc, delta, a)
-        k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
+        k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
     return k
 
 
 @njit(**LEAF)
 def _kjit_row(
-    x, s, tau_r, nu_r, T, N, rho, n_samples, rkey, freq, phase, scale, chol, coef, noise_var, threshold,
-    use_operator, wk, phi, r, u, y, acc_t, acc_n,
+    X, s, i, tau, nu, T, N, rho, n_samples, rkey, freq, phase, scale, chol, coef, noise_var, threshold,
+    use_operator, work, c, phi, r, u, y, pT, pN,
 ):  # fmt: skip
-    """KJIT update of one row's d messages (damped, added to acc_t/acc_n); returns
-    (skipped messages, whether the oracle answered). rkey: the row's uint64 key; wk (N_WORK, d)
-    and phi, r (D,) scratch; u, y (2,) receive the row's input and target (see ``kjit_sweep``)."""
-    mc = wk[_W_MC]
-    vc = wk[_W_VC]
-    sd = wk[_W_SD]
-    eps = wk[_W_EPS]
-    mu_a, s2_a, n_improper = row_cavity(x, tau_r, nu_r, T, N, vc, mc)
+    """KJIT update of row i's d messages (damped, added to pT[c], pN[c]); returns
+    (skipped messages, whether the oracle answered). rkey: the row's uint64 key; work
+    (n_chunks, N_WORK, d) and phi, r (D,) scratch; u, y (2,) receive the row's input and target
+    (see ``kjit_sweep``)."""
+    vc = work[c, _W_VC]
+    sd = work[c, _W_SD]
+    eps = work[c, _W_EPS]
+    mu_a, s2_a, n_improper = row_cavity(X, i, tau, nu, T, N, work, c, _W_VC, _W_MC)
     # the operator needs a proper cavity of a (s2_a = 0: x = 0, the factor is constant)
     proper = n_improper == 0 and s2_a > 0.0 and math.isfinite(mu_a) and math.isfinite(s2_a)
     u0 = s * mu_a
@@ -223,15 +223,17 @@ def _kjit_row(
         oracle = not pv <= threshold  # (a NaN variance goes to the oracle)
     if oracle:
         if proper:
-            for m in range(x.shape[0]):
+            for m in range(X.shape[1]):
                 sd[m] = math.sqrt(vc[m])
-            tilted_target(x, s, mu_a, sd, n_samples, rkey, eps, y)
+            tilted_target(X[i], s, mu_a, sd, n_samples, rkey, eps, y)
         else:
             y[0] = math.nan
             y[1] = math.nan
-        k = importance.logistic_row(x, s, tau_r, nu_r, T, N, rho, n_samples, rkey, acc_t, acc_n, wk)
+        k = importance.is_row(
+            importance.LOGISTIC, X, s, i, tau, nu, T, N, rho, n_samples, rkey, pT, pN, c, work
+        )
     else:
-        k = operator_messages(x, s, tau_r, nu_r, T, N, vc, y[0], y[1], rho, acc_t, acc_n)
+        k = operator_messages(X, s, i, tau, nu, T, N, vc, y[0], y[1], rho, pT, pN, c)
     return k, oracle
 
 
@@ -243,7 +245,7 @@ def kjit_sweep(
     """One damped parallel KJIT sweep over the rows of X (n, d).
 
     work (n_chunks, N_WORK, d) and fwork (n_chunks, 2, D) scratch; pT, pN (n_chunks, d) and
-    skipped (n_chunks,) as in ``regression.parallel_sweep``; key (uint64) the sweep's key (row i
+    skipped (n_chunks,) as in ``schedules.parallel_step``; key (uint64) the sweep's key (row i
     uses ``importance.row_key(key, i)``). The operator (freq, phase, scale, chol, coef, noise_var)
     answers a row if use_operator and its predictive variance is <= threshold; otherwise the IS
     oracle does. Writes used_oracle (n,) bool, every row's input U (n, 2), and Y (n, 2): for an
@@ -251,21 +253,20 @@ def kjit_sweep(
     operator's prediction. A row with an improper cavity goes to the oracle (which skips its
     messages) and gets NaN in U and Y: no training pair.
     """
-    n = X.shape[0]
+    n, d = X.shape
     n_chunks = pT.shape[0]
     for c in prange(n_chunks):
         lo = c * chunk
         hi = min(n, lo + chunk)
-        acc_t = pT[c]
-        acc_n = pN[c]
-        acc_t[:] = 0.0
-        acc_n[:] = 0.0
+        for m in range(d):
+            pT[c, m] = 0.0
+            pN[c, m] = 0.0
         k = 0
         for i in range(lo, hi):
             ki, oracle = _kjit_row(
-                X[i], s[i], tau[i], nu[i], T, N, rho, n_samples, importance.row_key(key, i), freq, phase,
-                scale, chol, coef, noise_var, threshold, use_operator, work[c], fwork[c, 0], fwork[c, 1],
-                U[i], Y[i], acc_t, acc_n,
+                X, s[i], i, tau, nu, T, N, rho, n_samples, importance.row_key(key, i), freq, phase,
+                scale, chol, coef, noise_var, threshold, use_operator, work, c, fwork[c, 0], fwork[c, 1],
+                U[i], Y[i], pT, pN,
             )  # fmt: skip
             used_oracle[i] = oracle
             k += ki
@@ -274,25 +275,23 @@ def kjit_sweep(
 
 @njit(**SERIAL)
 def kjit_sequential_sweep(
-    X, s, tau, nu, T, N, mu, v, rho, n_samples, key, order, old_t, old_n, scr_t, scr_n, work, freq, phase,
-    scale, chol, coef, noise_var, threshold, use_operator, fwork, used_oracle, U, Y,
+    X, s, tau, nu, T, N, mu, v, rho, n_samples, key, order, old, pT, pN, work, freq, phase, scale, chol,
+    coef, noise_var, threshold, use_operator, fwork, used_oracle, U, Y,
 ):  # fmt: skip
     """One KJIT sweep over the rows in ``order``, the posterior T, N, mu, v (d,) refreshed after
-    every row (the operator stays fixed within the sweep). old_t, old_n, scr_t,
-    scr_n (d,), work (N_WORK, d) and fwork (2, D) scratch; the other arguments and outputs as in
+    every row (the operator stays fixed within the sweep). old (2, d), pT, pN (1, d), work
+    (1, N_WORK, d) and fwork (2, D) scratch; the other arguments and outputs as in
     ``kjit_sweep`` (the same random key per row). Returns the number of skipped messages."""
     k = 0
     for ii in range(order.shape[0]):
         i = order[ii]
-        old_t[:] = tau[i]
-        old_n[:] = nu[i]
+        save_row(tau, nu, i, old)
         ki, oracle = _kjit_row(
-            X[i], s[i], tau[i], nu[i], T, N, rho, n_samples, importance.row_key(key, i), freq, phase, scale,
-            chol, coef, noise_var, threshold, use_operator, work, fwork[0], fwork[1], U[i], Y[i], scr_t,
-            scr_n,
+            X, s[i], i, tau, nu, T, N, rho, n_samples, importance.row_key(key, i), freq, phase, scale,
+            chol, coef, noise_var, threshold, use_operator, work, 0, fwork[0], fwork[1], U[i], Y[i], pT, pN,
         )  # fmt: skip
         used_oracle[i] = oracle
         k += ki
-        # (as regression.sequential_sweep: threshold 0 gives method "is" bitwise)
-        apply_row_change(tau[i], nu[i], old_t, old_n, T, N, mu, v)
+        # (as schedules.sequential_step: threshold 0 gives method "is" bitwise)
+        apply_row_change(tau, nu, i, old, T, N, mu, v)
     return k

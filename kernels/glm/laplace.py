@@ -23,7 +23,7 @@ from numba import njit
 
 from .._config import LEAF
 from ..special import inv_mills, sigmoid_pair
-from .sweep import damp_site, row_cavity
+from .sweep import apply_row_change, damp_site, row_cavity, save_row
 
 PROBIT = 0
 LOGISTIC = 1
@@ -68,33 +68,34 @@ def tilted_mode(model, mu_a, sigma2):
 
 
 @njit(**LEAF)
-def _lp_row(model, x, s, tau_r, nu_r, T, N, rho, acc_t, acc_n, work):
-    """Laplace-propagation update of the d sites of one row; returns the number skipped."""
-    d = x.shape[0]
-    vb = work[0]
-    mb = work[1]
-    m_eta, sigma2, n_improper = row_cavity(x, tau_r, nu_r, T, N, vb, mb)
+def lp_row(model, X, s, i, tau, nu, T, N, rho, pT, pN, c, work):
+    """Laplace-propagation update of the d sites of row i (model PROBIT or LOGISTIC; the other
+    arguments as the row functions of ``sweep``); returns the number skipped."""
+    d = X.shape[1]
+    m_eta, sigma2, n_improper = row_cavity(X, i, tau, nu, T, N, work, c, 0, 1)
     a = tilted_mode(model, s * m_eta, sigma2)
     h1, h2 = log_lik_derivs(model, a)
     ok_row = n_improper == 0 and math.isfinite(a) and math.isfinite(h1) and math.isfinite(h2)
     k = 0
     for m in range(d):
-        xm = x[m]
-        w = mb[m] + s * h1 * xm * vb[m]
+        xm = X[i, m]
+        w = work[c, 1, m] + s * h1 * xm * work[c, 0, m]
         t_new = -h2 * xm * xm
         n_new = s * h1 * xm + t_new * w
         ok = ok_row and t_new >= 0.0 and math.isfinite(n_new)
-        k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
+        k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
     return k
 
 
 @njit(**LEAF)
-def probit_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
-    """Probit LP row update (see ``_sweep`` for the signature)."""
-    return _lp_row(PROBIT, x, s, tau_r, nu_r, T, N, rho, acc_t, acc_n, work)
-
-
-@njit(**LEAF)
-def logistic_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
-    """Logistic LP row update (see ``_sweep`` for the signature)."""
-    return _lp_row(LOGISTIC, x, s, tau_r, nu_r, T, N, rho, acc_t, acc_n, work)
+def lp_rows(model, X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, pT, pN, c, work, old):
+    """``lp_row`` for rows order[lo..hi-1] (``sweep`` gives the arguments)."""
+    k = 0
+    for ii in range(lo, hi):
+        i = order[ii]
+        if seq:
+            save_row(tau, nu, i, old)
+        k += lp_row(model, X, S[i], i, tau, nu, T, N, rho, pT, pN, c, work)
+        if seq:
+            apply_row_change(tau, nu, i, old, T, N, mu, v)
+    return k

@@ -18,7 +18,7 @@ from ..special import (
     sigmoid_pair,
     sigmoid_pair_bounded,
 )
-from .sweep import damp_site, message_from_moments
+from .sweep import apply_row_change, damp_site, message_from_moments, save_row
 
 #: when every node has t < _LOG_SPACE_T the sigmoid equals exp(t) to double precision, and the
 #: weights are formed relative to the largest node, in log space (no underflow)
@@ -116,126 +116,130 @@ def logistic_cep_site(x, s, tc, nc, b, q, second, nodes, weights):
     return cep_message(tc, nc, s, sv, q, second, f1, f2, a0, a1, a2, b0, b1, b2)
 
 
-@njit(**LEAF)
-def node_sums(t0b, dtb, second, nodes, weights, e0, f1, f2, a0, a1, a2, b0, b1, b2, gb, ob):
-    """Unnormalised node sums of ``node_moments`` for d sites at once (sites with a node beyond
-    |t| = 40 get the values of the nearest end; callers redo them exactly).
+#: rows of a row function's scratch work[c] that ``node_sums`` and ``cep_row`` use
+_T0, _DT, _SV, _E0, _F1, _F2, _A0, _A1, _A2, _B0, _B1, _B2, _G, _O = range(14)
 
-    Site m has nodes t_j = t0b[m] + dtb[m] xi_j; e0 = sum_j w_j g_j, f1, f2 the same with xi_j,
-    xi_j^2; when ``second``, a_k and b_k with the extra factors (1 - g) and (1 - g)(1 - 2g).
-    gb, ob (d,) are scratch. Nodes outside, sites inside, and each inner loop writes at most
-    three arrays: LLVM vectorises a loop only if its runtime aliasing checks (one per pair of
-    a written array and another array) number at most 8.
+
+@njit(**LEAF)
+def node_sums(second, nodes, weights, work, c):
+    """Unnormalised node sums of ``node_moments`` for the d sites of a row at once (sites with a
+    node beyond |t| = 40 get the values of the nearest end; callers redo them exactly).
+
+    Site m has nodes t_j = work[c, _T0, m] + work[c, _DT, m] xi_j; into work[c, _E0] goes
+    sum_j w_j g_j, into _F1, _F2 the same with xi_j, xi_j^2; when ``second``, into _A0.._B2 the
+    sums with the extra factors (1 - g) and (1 - g)(1 - 2g). Rows _G, _O are scratch. Nodes
+    outside, sites inside, and each inner loop writes at most three rows: LLVM vectorises a loop
+    only if its runtime aliasing checks number at most 8.
     """
-    d = t0b.shape[0]
+    d = work.shape[2]
     for m in range(d):
-        e0[m] = 0.0
-        f1[m] = 0.0
-        f2[m] = 0.0
+        work[c, _E0, m] = 0.0
+        work[c, _F1, m] = 0.0
+        work[c, _F2, m] = 0.0
     if second:
         for m in range(d):
-            a0[m] = 0.0
-            a1[m] = 0.0
-            a2[m] = 0.0
-            b0[m] = 0.0
-            b1[m] = 0.0
-            b2[m] = 0.0
+            work[c, _A0, m] = 0.0
+            work[c, _A1, m] = 0.0
+            work[c, _A2, m] = 0.0
+            work[c, _B0, m] = 0.0
+            work[c, _B1, m] = 0.0
+            work[c, _B2, m] = 0.0
     for j in range(nodes.shape[0]):
         xi = nodes[j]
         wj = weights[j]
         xi2 = xi * xi
         if second:
             for m in range(d):
-                g, omg = sigmoid_pair_bounded(t0b[m] + dtb[m] * xi)
-                gb[m] = wj * g
-                ob[m] = omg
+                g, omg = sigmoid_pair_bounded(work[c, _T0, m] + work[c, _DT, m] * xi)
+                work[c, _G, m] = wj * g
+                work[c, _O, m] = omg
         else:
             for m in range(d):
-                gb[m] = wj * sigmoid_pair_bounded(t0b[m] + dtb[m] * xi)[0]
+                work[c, _G, m] = wj * sigmoid_pair_bounded(work[c, _T0, m] + work[c, _DT, m] * xi)[0]
         for m in range(d):
-            h = gb[m]
-            e0[m] += h
-            f1[m] += h * xi
-            f2[m] += h * xi2
+            h = work[c, _G, m]
+            work[c, _E0, m] += h
+            work[c, _F1, m] += h * xi
+            work[c, _F2, m] += h * xi2
         if second:
             for m in range(d):
-                h = gb[m]
-                omg = ob[m]
+                h = work[c, _G, m]
+                omg = work[c, _O, m]
                 ha = h * omg
                 hb = ha * (omg - (1.0 - omg))
-                a0[m] += ha
-                a1[m] += ha * xi
-                a2[m] += ha * xi2
-                b0[m] += hb
-                b1[m] += hb * xi
-                b2[m] += hb * xi2
+                work[c, _A0, m] += ha
+                work[c, _A1, m] += ha * xi
+                work[c, _A2, m] += ha * xi2
+                work[c, _B0, m] += hb
+                work[c, _B1, m] += hb * xi
+                work[c, _B2, m] += hb * xi2
 
 
 @njit(**LEAF)
-def _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, second, nodes, weights, acc_t, acc_n, work):
-    """CEP update of the d sites of one row.
+def cep_rows(
+    X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, second, nodes, weights, pT, pN, c, work, old
+):
+    """CEP update of the d sites of rows order[lo..hi-1] (``sweep`` gives the arguments).
 
     Pass 1 (SIMD): cavities, node offsets; pass 2 (SIMD): node sums (``node_sums``);
     pass 3: exact node moments for the rare sites with a node beyond |t| = 40;
     pass 4 (SIMD): messages.
     """
-    d = x.shape[0]
-    t0b, dtb, svb, e0, f1, f2 = work[0], work[1], work[2], work[3], work[4], work[5]
-    a0, a1, a2, b0, b1, b2 = work[6], work[7], work[8], work[9], work[10], work[11]
-    xi_max = _max_abs(nodes)
-    xmu = 0.0
-    xxv = 0.0
-    for m in range(d):
-        xmu += x[m] * mu[m]
-        xxv += x[m] * x[m] * v[m]
-    for m in range(d):
-        xm = x[m]
-        vc = 1.0 / (T[m] - tau_r[m])
-        sv = math.sqrt(vc)
-        t0b[m] = s * (xm * (N[m] - nu_r[m]) * vc + xmu - xm * mu[m])
-        dtb[m] = s * xm * sv
-        svb[m] = sv
-    node_sums(t0b, dtb, second, nodes, weights, e0, f1, f2, a0, a1, a2, b0, b1, b2, work[12], work[13])
-    for m in range(d):
-        if not abs(t0b[m]) + abs(dtb[m]) * xi_max <= SIGMOID_BOUNDED_LIMIT:  # also catches NaN
-            mo = node_moments(t0b[m], dtb[m], second, nodes, weights)
-            e0[m] = 1.0
-            f1[m], f2[m], a0[m], a1[m], a2[m], b0[m], b1[m], b2[m] = mo
     k = 0
-    for m in range(d):
-        inv = 1.0 / e0[m]
-        t_new, n_new, ok = cep_message(
-            T[m] - tau_r[m],
-            N[m] - nu_r[m],
-            s,
-            svb[m],
-            max(xxv - x[m] * x[m] * v[m], 0.0),
-            second,
-            f1[m] * inv,
-            f2[m] * inv,
-            a0[m] * inv,
-            a1[m] * inv,
-            a2[m] * inv,
-            b0[m] * inv,
-            b1[m] * inv,
-            b2[m] * inv,
-        )
-        if x[m] == 0.0:  # the factor does not involve w_m: exactly flat (quadrature is not)
-            t_new, n_new, ok = 0.0, 0.0, True
-        k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
+    for ii in range(lo, hi):
+        i = order[ii]
+        s = S[i]
+        if seq:
+            save_row(tau, nu, i, old)
+        d = X.shape[1]
+        xi_max = _max_abs(nodes)
+        xmu = 0.0
+        xxv = 0.0
+        for m in range(d):
+            xmu += X[i, m] * mu[m]
+            xxv += X[i, m] * X[i, m] * v[m]
+        for m in range(d):
+            xm = X[i, m]
+            vc = 1.0 / (T[m] - tau[i, m])
+            sv = math.sqrt(vc)
+            work[c, _T0, m] = s * (xm * (N[m] - nu[i, m]) * vc + xmu - xm * mu[m])
+            work[c, _DT, m] = s * xm * sv
+            work[c, _SV, m] = sv
+        node_sums(second, nodes, weights, work, c)
+        for m in range(d):
+            t0 = work[c, _T0, m]
+            dt = work[c, _DT, m]
+            if not abs(t0) + abs(dt) * xi_max <= SIGMOID_BOUNDED_LIMIT:  # also catches NaN
+                mo = node_moments(t0, dt, second, nodes, weights)
+                f1, f2, a0, a1, a2, b0, b1, b2 = mo
+                work[c, _E0, m] = 1.0
+                work[c, _F1, m], work[c, _F2, m], work[c, _A0, m], work[c, _A1, m] = f1, f2, a0, a1
+                work[c, _A2, m], work[c, _B0, m], work[c, _B1, m], work[c, _B2, m] = a2, b0, b1, b2
+        for m in range(d):
+            inv = 1.0 / work[c, _E0, m]
+            xm = X[i, m]
+            t_new, n_new, ok = cep_message(
+                T[m] - tau[i, m],
+                N[m] - nu[i, m],
+                s,
+                work[c, _SV, m],
+                max(xxv - xm * xm * v[m], 0.0),
+                second,
+                work[c, _F1, m] * inv,
+                work[c, _F2, m] * inv,
+                work[c, _A0, m] * inv,
+                work[c, _A1, m] * inv,
+                work[c, _A2, m] * inv,
+                work[c, _B0, m] * inv,
+                work[c, _B1, m] * inv,
+                work[c, _B2, m] * inv,
+            )
+            if xm == 0.0:  # the factor does not involve w_m: exactly flat (quadrature is not)
+                t_new, n_new, ok = 0.0, 0.0, True
+            k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
+        if seq:
+            apply_row_change(tau, nu, i, old, T, N, mu, v)
     return k
-
-
-@njit(**LEAF)
-def cep1_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
-    """Logistic CEP-1 row update (see ``_sweep`` for the signature)."""
-    return _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, False, nodes, weights, acc_t, acc_n, work)
-
-
-@njit(**LEAF)
-def cep2_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
-    """Logistic CEP-2 row update (see ``_sweep`` for the signature)."""
-    return _cep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, True, nodes, weights, acc_t, acc_n, work)
 
 
 @njit(**LEAF)
@@ -278,35 +282,42 @@ def logistic_ep_site(x, s, tc, nc, m_rest, v_rest, nodes, weights):
 
 
 @njit(**LEAF)
-def ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work):
-    """Factorised EP update of one row (see ``_sweep`` for the signature)."""
-    d = x.shape[0]
-    m_eta = 0.0
-    v_eta = 0.0
-    proper = True
-    for m in range(d):
-        tc = T[m] - tau_r[m]
-        if not tc > 0.0:
-            proper = False
-        vc = 1.0 / tc
-        m_eta += x[m] * (N[m] - nu_r[m]) * vc
-        v_eta += x[m] * x[m] * vc
+def ep_rows(X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, weights, pT, pN, c, old):
+    """Factorised EP update of rows order[lo..hi-1] (``sweep`` gives the arguments)."""
     k = 0
-    for m in range(d):
-        xm = x[m]
-        if xm == 0.0:
-            k += damp_site(tau_r, nu_r, m, 0.0, 0.0, True, rho, acc_t, acc_n)
-            continue
-        if proper:
-            tc = T[m] - tau_r[m]
-            nc = N[m] - nu_r[m]
+    for ii in range(lo, hi):
+        i = order[ii]
+        s = S[i]
+        if seq:
+            save_row(tau, nu, i, old)
+        d = X.shape[1]
+        m_eta = 0.0
+        v_eta = 0.0
+        proper = True
+        for m in range(d):
+            tc = T[m] - tau[i, m]
+            if not tc > 0.0:
+                proper = False
             vc = 1.0 / tc
-            m_rest = m_eta - xm * nc * vc
-            v_rest = max(v_eta - xm * xm * vc, 0.0)
-            t_new, n_new, ok = logistic_ep_site(xm, s, tc, nc, m_rest, v_rest, nodes, weights)
-        else:
-            t_new, n_new, ok = 0.0, 0.0, False
-        k += damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n)
+            m_eta += X[i, m] * (N[m] - nu[i, m]) * vc
+            v_eta += X[i, m] * X[i, m] * vc
+        for m in range(d):
+            xm = X[i, m]
+            if xm == 0.0:
+                k += damp_site(tau, nu, i, m, 0.0, 0.0, True, rho, pT, pN, c)
+                continue
+            if proper:
+                tc = T[m] - tau[i, m]
+                nc = N[m] - nu[i, m]
+                vc = 1.0 / tc
+                m_rest = m_eta - xm * nc * vc
+                v_rest = max(v_eta - xm * xm * vc, 0.0)
+                t_new, n_new, ok = logistic_ep_site(xm, s, tc, nc, m_rest, v_rest, nodes, weights)
+            else:
+                t_new, n_new, ok = 0.0, 0.0, False
+            k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
+        if seq:
+            apply_row_change(tau, nu, i, old, T, N, mu, v)
     return k
 
 

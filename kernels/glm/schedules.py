@@ -1,15 +1,21 @@
-"""Schedules of the fully factorised regression factors (probit and logistic).
+"""Schedules of fully factorised regression: one call runs one whole sweep.
 
-One parallel and one sequential driver serve every (model, method): the row function is chosen
-by an integer ``code`` (``METHOD_CODES``), so each driver compiles once and is cached on disk.
+Every (likelihood, method) is a row function (``sweep`` gives the signature) chosen by an integer
+``code`` (``METHOD_CODES``) once per chunk of rows, so each driver compiles once and is cached on
+disk. The drivers take the fit's ``GLMProblem``, ``GLMState`` and ``GLMScratch`` (``state``)
+whole and return ``(change, skipped)``: the stopping rule's measure (``sweep.posterior_change``)
+and the number of messages not applied.
 
-parallel_sweep: damped parallel schedule. All messages are computed from one posterior; chunks
-of ``chunk`` rows are the unit of parallel work and chunk c writes only its rows of tau/nu and
-row c of pT/pN/skipped/work, so the sweep is race-free and its result does not depend on the
-number of threads. The new sites are summed per chunk on the fly (``_sweep.reduce_posterior``
-turns the partial sums into the posterior).
+parallel_step: damped parallel schedule. All messages are computed from one posterior; chunks of
+``problem.chunk`` rows are the unit of parallel work and chunk c writes only its rows of tau/nu
+and row c of the partial sums, skipped counts and scratch, so the sweep is race-free and its
+result does not depend on the number of threads. The partial sums are then reduced in chunk
+order and the change measured, in the same call. ``parallel_step_serial`` is the same code
+compiled without threads (no parallel region, for small problems: a parallel region costs
+microseconds, and a whole scheduler quantum when a core is busy); both give the same bits.
 
-sequential_sweep: rows in the given order, the posterior refreshed after every row.
+sequential_step: rows in ``scratch.order``, the posterior refreshed after every row, then rebuilt
+exactly (no drift from the incremental updates).
 
 restore_improper: the parallel schedule's guard for methods whose messages may have negative
 precisions (importance sampling keeps them, see ``importance``): a weight whose posterior or some
@@ -17,12 +23,13 @@ cavity would be improper after a sweep keeps its messages from before the sweep.
 """
 
 import math
+import types
 
 from numba import njit, prange
 
 from .._config import LEAF, PARALLEL_CACHED, SERIAL
 from . import importance, laplace, logistic, probit
-from .sweep import apply_row_change
+from .sweep import posterior_change, rebuild_posterior, reduce_posterior
 
 METHOD_CODES = {
     ("probit", "cep1"): 0,
@@ -39,75 +46,115 @@ METHOD_CODES = {
 
 
 @njit(**LEAF)
-def _row(code, x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work, n_samples, key):
-    """Dispatch one row update to the row function of ``code``; returns skipped messages.
-
-    n_samples and key (the row's uint64 random key) serve importance sampling only.
-    """
-    if code == 0:
-        return probit.cep1_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
-    if code == 1:
-        return probit.cep2_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
+def run_rows(code, problem, state, order, lo, hi, seq, rho, pT, pN, c, work, old, key):
+    """Rows order[lo..hi-1] by the rows function of ``code`` (one call per chunk, the loop over
+    rows inside it); with ``seq`` the posterior is refreshed after every row. Returns the number
+    of skipped messages. key (the sweep's uint64 key) serves importance sampling only."""
+    X, S, nodes, weights = problem.X, problem.s, problem.nodes, problem.weights
+    tau, nu, T, N, mu, v = state
+    rows = (X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho)
+    if code == 0 or code == 1:
+        return probit.cep_rows(*rows, code == 1, pT, pN, c, work, old)
     if code == 2:
-        return probit.ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
-    if code == 3:
-        return logistic.cep1_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
-    if code == 4:
-        return logistic.cep2_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
+        return probit.ep_rows(*rows, pT, pN, c, work, old)
+    if code == 3 or code == 4:
+        return logistic.cep_rows(*rows, code == 4, nodes, weights, pT, pN, c, work, old)
     if code == 5:
-        return logistic.ep_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
-    if code == 6:
-        return laplace.probit_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
-    if code == 7:
-        return laplace.logistic_row(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work)
-    if code == 8:
-        return importance.probit_row(x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, work)
-    return importance.logistic_row(x, s, tau_r, nu_r, T, N, rho, n_samples, key, acc_t, acc_n, work)
+        return logistic.ep_rows(*rows, nodes, weights, pT, pN, c, old)
+    if code == 6 or code == 7:
+        model = laplace.PROBIT if code == 6 else laplace.LOGISTIC
+        return laplace.lp_rows(model, *rows, pT, pN, c, work, old)
+    model = importance.PROBIT if code == 8 else importance.LOGISTIC
+    return importance.is_rows(model, *rows, problem.n_samples, key, pT, pN, c, work, old)
 
 
-@njit(**PARALLEL_CACHED)
-def parallel_sweep(
-    code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, chunk, pT, pN, skipped, work, n_samples, key
-):
-    """One damped parallel sweep; work is (n_chunks, N_WORK, d) scratch; key (uint64) seeds the
-    random draws of importance sampling (row i uses ``importance.row_key(key, i)``)."""
-    n = X.shape[0]
-    n_chunks = pT.shape[0]
-    for c in prange(n_chunks):
+@njit(**LEAF)
+def begin_sweep(state, scratch):
+    """Keep the posterior moments before a sweep (for the change it makes)."""
+    for m in range(state.mu.shape[0]):
+        scratch.mu_old[m] = state.mu[m]
+        scratch.v_old[m] = state.v[m]
+
+
+@njit(**LEAF)
+def finish_parallel(problem, state, scratch):
+    """After the chunks of a parallel sweep: the posterior from the partial sums (chunk order),
+    the change since ``begin_sweep`` and the number of skipped messages."""
+    tau, nu, T, N, mu, v = state
+    reduce_posterior(problem.prior_T, problem.prior_N, scratch.pT, scratch.pN, T, N, mu, v)
+    k = 0
+    for c in range(scratch.skipped.shape[0]):
+        k += scratch.skipped[c]
+    return posterior_change(mu, v, scratch.mu_old, scratch.v_old), k
+
+
+@njit(**LEAF)
+def finish_sequential(problem, state, scratch):
+    """After a sequential sweep: the exact posterior (no drift from the incremental updates)
+    and the change since ``begin_sweep``."""
+    rebuild_posterior(
+        problem.prior_T, problem.prior_N, state.tau, state.nu, problem.chunk, scratch.pT, scratch.pN, state.T,
+        state.N, state.mu, state.v,
+    )  # fmt: skip
+    return posterior_change(state.mu, state.v, scratch.mu_old, scratch.v_old)
+
+
+def _parallel_step(problem, state, scratch, rho, key):
+    """One damped parallel sweep, the posterior rebuilt from its partial sums, and the change."""
+    pT, pN, skipped, work = scratch.pT, scratch.pN, scratch.skipped, scratch.work
+    n, d = problem.X.shape
+    chunk = problem.chunk
+    begin_sweep(state, scratch)
+    for c in prange(pT.shape[0]):
         lo = c * chunk
         hi = min(n, lo + chunk)
-        acc_t = pT[c]
-        acc_n = pN[c]
-        acc_t[:] = 0.0
-        acc_n[:] = 0.0
-        wk = work[c]
-        k = 0
-        for i in range(lo, hi):
-            k += _row(
-                code, X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, acc_t, acc_n, wk,
-                n_samples, importance.row_key(key, i),
-            )  # fmt: skip
-        skipped[c] = k
+        for m in range(d):
+            pT[c, m] = 0.0
+            pN[c, m] = 0.0
+        skipped[c] = run_rows(
+            problem.code, problem, state, scratch.order, lo, hi, False, rho, pT, pN, c, work, scratch.old, key
+        )
+    return finish_parallel(problem, state, scratch)
+
+
+def _renamed(func, name):
+    """A copy of ``func`` under another name: numba caches a function under its qualified name,
+    so two dispatchers of one Python function would share, and overwrite, one cache entry (a
+    threaded driver then ran the serial build)."""
+    copy = types.FunctionType(func.__code__, func.__globals__, name, func.__defaults__, func.__closure__)
+    copy.__qualname__ = name
+    return copy
+
+
+parallel_step = njit(**PARALLEL_CACHED)(_parallel_step)
+parallel_step_serial = njit(**SERIAL)(_renamed(_parallel_step, "_parallel_step_serial"))
 
 
 @njit(**SERIAL)
-def sequential_sweep(
-    code, X, s, tau, nu, T, N, mu, v, rho, nodes, weights, n_samples, key, order, old_t, old_n, scr_t, scr_n,
-    work,
-):  # fmt: skip
-    """One sequential sweep over ``order``; old_t, old_n, scr_t, scr_n (d,) and work (N_WORK, d)
-    are scratch; n_samples, key as in ``parallel_sweep``. Returns the number of skipped messages."""
-    k = 0
-    for ii in range(order.shape[0]):
-        i = order[ii]
-        old_t[:] = tau[i]
-        old_n[:] = nu[i]
-        k += _row(
-            code, X[i], s[i], tau[i], nu[i], T, N, mu, v, rho, nodes, weights, scr_t, scr_n, work,
-            n_samples, importance.row_key(key, i),
-        )  # fmt: skip
-        apply_row_change(tau[i], nu[i], old_t, old_n, T, N, mu, v)
-    return k
+def sequential_step(problem, state, scratch, rho, key):
+    """One sequential sweep over ``scratch.order`` (the posterior refreshed after every row), the
+    exact rebuild of the posterior, and the change (arguments as ``parallel_step``)."""
+    begin_sweep(state, scratch)
+    k = run_rows(
+        problem.code, problem, state, scratch.order, 0, scratch.order.shape[0], True, rho, scratch.row_t,
+        scratch.row_n, 0, scratch.work, scratch.old, key,
+    )  # fmt: skip
+    return finish_sequential(problem, state, scratch), k
+
+
+@njit(**SERIAL)
+def rebuild(problem, state, scratch):
+    """The posterior of ``state`` from its messages (``sweep.rebuild_posterior``)."""
+    rebuild_posterior(
+        problem.prior_T, problem.prior_N, state.tau, state.nu, problem.chunk, scratch.pT, scratch.pN, state.T,
+        state.N, state.mu, state.v,
+    )  # fmt: skip
+
+
+@njit(**SERIAL)
+def change_since(state, scratch):
+    """The change of the posterior since the start of the last step (``posterior_change``)."""
+    return posterior_change(state.mu, state.v, scratch.mu_old, scratch.v_old)
 
 
 @njit(**PARALLEL_CACHED)

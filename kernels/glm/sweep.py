@@ -1,30 +1,30 @@
-"""Schedules shared by the fully factorised regression kernels.
+"""What every regression row function and schedule shares: the message update, damping, the
+cavities of a row, and the race-free posterior reduction over fixed-size chunks.
 
-A *row function* updates the d messages of one data point in place and has the signature::
+A *row function* updates the d messages of row i in place and has the signature::
 
-    row_fn(x, s, tau_r, nu_r, T, N, mu, v, rho, nodes, weights, acc_t, acc_n, work) -> n_skipped
+    row_fn(X, s, i, tau, nu, T, N, mu, v, rho, nodes, weights, pT, pN, c, work) -> n_skipped
 
-x (d,) features, s = +-1 label sign, tau_r/nu_r (d,) the row's site precisions and
-precision-times-means (overwritten with the damped new values), T/N (d,) the posterior natural
-parameters the cavities are taken from, mu/v (d,) the posterior means/variances, rho the damping,
-nodes/weights the normalised probabilists' Gauss-Hermite rule (ignored by analytic factors),
-acc_t/acc_n (d,) partial sums that receive the new site values, work (N_WORK, d) scratch.
+X (n, d) features, s = +-1 the row's label sign, tau/nu (n, d) the site precisions and
+precision-times-means (row i overwritten with the damped new values), T/N (d,) the posterior
+natural parameters the cavities are taken from, mu/v (d,) the posterior means/variances, rho the
+damping, nodes/weights the normalised probabilists' Gauss-Hermite rule (ignored by analytic
+factors), pT/pN (n_chunks, d) partial sums whose row c receives the new site values, work
+(n_chunks, N_WORK, d) scratch of which row function uses work[c].
 
-Row functions are written as a few passes over the row so that the expensive passes (the
-divisions, the message arithmetic) are branch-free and compile to SIMD code; the rare sites that
-need an exact special-case evaluation are fixed up in a scalar pass.
-
-``fastcep.kernels.regression`` runs row functions in the two schedules of DESIGN.md section 3;
-this module holds what they share: the message update, damping, and the race-free posterior
-reduction over fixed-size chunks.
+Row functions index the 2-D arrays directly (X[i, m], work[c, j, m]): no per-row array views,
+whose reference counting cost more than the arithmetic of a short row. They are written as a few
+passes over the row so that the expensive passes (the divisions, the message arithmetic) are
+branch-free and compile to SIMD code; the rare sites that need an exact special-case evaluation
+are fixed up in a scalar pass.
 """
 
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from .._config import LEAF, N_WORK, PARALLEL_CACHED
+from .._config import LEAF, N_WORK
 
 
 @njit(**LEAF)
@@ -52,28 +52,57 @@ def message_from_moments(tc, nc, delta, a):
 
 
 @njit(**LEAF)
-def damp_site(tau_r, nu_r, m, t_new, n_new, ok, rho, acc_t, acc_n):
-    """Damped update msg <- (1 - rho) msg + rho new of site m if ok; returns 1 if skipped."""
+def damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c):
+    """Damped update msg <- (1 - rho) msg + rho new of site (i, m) if ok, added to the partial
+    sums pT[c, m], pN[c, m]; returns 1 if skipped."""
     w = rho if ok else 0.0
     tn = t_new if ok else 0.0
     nn = n_new if ok else 0.0
-    t = (1.0 - w) * tau_r[m] + w * tn
-    n = (1.0 - w) * nu_r[m] + w * nn
-    tau_r[m] = t
-    nu_r[m] = n
-    acc_t[m] += t
-    acc_n[m] += n
+    t = (1.0 - w) * tau[i, m] + w * tn
+    n = (1.0 - w) * nu[i, m] + w * nn
+    tau[i, m] = t
+    nu[i, m] = n
+    pT[c, m] += t
+    pN[c, m] += n
     return 0 if ok else 1
 
 
 @njit(**LEAF)
-def apply_row_change(tau_r, nu_r, old_t, old_n, T, N, mu, v):
-    """Sequential schedule: add one row's message change (tau_r - old_t, nu_r - old_n) to the
-    posterior natural parameters T, N and refresh mu, v where they changed (an unchanged message
-    leaves its weight bitwise as it was)."""
-    for m in range(tau_r.shape[0]):
-        dt = tau_r[m] - old_t[m]
-        dn = nu_r[m] - old_n[m]
+def row_cavity(X, i, tau, nu, T, N, work, c, jv, jm):
+    """Cavities of row i's d weights: variances into work[c, jv] and means into work[c, jm];
+    returns (x.mc, sum_m x_m^2 vc_m, number of improper cavities (precision <= 0))."""
+    m_eta = 0.0
+    v_eta = 0.0
+    n_improper = 0
+    for m in range(X.shape[1]):
+        xm = X[i, m]
+        tc = T[m] - tau[i, m]
+        vc = 1.0 / tc
+        mc = (N[m] - nu[i, m]) * vc
+        work[c, jv, m] = vc
+        work[c, jm, m] = mc
+        m_eta += xm * mc
+        v_eta += xm * xm * vc
+        n_improper += 0 if tc > 0.0 else 1
+    return m_eta, v_eta, n_improper
+
+
+@njit(**LEAF)
+def save_row(tau, nu, i, old):
+    """Sequential schedule: row i's messages into old[0] (precisions) and old[1] (shifts)."""
+    for m in range(tau.shape[1]):
+        old[0, m] = tau[i, m]
+        old[1, m] = nu[i, m]
+
+
+@njit(**LEAF)
+def apply_row_change(tau, nu, i, old, T, N, mu, v):
+    """Sequential schedule: add row i's message change (its messages minus ``old``, from
+    ``save_row``) to the posterior natural parameters T, N and refresh mu, v where they changed
+    (an unchanged message leaves its weight bitwise as it was)."""
+    for m in range(tau.shape[1]):
+        dt = tau[i, m] - old[0, m]
+        dn = nu[i, m] - old[1, m]
         if dt != 0.0 or dn != 0.0:
             T[m] += dt
             N[m] += dn
@@ -81,35 +110,17 @@ def apply_row_change(tau_r, nu_r, old_t, old_n, T, N, mu, v):
             v[m] = 1.0 / T[m]
 
 
-@njit(**LEAF)
-def row_cavity(x, tau_r, nu_r, T, N, vb, mb):
-    """Cavities of one row's d weights: variances vb and means mb (d,) written; returns
-    (x.mc, sum_m x_m^2 vc_m, number of improper cavities (precision <= 0))."""
-    m_eta = 0.0
-    v_eta = 0.0
-    n_improper = 0
-    for m in range(x.shape[0]):
-        tc = T[m] - tau_r[m]
-        vc = 1.0 / tc
-        vb[m] = vc
-        mb[m] = (N[m] - nu_r[m]) * vc
-        m_eta += x[m] * mb[m]
-        v_eta += x[m] * x[m] * vc
-        n_improper += 0 if tc > 0.0 else 1
-    return m_eta, v_eta, n_improper
-
-
 def work_buffers(n_chunks, d):
-    """Scratch space of the parallel sweep: (n_chunks, N_WORK, d)."""
+    """Scratch space of the row functions: (n_chunks, N_WORK, d)."""
     return np.empty((n_chunks, N_WORK, d))
 
 
-@njit(**PARALLEL_CACHED)
+@njit(**LEAF)
 def reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v):
     """T = prior_T + sum_c pT[c], N likewise (fixed order over chunks), then mu = N/T, v = 1/T."""
     d = T.shape[0]
     n_chunks = pT.shape[0]
-    for m in prange(d):
+    for m in range(d):
         t = prior_T[m]
         nn = prior_N[m]
         for c in range(n_chunks):
@@ -121,25 +132,37 @@ def reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v):
         v[m] = 1.0 / t
 
 
-@njit(**PARALLEL_CACHED)
-def chunk_sums(tau, nu, chunk, pT, pN):
+@njit(**LEAF)
+def chunk_sums(tau, nu, chunk, pT, pN, c):
     """pT[c] = sum of tau over the rows of chunk c (rows in order), pN likewise for nu."""
     n, d = tau.shape
-    for c in prange(pT.shape[0]):
-        pT[c, :] = 0.0
-        pN[c, :] = 0.0
-        for i in range(c * chunk, min(n, (c + 1) * chunk)):
-            for m in range(d):
-                pT[c, m] += tau[i, m]
-                pN[c, m] += nu[i, m]
+    for m in range(d):
+        pT[c, m] = 0.0
+        pN[c, m] = 0.0
+    for i in range(c * chunk, min(n, (c + 1) * chunk)):
+        for m in range(d):
+            pT[c, m] += tau[i, m]
+            pN[c, m] += nu[i, m]
 
 
-def rebuild_posterior(prior_T, prior_N, tau, nu, chunk, T, N, mu, v):
-    """Posterior from scratch, summing the sites in the same chunks and order as the parallel
-    sweep and reducing them with the same kernel, so both paths agree bitwise."""
-    n, d = tau.shape
-    n_chunks = max(1, -(-n // chunk))
-    pT = np.empty((n_chunks, d))
-    pN = np.empty((n_chunks, d))
-    chunk_sums(tau, nu, chunk, pT, pN)
+@njit(**LEAF)
+def rebuild_posterior(prior_T, prior_N, tau, nu, chunk, pT, pN, T, N, mu, v):
+    """Posterior from scratch: the sites summed in the chunks and order of the parallel sweep
+    (pT, pN (n_chunks, d) scratch), then reduced as it does, so both paths agree bitwise."""
+    for c in range(pT.shape[0]):
+        chunk_sums(tau, nu, chunk, pT, pN, c)
     reduce_posterior(prior_T, prior_N, pT, pN, T, N, mu, v)
+
+
+@njit(**LEAF)
+def posterior_change(mu, v, mu_old, v_old):
+    """The stopping rule's measure: the largest change of a posterior mean in units of its
+    posterior sd, or of a variance relative to itself (NaN if any value is not finite)."""
+    change = 0.0
+    finite = True
+    for m in range(mu.shape[0]):
+        dm = abs(mu[m] - mu_old[m]) / math.sqrt(v[m])
+        dv = abs(v[m] - v_old[m]) / v[m]
+        finite = finite and math.isfinite(dm) and math.isfinite(dv)
+        change = max(change, max(dm, dv))
+    return change if finite else math.nan

@@ -1,0 +1,102 @@
+"""What a regression fit returns: the posterior over the weights, predictions, the trace and the
+resumable state."""
+
+import numpy as np
+
+from .. import _validation as V
+from .._threads import num_threads
+from ..kernels.glm import logistic, probit
+from ..metrics import auc as _auc
+
+
+class RegressionResult:
+    """A fitted Bayesian probit or logistic regression.
+
+    Attributes
+    ----------
+    posterior : GaussianPosterior
+        ``mean`` and ``var``, arrays of shape (d,).
+    model, method : str
+    n_iter : int
+        Iterations (sweeps over all messages) run.
+    converged : bool
+        True if the stopping rule was met before ``max_iter``.
+    stop_reason : str
+        "tol" (posterior rule met), "paper" (paper's rule met), "max_iter" or "callback".
+    trace : Trace
+        Per-iteration elapsed time, change, skipped messages.
+    state : RegressionState
+        Messages and posterior natural parameters, for ``fit(..., init_state=res.state)``.
+    options : dict
+        The options the fit ran with.
+    """
+
+    def __init__(self, model, method, posterior, n_iter, converged, stop_reason, trace, state, options):
+        self.model = model
+        self.method = method
+        self.posterior = posterior
+        self.n_iter = n_iter
+        self.converged = converged
+        self.stop_reason = stop_reason
+        self.trace = trace
+        self.state = state
+        self.options = options
+
+    def __repr__(self):
+        return (
+            f"RegressionResult(model={self.model!r}, method={self.method!r}, d={self.posterior.mean.size}, "
+            f"n_iter={self.n_iter}, converged={self.converged}, stop_reason={self.stop_reason!r})"
+        )
+
+    def _predictive(self, X, y_sign=None):
+        X = V.check_matrix(X, "X", "predict_proba", n_cols=self.posterior.mean.size)
+        n = X.shape[0]
+        p = np.empty(n)
+        logp = np.empty(n if y_sign is not None else 0)
+        ys = y_sign if y_sign is not None else np.empty(0)
+        mu, v = self.posterior
+        with num_threads(self.options.get("n_threads")):
+            if self.model == "probit":
+                probit.predictive(X, mu, v, p, logp, ys)
+            else:
+                logistic.predictive(X, mu, v, p, logp, ys)
+        return p, logp
+
+    def predict_proba(self, X):
+        """Posterior predictive P(y = 1 | x) for each row of X.
+
+        Parameters
+        ----------
+        X : array of shape (n_new, d)
+
+        Returns
+        -------
+        ndarray of float64, shape (n_new,)
+        """
+        return self._predictive(X)[0]
+
+    def predict(self, X):
+        """Most probable label (0 or 1) for each row of X; shape (n_new,), int64."""
+        return (self.predict_proba(X) > 0.5).astype(np.int64)
+
+    def log_likelihood(self, X, y):
+        """Mean log predictive probability of labels y at X (the test log-likelihood).
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        y : array of shape (n,), labels in {0, 1}, {-1, 1} or bool
+
+        Returns
+        -------
+        float
+        """
+        X = V.check_matrix(X, "X", "log_likelihood", n_cols=self.posterior.mean.size)
+        s = V.check_labels(y, "y", "log_likelihood", X.shape[0])
+        return float(np.mean(self._predictive(X, s)[1]))
+
+    def auc(self, X, y):
+        """Area under the ROC curve of ``predict_proba(X)`` against labels y."""
+        X = V.check_matrix(X, "X", "auc", n_cols=self.posterior.mean.size)
+        s = V.check_labels(y, "y", "auc", X.shape[0])
+        return _auc(s > 0, self.predict_proba(X))
