@@ -33,10 +33,12 @@ def main(rounds=7):
         X, y, _ = make_regression_simulation(model, "gaussian", n=10_000, d=4, seed=0)
         for method in ("cep1", "cep2", "ep"):
             fastcep.fit(X, y, model=model, method=method)  # compile or load the kernels
-            med, iqr, res = _time(lambda m=model, k=method: fastcep.fit(X, y, model=m, method=k), rounds)
+            med, iqr, res = _time(
+                lambda X=X, y=y, m=model, k=method: fastcep.fit(X, y, model=m, method=k), rounds
+            )
             out[f"{model}-{method}"] = [med, iqr, int(res.n_iter)]
         if model == "logistic":
-            med, iqr, _ = _time(lambda: LogisticRegression().fit(X, y), rounds)
+            med, iqr, _ = _time(lambda X=X, y=y: LogisticRegression().fit(X, y), rounds)
             out["sklearn"] = [med, iqr, 0]
     print(json.dumps(out))
 

@@ -182,15 +182,14 @@ def run(
         if rep.values:
             for name, value in rep.values.items():
                 cols.setdefault(name, [math.nan] * (it - 1)).append(value)
+        result = None
+        if snapshot is not None and (callback is not None or evaluate is not None):
+            result = snapshot(it, _trace(it, cols))  # (this iteration's eval_metric still NaN)
+        if evaluate is not None:
+            cols.setdefault("eval_metric", [math.nan] * (it - 1)).append(float(evaluate(result)))
         for values in cols.values():  # columns a step reports only sometimes
             if len(values) < it:
                 values.append(math.nan)
-        result = None
-        if snapshot is not None and (callback is not None or evaluate is not None):
-            result = snapshot(it, _trace(it, cols))
-        if evaluate is not None:
-            cols.setdefault("eval_metric", [math.nan] * (it - 1))
-            cols["eval_metric"][-1] = float(evaluate(result))
         if verbose:
             extra = f", eval {cols['eval_metric'][-1]:.4f}" if evaluate is not None else ""
             line = f"[fastcep] {label} iter {it}: change {rep.change:.3e}, skipped {rep.skipped}{extra}"

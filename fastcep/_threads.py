@@ -12,56 +12,59 @@ def max_threads():
 
 @contextlib.contextmanager
 def num_threads(n_threads):
-    """Run the body with ``numba.set_num_threads(n_threads)``; ``None`` leaves it unchanged."""
-    if n_threads is None:
-        yield
-        return
+    """Run the body with ``numba.set_num_threads(n_threads)`` (``None``: the current setting) and
+    restore the setting afterwards (the body may change it: ``ThreadGovernor``)."""
     old = numba.get_num_threads()
-    numba.set_num_threads(n_threads)
+    if n_threads is not None:
+        numba.set_num_threads(n_threads)
     try:
         yield
     finally:
         numba.set_num_threads(old)
 
 
+#: iterations of each thread count at the start (alternating, from iteration 2)
+FIRST_PROBES = 3
 #: iterations between two probes of the thread count not in use
-PROBE_EVERY = 16
-#: more threads are kept only when they are clearly faster than one
-KEEP_FASTER = 0.8
+PROBE_EVERY = 20
+#: iteration times kept per thread count (their mean decides)
+WINDOW = 8
+#: one thread is chosen only when its mean iteration time is below this times the others'
+ONE_FASTER = 0.8
 
 
 class ThreadGovernor:
-    """Picks the thread count of each iteration of a long run from the iterations' own times.
+    """Picks the thread count of each iteration of a run from the iterations' own times.
 
     On a machine with a busy core, a parallel region waits at its barrier for a thread that the
-    scheduler has descheduled (a quantum, milliseconds), and many threads can be slower than one.
-    The governor times iterations run with ``n_threads`` and with one thread (iterations 2 and 3
-    try each; then the one not in use is tried again every PROBE_EVERY iterations) and runs the
-    others with the faster, keeping more threads only when their last time is below KEEP_FASTER
-    times one thread's. Results do not depend on the thread count (fixed chunking), so switching
-    changes only the time. ``n_threads`` None: numba's current setting.
+    scheduler has descheduled (a quantum, milliseconds), and many threads can be slower than one;
+    on a quiet machine short parallel regions stall now and then too. The governor times
+    iterations run with ``n_threads`` and with one thread (iterations 2 to 7 alternate; then the
+    count not in use is tried again every PROBE_EVERY iterations) and runs the others with the
+    count whose mean time over its last WINDOW iterations is lower, falling back on one thread
+    only when it is clearly faster (ONE_FASTER): the mean, not the median, because the stalls are
+    what make many threads slow. Results do not depend on the thread count (fixed chunking), so
+    switching changes only the time. ``n_threads`` None: numba's current setting.
     """
 
     def __init__(self, n_threads=None):
         self.n_max = n_threads if n_threads is not None else numba.get_num_threads()
-        self.times = {}  # thread count -> seconds of its last iteration
+        self.times = {self.n_max: [], 1: []}  # thread count -> its last WINDOW iteration times
         self.current = self.n_max
 
     def _choice(self):
-        t_many, t_one = self.times.get(self.n_max), self.times.get(1)
-        if t_many is None or t_one is None:
+        many, one = self.times[self.n_max], self.times[1]
+        if not many or not one:
             return self.n_max
-        return self.n_max if t_many < KEEP_FASTER * t_one else 1
+        return 1 if sum(one) / len(one) < ONE_FASTER * sum(many) / len(many) else self.n_max
 
     def before(self, it):
         """Set the thread count of iteration ``it``."""
         if self.n_max <= 1:
             return
-        if it == 2:
-            n = self.n_max
-        elif it == 3:
-            n = 1
-        elif it > 3 and it % PROBE_EVERY == 0:
+        if 2 <= it < 2 + 2 * FIRST_PROBES:
+            n = self.n_max if it % 2 == 0 else 1
+        elif it >= 2 + 2 * FIRST_PROBES and it % PROBE_EVERY == 0:
             n = 1 if self._choice() == self.n_max else self.n_max
         else:
             n = self._choice()
@@ -69,6 +72,8 @@ class ThreadGovernor:
         numba.set_num_threads(n)
 
     def after(self, it, seconds):
-        """Record the time of iteration ``it`` (the first, with compilation and start-up, is not used)."""
+        """Record the time of iteration ``it`` (the first, with start-up costs, is not used)."""
         if it >= 2 and self.n_max > 1:
-            self.times[self.current] = seconds
+            window = self.times[self.current]
+            window.append(seconds)
+            del window[:-WINDOW]

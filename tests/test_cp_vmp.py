@@ -10,11 +10,13 @@ from scipy.stats import truncnorm
 
 import fastcep
 import naive
+from fastcep._loop import run
 from fastcep.data_tools import make_cp_tensor
 from fastcep.kernels._config import ERROR_MODEL, FASTMATH
 from fastcep.kernels.tensor import vmp as K
-from fastcep.tensor.layout import make_layout
+from fastcep.tensor.layout import check_coords, check_values, make_layout
 from fastcep.tensor.result import second_moments
+from fastcep.tensor.vmp import VMP_DEFAULTS, VMPEngine
 
 SHAPE = (30, 25, 20)
 PSHAPE = (20, 15, 10)
@@ -92,6 +94,22 @@ def test_mode_updates_match_the_textbook_version(rng, model):
         np.testing.assert_allclose(E2[lo:hi], want_S + np.einsum("oi,oj->oij", want_m, want_m), rtol=1e-10)
 
 
+def _engine_fit(
+    coords, values, model, shape, R, prior_Lam, prior_eta, M, S, *, a0, b0, max_iter, tol, init_snr=None
+):
+    """VMP from given per-object priors and start (``VMPEngine``, the inner step a stream runs per
+    batch) in the one loop; returns (CPResult, engine)."""
+    coords, shape = check_coords(coords, shape, "test")
+    y = check_values(values, len(coords), model, "test")
+    s = y if model == "cp_probit" else np.zeros(len(y))
+    engine = VMPEngine(
+        make_layout(coords, shape), y, s, model, R, prior_Lam=prior_Lam, prior_eta=prior_eta, a0=a0, b0=b0,
+        init_means=M, init_covs=S, init_snr=init_snr,
+    )  # fmt: skip
+    out = run(engine.step, max_iter=max_iter, tol=tol, finite=engine.finite)
+    return engine.result(shape, out.n_iter, out.converged, out.stop_reason, out.trace, {}), engine
+
+
 @pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
 def test_fit_matches_textbook_iterations_and_elbo(rng, model):
     """Three full iterations (modes, q(tau), ELBO) from given moments and per-object priors."""
@@ -99,10 +117,9 @@ def test_fit_matches_textbook_iterations_and_elbo(rng, model):
     coords, y, M, S, prior_Lam, prior_eta = _random_problem(rng, model, shape, R)
     values = y if model == "cp_gaussian" else (y > 0).astype(float)
     a0, b0 = 2.0, 0.5
-    res = fastcep.fit(
-        coords, values, model=model, method="vmp", shape=shape, rank=R, a0=a0, b0=b0, max_iter=3, tol=0.0,
-        init_snr=None, _prior=(prior_Lam, prior_eta), _init_moments=(M, S),
-    )  # fmt: skip
+    res, engine = _engine_fit(
+        coords, values, model, shape, R, prior_Lam, prior_eta, M, S, a0=a0, b0=b0, max_iter=3, tol=0.0
+    )
     means, covs, noise, elbos = naive.cp_vmp_fit(
         model, coords, y, shape, _split(M, shape), _split(S, shape), _split(prior_Lam, shape),
         _split(prior_eta, shape), 3, a0=a0, b0=b0, etau=a0 / b0,
@@ -116,9 +133,11 @@ def test_fit_matches_textbook_iterations_and_elbo(rng, model):
         np.testing.assert_allclose(res.posterior.noise, noise, rtol=1e-10)
     else:
         assert res.posterior.noise is None
-    # the natural parameters handed to streaming are those of the posterior moments
-    np.testing.assert_allclose(np.linalg.inv(res._P_Lam), res._S, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(np.einsum("oij,oj->oi", res._S, res._P_eta), res._M, rtol=1e-10, atol=1e-12)
+    # the natural parameters a stream absorbs are those of the posterior moments
+    np.testing.assert_allclose(np.linalg.inv(engine.P_Lam), engine.S, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        np.einsum("oij,oj->oi", engine.S, engine.P_eta), engine.M, rtol=1e-10, atol=1e-12
+    )
 
 
 def test_latent_mean_is_stable_in_the_tails():
@@ -389,10 +408,22 @@ def test_post_with_one_batch_equals_vmp_from_the_same_prior_and_start(model, gau
     else:  # zero prior mean: random start with small covariances
         init = 0.8 * draw
         prior_eta, init_cov = np.zeros((n_obj, R)), np.repeat(np.eye(R)[None] * 0.01 * 0.8**2, n_obj, 0)
-    ref = fastcep.fit(
-        coords, values, model=model, method="vmp", shape=shape, rank=R, max_iter=res.options["max_iter"],
-        tol=1e-3, _prior=(prior_Lam, prior_eta), _init_moments=(init, init_cov),
-    )  # fmt: skip
+    ref, _ = _engine_fit(
+        coords,
+        values,
+        model,
+        shape,
+        R,
+        prior_Lam,
+        prior_eta,
+        init,
+        init_cov,
+        a0=1e-3,
+        b0=1e-3,
+        max_iter=res.options["max_iter"],
+        tol=1e-3,
+        init_snr=VMP_DEFAULTS["init_snr"],
+    )
     assert res.trace.inner_iter[0] == ref.n_iter  # the stream's trace holds the inner iterations
     for k in range(3):
         np.testing.assert_allclose(res.posterior.means[k], ref.posterior.means[k], rtol=1e-10, atol=1e-12)

@@ -21,21 +21,24 @@ import time
 
 import numpy as np
 
+from .. import _loop
 from .. import _validation as V
 from .._loop import Trace
+from .._threads import num_threads
 from ..io.checkpoint import read_checkpoint, write_checkpoint
 from ..tensor.engine import (
     COVARIANCES,
     CP_MODELS,
     INIT_VAR_FRACTION,
     SCHEDULES,
+    CPEngine,
     _exact_sum,
     check_expect_under,
     check_probit_curvature,
-    fit_cp,
 )
-from ..tensor.layout import check_coords, check_values
+from ..tensor.layout import check_coords, check_values, make_layout
 from ..tensor.result import CPResult, eval_metric
+from ..tensor.vmp import VMP_DEFAULTS, VMPEngine
 from .sources import open_source
 
 NOISE_WARMUP = 10
@@ -278,18 +281,19 @@ def stream(
         raise ValueError("stream: resume=True needs a checkpoint path.")
     src = open_source(source, shape, model, batch_size, func)
     try:
-        return _run(
-            src, model, R, batch_size, bool(shuffle), seed, pv, a0, b0, damping, tol, max_iter, covariance,
-            schedule, init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set, n_threads,
-            callback, progress, max_batches, func, method, probit_curvature, expect_under,
-        )  # fmt: skip
+        with num_threads(n_threads):
+            return _run(
+                src, model, R, batch_size, bool(shuffle), seed, pv, a0, b0, damping, tol, max_iter,
+                covariance, schedule, init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set,
+                callback, progress, max_batches, func, method, probit_curvature, expect_under,
+            )  # fmt: skip
     finally:
         src.close()
 
 
 def _run(
     src, model, R, batch_size, shuffle, seed, pv, a0, b0, damping, tol, max_iter, covariance, schedule,
-    init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set, n_threads, callback, progress,
+    init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set, callback, progress,
     max_batches,
     func,
     method="cep1",
@@ -382,60 +386,42 @@ def _run(
                 init[new] = sd0 * draw
                 v0 = max(INIT_VAR_FRACTION * sd0**2, 1e-12)
                 init_cov[new] = v0 * (np.eye(R) if covariance == "full" else np.ones(R))
+        lay = make_layout(local, local_shape)
+        y_b, s_b = _batch_values(values, model)
+        prior = dict(prior_Lam=P_Lam[glob], prior_eta=P_eta[glob], a0=float(noise[0]), b0=float(noise[1]))
         if method == "post":
-            from ..tensor.vmp import VMP_DEFAULTS, fit_vmp
-
-            res = fit_vmp(
-                local,
-                values,
-                model,
-                shape=local_shape,
-                rank=R,
-                a0=float(noise[0]),
-                b0=float(noise[1]),
-                max_iter=max_iter,
-                tol=tol,
-                # q(tau) starts at the posterior mean of the previous batches (the prior's)
-                init_snr=VMP_DEFAULTS["init_snr"] if b == 0 else None,
-                n_threads=n_threads,
-                seed=seed,
-                _prior=(P_Lam[glob], P_eta[glob]),
-                _init_moments=(init, init_cov),
-            )
+            # q(tau) starts at the posterior mean of the previous batches (the prior's)
+            init_snr = VMP_DEFAULTS["init_snr"] if b == 0 else None
+            engine = VMPEngine(
+                lay, y_b, s_b, model, R, **prior, init_means=init, init_covs=init_cov, init_snr=init_snr,
+                func=func,
+            )  # fmt: skip
         else:
-            res = fit_cp(
-                local,
-                values,
-                model,
-                shape=local_shape,
-                rank=R,
-                a0=float(noise[0]),
-                b0=float(noise[1]),
-                damping=damping,
-                max_iter=max_iter,
-                tol=tol,
-                schedule=schedule,
-                covariance=covariance,
-                noise_warmup=NOISE_WARMUP if b == 0 else 0,
-                probit_curvature=probit_curvature,  # ("full" for cp_gaussian: checked above)
-                expect_under=expect_under,
-                n_threads=n_threads,
-                seed=seed,
-                _prior=(P_Lam[glob], P_eta[glob]),
-                _init_moments=(init, init_cov),
-            )
-        P_Lam[glob], P_eta[glob] = res._P_Lam, res._P_eta
-        M[glob], S[glob] = res._M, res._S
+            engine = CPEngine(
+                lay, y_b, s_b, model, "cep1", R, covariance, schedule, damping, **prior,
+                probit_curvature=probit_curvature, expect_under=expect_under, init_means=init,
+                init_covs=init_cov, noise_warmup=NOISE_WARMUP if b == 0 else 0,
+                rng=np.random.default_rng(seed),
+            )  # fmt: skip
+        inner = _loop.run(
+            engine.step,
+            max_iter=max_iter,
+            tol=tol,
+            finite=engine.finite,
+            label=f"{model}/{method}, batch {b}",
+        )
+        P_Lam[glob], P_eta[glob] = engine.P_Lam, engine.P_eta
+        M[glob], S[glob] = engine.M, engine.S
         seen[glob] = True
         if model == "cp_gaussian":
-            noise[:] = res.posterior.noise
+            noise[:] = (engine.a, engine.b) if method == "post" else engine.noise[:2]
         state["batches_done"] = b + 1
         state["rows_done"] += len(values)
         now = time.perf_counter() - start
         trace["elapsed"].append(now)
-        trace["change"].append(float(res.trace.change[-1]))
-        trace["skipped"].append(float(res.trace.skipped.sum()))
-        trace["inner"].append(float(res.n_iter))
+        trace["change"].append(float(inner.trace.change[-1]))
+        trace["skipped"].append(float(inner.trace.skipped.sum()))
+        trace["inner"].append(float(inner.n_iter))
         trace["damping"].append(damping)
         at_checkpoint = checkpoint is not None and state["batches_done"] % checkpoint_every == 0
         trace["eval_metric"].append(evaluate() if eval_set is not None and at_checkpoint else np.nan)
@@ -448,7 +434,7 @@ def _run(
             info = StreamInfo(
                 batch=b,
                 rows_done=state["rows_done"],
-                n_iter=res.n_iter,
+                n_iter=inner.n_iter,
                 change=trace["change"][-1],
                 elapsed=now,
             )
@@ -460,6 +446,15 @@ def _run(
     if checkpoint is not None and last is not None:
         write_checkpoint(checkpoint, state, options, trace)
     return _result(model, covariance, R, shape, M, S, noise, state, trace, options, stop_reason, method)
+
+
+def _batch_values(values, model):
+    """A batch's values and label signs as the engines take them (binary values are {0, 1} here:
+    checked by the source)."""
+    if model == "cp_probit":
+        s = np.where(values == 1.0, 1.0, -1.0)
+        return s, s
+    return np.ascontiguousarray(values, dtype=np.float64), np.zeros(len(values))
 
 
 def _result(model, covariance, R, shape, M, S, noise, state, trace, options, stop_reason, method="cep1"):

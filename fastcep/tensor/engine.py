@@ -1,19 +1,19 @@
 """Bayesian CP tensor decomposition by CEP (``fit(coords, values, model="cp_gaussian" | "cp_probit")``).
 
-The engine allocates the per-entry message store and the per-object posterior, runs the damped
-parallel (or sequential) schedule with the kernels of ``fastcep.kernels.tensor``, tests convergence
-and packs a ``CPResult``.
+``CPEngine`` holds one fit's per-entry message store, per-object posterior and the schedule
+chosen once from ``SWEEPS`` (the kernels of ``fastcep.kernels.tensor``); its ``step`` runs one
+iteration for the one loop (``fastcep._loop``). ``fit_cp`` checks the input, lays out the
+entries, draws the start and runs the loop; ``fastcep.stream`` builds an engine per batch.
 """
 
 import math
-import sys
 import time
 
 import numpy as np
 
+from .. import _loop
 from .. import _validation as V
-from .._loop import IterationInfo, Trace
-from .._threads import num_threads
+from .._threads import ThreadGovernor, num_threads
 from ..kernels import tensor as K
 from ..kernels.tensor import lp as KLP
 from .init import svd_init
@@ -71,13 +71,6 @@ def _exact_sum(x):
     """Correctly rounded sum: numpy's pairwise SIMD sum can differ in the last bits with the
     array's memory alignment, which made a resumed stream differ from an uninterrupted one."""
     return math.fsum(x.tolist())
-
-
-def _noise_sums(a0, b0, alpha, beta, out):
-    """(a0 + sum alpha, b0 + sum beta): fixed-chunk partial sums (``kernels.cp.chunk_sums``), then
-    their correctly rounded sum; the same whatever the thread count or memory alignment."""
-    K.chunk_sums(alpha, beta, ENTRY_CHUNK, out)
-    return a0 + math.fsum(out[:, 0].tolist()), b0 + math.fsum(out[:, 1].tolist())
 
 
 def _exact_var(x):
@@ -156,6 +149,419 @@ def cavity_scratch(n_units, Kmodes, R):
     )
 
 
+class CPEngine:
+    """One CP fit's message store, per-object posterior and schedule: the engine's inner step.
+
+    ``fit_cp`` builds one from checked input; ``fastcep.stream`` builds one per batch from the
+    batch's own layout and the posterior so far (no public checks, nothing over objects the batch
+    does not touch). ``step(it)`` runs one iteration in place (the sweep of the schedule chosen
+    once, from ``SWEEPS``, then the noise posterior and the change) and returns its
+    ``StepReport`` for the one loop (``fastcep._loop``).
+
+    Parameters
+    ----------
+    lay : Layout
+        The entries' global object numbering and CSR grouping (``layout.make_layout``).
+    y, s : arrays (n,)
+        Values (the labels' signs for cp_probit) and label signs (zeros for cp_gaussian).
+    model, method, covariance, schedule : str
+    R : int
+    rho : float
+        Damping.
+    prior_Lam, prior_eta : arrays (n_obj, R, R) or (n_obj, R), and (n_obj, R)
+        Per-object prior natural parameters.
+    a0, b0 : float
+        Gamma prior of the noise precision (cp_gaussian).
+    init_means, init_covs : arrays (n_obj, R) and (n_obj, R, R) / (n_obj, R), or None
+        The initial posterior moments of a fresh fit (covs None: INIT_VAR_FRACTION of the means'
+        mean square on the diagonal). Ignored with ``messages``.
+    messages : CPState or None
+        Resume from these messages (checked already).
+    noise_warmup, warmup_snr : int, float
+        cp_gaussian, fresh fit: iterations with E[tau] held at warmup_snr / Var(y).
+    rng : numpy.random.Generator
+        Draws the entry order of the sequential schedule.
+    """
+
+    def __init__(
+        self, lay, y, s, model, method, R, covariance, schedule, rho, *, prior_Lam, prior_eta, a0, b0,
+        probit_curvature="full", expect_under="posterior", lp_indefinite="clip", init_means=None,
+        init_covs=None, messages=None, noise_warmup=0, warmup_snr=10.0, rng=None,
+    ):  # fmt: skip
+        n, Kmodes = lay.gidx.shape
+        n_obj = int(lay.offsets[-1])
+        self.lay, self.y, self.s = lay, y, s
+        self.model, self.method, self.covariance, self.schedule = model, method, covariance, schedule
+        self.R, self.Kmodes, self.n, self.n_obj = R, Kmodes, n, n_obj
+        self.rho, self.a0, self.b0 = rho, a0, b0
+        self.prior_Lam, self.prior_eta = prior_Lam, prior_eta
+        self.rng = rng
+        if messages is None:
+            self.Lam, self.eta, post = _allocate(n, Kmodes, R, n_obj, covariance)
+            self.alpha, self.beta = np.zeros(n), np.zeros(n)
+        else:
+            self.Lam, self.eta, self.alpha, self.beta = (np.array(a, dtype=np.float64) for a in messages)
+            _, _, post = _allocate(1, Kmodes, R, n_obj, covariance)
+        self.P_Lam, self.P_eta, self.M, self.S, self.E2 = post
+        if model == "cp_gaussian":
+            self.code = K.MODEL_GAUSSIAN
+        else:
+            self.code = K.MODEL_PROBIT_RANK1 if probit_curvature == "rank1" else K.MODEL_PROBIT
+        self.lp_rule = LP_INDEFINITE[lp_indefinite]
+        self._scratch(expect_under)
+        self.sweep = SWEEPS[_sweep_kind(method, covariance, schedule, expect_under)].__get__(self)
+        self.resumed = messages is not None
+        self.rebuild()
+        if messages is None:
+            self._start(init_means, init_covs)
+        self.noise = np.array([*self._noise_sums(), 0.0])
+        self.noise[2] = self.noise[0] / self.noise[1]
+        self.warm = model == "cp_gaussian" and messages is None and noise_warmup > 0
+        self.noise_warmup = noise_warmup
+        if self.warm:
+            # warm-up: the noise precision held at warmup_snr / Var(y) while the embeddings
+            # take shape; learning it from the start lets a poor early fit inflate the noise,
+            # which regularises the embeddings into a local optimum that explains the data as
+            # noise (measured: 2 seeds in 5 stuck at E tau ~ 5 instead of 100 on a 30 x 25 x 20
+            # rank-3 tensor)
+            self.noise[2] = warmup_snr / max(_exact_var(y), 1e-300)
+        self.tau_init = self.noise[2]
+        self.f_old = np.zeros(n)
+        self.f_new = np.empty(n)
+        K.predict_mean(lay.gidx, self.M, self.f_old)
+
+    # -------------------------------------------------------------------------------- set-up
+    def _scratch(self, expect_under):
+        n, Kmodes, R, n_obj = self.n, self.Kmodes, self.R, self.n_obj
+        self.bad = np.zeros(n_obj, dtype=np.int64)
+        self.n_chunks = n_chunks = -(-n // ENTRY_CHUNK)
+        self.skipped = np.zeros(n_chunks, dtype=np.int64)
+        self.noise_chunks = np.empty((n_chunks, 2))
+        if self.covariance == "full":
+            self.work = np.empty((n_chunks, K.ENTRY_MATS, R, R))
+            self.scr = np.empty((n_chunks, K.ENTRY_VECS, R))
+            self.Ls = np.empty((-(-n_obj // OBJECT_CHUNK), R, R))
+        else:
+            self.scr = np.empty((n_chunks, 2))
+        # the parallel schedule with full covariances sums each fixed group of entries' new
+        # messages per object during the sweep (kernels.tensor.sweep_full with_sums;
+        # reduce_object_sums), when those partial sums are small beside the messages (not for a
+        # small batch over many objects)
+        n_groups = min(SUM_GROUPS, n_chunks)
+        self.with_sums = (
+            self.covariance == "full"
+            and self.method == "cep1"
+            and self.schedule == "parallel"
+            and n_groups * n_obj <= SUM_FRACTION * n * Kmodes
+        )
+        if self.with_sums:
+            self.part_L = np.empty((n_groups, n_obj, R, R))
+            self.part_e = np.empty((n_groups, n_obj, R))
+            self.sweep_chunk = -(-n // n_groups)
+            n_groups = -(-n // self.sweep_chunk)  # (every group non-empty)
+        else:
+            self.part_L, self.part_e = np.empty((1, 0, R, R)), np.empty((1, 0, R))
+            self.sweep_chunk = ENTRY_CHUNK
+        self.n_groups = n_groups
+        # expect_under="cavity": the sweeps after the first of a fresh fit (which has no messages
+        # to remove yet and takes the initial moments, as "posterior" does) form each entry's
+        # cavities, in work units of their own: the sum groups, else at most CAVITY_UNITS chunks
+        # (the messages do not depend on the chunk; each unit's batch scratch is about 160 KB at
+        # rank 8)
+        if expect_under == "cavity":
+            cav_units = n_groups if self.with_sums else min(n_chunks, CAVITY_UNITS)
+            self.cav_chunk = self.sweep_chunk if self.with_sums else -(-n // cav_units)
+            self.cav_units = -(-n // self.cav_chunk)  # (every unit non-empty)
+            self.cav_scratch = cavity_scratch(self.cav_units, Kmodes, R)
+        if self.method == "lp":  # per-chunk scratch of the Laplace messages (kernels.tensor.lp.sweep_lp)
+            KR = Kmodes * R
+            self.lp_scratch = (
+                np.empty((n_chunks, Kmodes, R, R)),
+                np.empty((n_chunks, Kmodes, R)),
+                np.empty((n_chunks, Kmodes, R, R)),
+                np.empty((n_chunks, Kmodes, R)),
+                np.zeros((n_chunks, Kmodes), dtype=np.bool_),
+                np.empty((n_chunks, KLP.LP_MATS, KR, KR)),
+                np.empty((n_chunks, KLP.LP_VECS, KR)),
+            )
+        # the parallel schedule computes the noise messages in the sweep's pass over the entries
+        self.fused_noise = (
+            self.model == "cp_gaussian" and self.schedule == "parallel" and self.covariance == "full"
+        )
+
+    def _start(self, init_means, init_covs):
+        """A fresh fit's initial posterior moments.
+
+        Symmetry breaking: initial posterior means from the data (init="svd", see ``init``) or
+        random (seeded), with small covariances (INIT_VAR_FRACTION of their mean square), so that
+        the first sweep sees E[z z^T] ~ E[z] E[z]^T like an alternating least squares step; with
+        the prior covariance, the first messages over-count the spread of the means and pull them
+        towards 0. The posterior natural parameters get the prior's precision (P_Lam, from the
+        flat messages) centred at the initial means: the first cavities are broad (for cp_probit
+        a near-certain cavity would make the first messages carry no information) and a
+        sequential sweep starts from the initial means; the rebuild after the first sweep forgets
+        this pseudo-observation (posterior = prior + messages).
+        """
+        M, S = self.M, self.S
+        M[:] = init_means
+        v0 = max(INIT_VAR_FRACTION * float(np.mean(M**2)), 1e-12)
+        if self.covariance == "full":
+            S[:] = v0 * np.eye(self.R)
+        else:
+            S[:] = v0
+        if init_covs is not None:
+            S[:] = init_covs
+        second_moments(M, S, self.covariance, out=self.E2)
+        if self.covariance == "full":
+            self.P_eta[:] = np.einsum("oij,oj->oi", self.P_Lam, M)
+        else:
+            self.P_eta[:] = self.P_Lam * M
+
+    # ------------------------------------------------------------------------------ posterior
+    def _noise_sums(self):
+        """(a0 + sum alpha, b0 + sum beta): fixed-chunk partial sums, then their correctly rounded
+        sum; the same whatever the thread count or memory alignment."""
+        out = self.noise_chunks
+        K.chunk_sums(self.alpha, self.beta, ENTRY_CHUNK, out)
+        return self.a0 + math.fsum(out[:, 0].tolist()), self.b0 + math.fsum(out[:, 1].tolist())
+
+    def rebuild_objects(self, lo, hi):
+        """Full covariances: posterior of objects lo..hi-1 = prior + messages."""
+        lay = self.lay
+        K.rebuild_full(
+            lay.ptr, lay.ent, lay.obj_mode, lo, hi, self.Lam, self.eta, self.prior_Lam, self.prior_eta,
+            self.P_Lam, self.P_eta, self.M, self.S, self.E2, OBJECT_CHUNK, self.Ls, self.bad,
+        )  # fmt: skip
+
+    def rebuild(self):
+        """The exact posterior = prior + messages (also removes sequential drift)."""
+        lay = self.lay
+        if self.covariance == "full":
+            self.rebuild_objects(0, self.n_obj)
+        else:
+            K.rebuild_diag(
+                lay.ptr, lay.ent, lay.obj_mode, self.Lam, self.eta, self.prior_Lam, self.prior_eta,
+                self.P_Lam, self.P_eta, self.M, self.S, self.E2, self.bad,
+            )  # fmt: skip
+        self.check_proper()
+
+    def check_proper(self):
+        if self.bad.any():
+            raise FloatingPointError(
+                f"fit: the posterior precision of {int(self.bad.sum())} object(s) is not positive definite; "
+                "try a smaller 'damping'."
+            )
+
+    # --------------------------------------------------------------------------------- sweeps
+    def _blocks(self):
+        """Parallel: all modes from one posterior; block: mode by mode, each mode's objects
+        rebuilt before the next (see kernels.tensor.sweep_full)."""
+        K_ = self.Kmodes
+        return [(0, K_)] if self.schedule == "parallel" else [(k, k + 1) for k in range(K_)]
+
+    def _sweep_full(self, it):
+        lay, etau = self.lay, self.noise[2]
+        self.skipped[:] = 0
+        for k_lo, k_hi in self._blocks():
+            K.sweep_full(
+                self.code, lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
+                self.E2, etau, self.rho, k_lo, k_hi, self.sweep_chunk,
+                self.skipped[: self.n_groups if self.with_sums else self.n_chunks], self.work, self.scr,
+                self.fused_noise, self.alpha, self.beta, self.with_sums, self.part_L[: self.n_groups],
+                self.part_e[: self.n_groups],
+            )  # fmt: skip
+            if self.schedule == "block":
+                self.rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
+        self._noise_messages_full()
+        return int(self.skipped.sum())
+
+    def _sweep_cavity(self, it):
+        if it == 1 and not self.resumed:  # (no messages to remove yet: the initial moments)
+            return self._sweep_full(it)
+        lay, etau = self.lay, self.noise[2]
+        self.skipped[:] = 0
+        for k_lo, k_hi in self._blocks():
+            K.sweep_cavity_full(
+                self.code, lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
+                self.E2, etau, self.rho, k_lo, k_hi, self.cav_chunk, self.skipped[: self.cav_units],
+                self.work, self.scr, *self.cav_scratch, self.fused_noise, self.alpha, self.beta,
+                self.with_sums, self.part_L[: self.n_groups], self.part_e[: self.n_groups],
+            )  # fmt: skip
+            if self.schedule == "block":
+                self.rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
+        self._noise_messages_full()
+        return int(self.skipped.sum())
+
+    def _sweep_lp(self, it):
+        lay, etau = self.lay, self.noise[2]
+        self.skipped[:] = 0
+        for k_lo, k_hi in self._blocks():
+            KLP.sweep_lp(
+                self.code, lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
+                self.E2, etau, self.rho, self.lp_rule, k_lo, k_hi, ENTRY_CHUNK, self.skipped,
+                *self.lp_scratch, self.fused_noise, self.alpha, self.beta,
+            )  # fmt: skip
+            if self.schedule == "block":
+                self.rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
+        self._noise_messages_full()
+        return int(self.skipped.sum())
+
+    def _noise_messages_full(self):
+        if self.model == "cp_gaussian" and not self.fused_noise:
+            K.noise_messages_full(self.lay.gidx, self.y, self.alpha, self.beta, self.M, self.E2, self.rho)
+
+    def _sweep_diag(self, it):
+        """Block coordinate schedule: mode by mode, coordinate by coordinate."""
+        lay, etau = self.lay, self.noise[2]
+        self.skipped[:] = 0
+        for k in range(self.Kmodes):
+            for r in range(self.R):
+                K.sweep_diag_coord(
+                    self.code, lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
+                    self.E2, etau, self.rho, k, r, ENTRY_CHUNK, self.skipped, self.scr,
+                )  # fmt: skip
+                K.rebuild_diag_coord(
+                    lay.ptr, lay.ent, lay.offsets[k], lay.offsets[k + 1], k, r, self.Lam, self.eta,
+                    self.prior_Lam, self.prior_eta, self.P_Lam, self.P_eta, self.M, self.S, self.E2, self.bad,
+                )  # fmt: skip
+        if self.model == "cp_gaussian":
+            K.noise_messages_diag(lay.gidx, self.y, self.alpha, self.beta, self.M, self.E2, self.rho)
+        return int(self.skipped.sum())
+
+    def _sequential(self, it):
+        """Entries in a seeded random order, the posterior refreshed after each."""
+        order = self.rng.permutation(self.n).astype(np.int64)
+        fix_tau = self.warm and it <= self.noise_warmup
+        lay, R, Km = self.lay, self.R, self.Kmodes
+        if self.covariance == "full":
+            return int(
+                K.sequential_full(
+                    self.code,
+                    order,
+                    lay.gidx,
+                    self.y,
+                    self.s,
+                    self.Lam,
+                    self.eta,
+                    self.alpha,
+                    self.beta,
+                    self.P_Lam,
+                    self.P_eta,
+                    self.M,
+                    self.S,
+                    self.E2,
+                    self.noise,
+                    fix_tau,
+                    self.rho,
+                    self.work[0],
+                    self.scr[0],
+                    np.empty((Km, R, R)),
+                    np.empty((Km, R)),
+                    np.empty((R, R)),
+                )  # fmt: skip
+            )
+        return int(
+            K.sequential_diag(
+                self.code,
+                order,
+                lay.gidx,
+                self.y,
+                self.s,
+                self.Lam,
+                self.eta,
+                self.alpha,
+                self.beta,
+                self.P_Lam,
+                self.P_eta,
+                self.M,
+                self.S,
+                self.E2,
+                self.noise,
+                fix_tau,
+                self.rho,
+                self.scr[0],
+            )  # fmt: skip
+        )
+
+    # ------------------------------------------------------------------------------ one step
+    def step(self, it):
+        """One iteration (the sweep, the posterior, the noise, the change); its ``StepReport``."""
+        M, S = self.M, self.S
+        M_old, var_old = M.copy(), _variances(S, self.covariance).copy()
+        n_skipped = self.sweep(it)
+        if self.with_sums:  # posterior = prior + the sweep's per-group sums of the messages
+            K.reduce_object_sums(
+                self.prior_Lam, self.prior_eta, self.part_L[: self.n_groups], self.part_e[: self.n_groups],
+                self.P_Lam, self.P_eta, M, S, self.E2, OBJECT_CHUNK, self.Ls, self.bad,
+            )  # fmt: skip
+            self.check_proper()
+        else:
+            self.rebuild()  # exact posterior = prior + messages (also removes sequential drift)
+        if self.model == "cp_gaussian":
+            self.noise[0], self.noise[1] = self._noise_sums()
+            held = self.warm and it <= self.noise_warmup
+            self.noise[2] = self.tau_init if held else self.noise[0] / self.noise[1]
+        # convergence: relative RMS change of the predictive means of the training entries,
+        # invariant to the scaling and rotation gauges of the CP factors (which drift slowly
+        # and keep per-parameter changes from settling)
+        K.predict_mean(self.lay.gidx, M, self.f_new)
+        f_new, f_old = self.f_new, self.f_old
+        change = float(np.sqrt(np.mean((f_new - f_old) ** 2) / max(np.mean(f_new**2), 1e-300)))
+        param_change = _change(M_old, var_old, M, _variances(S, self.covariance))
+        self.f_old, self.f_new = f_new, f_old
+        return _loop.StepReport(change, n_skipped, values={"param_change": param_change, "damping": self.rho})
+
+    def finite(self):
+        return bool(np.all(np.isfinite(self.M)))
+
+    def messages(self):
+        """The resumable state: the messages (``fit(..., init_state=...)``)."""
+        return CPState(self.Lam, self.eta, self.alpha, self.beta)
+
+    def result(self, shape, n_iter, converged, stop_reason, trace, options, copy=True):
+        """The result object; ``copy=False`` hands over M and S (once the fit is done with them)."""
+        noise = (float(self.noise[0]), float(self.noise[1])) if self.model == "cp_gaussian" else None
+        M, S = (self.M.copy(), self.S.copy()) if copy else (self.M, self.S)
+        return CPResult(
+            self.model, self.method, self.covariance, self.R, shape, M, S, noise, n_iter, converged,
+            stop_reason, trace, self.messages(), options,
+        )  # fmt: skip
+
+
+def _sweep_kind(method, covariance, schedule, expect_under):
+    """The key of ``SWEEPS`` for a fit's options (checked already)."""
+    if schedule == "sequential":
+        return "sequential"
+    if covariance == "diag":
+        return "diag"
+    if method == "lp":
+        return "lp"
+    return "cavity" if expect_under == "cavity" else "full"
+
+
+#: the sweep of each schedule, chosen once per fit (``_sweep_kind``)
+SWEEPS = {
+    "full": CPEngine._sweep_full,
+    "cavity": CPEngine._sweep_cavity,
+    "lp": CPEngine._sweep_lp,
+    "diag": CPEngine._sweep_diag,
+    "sequential": CPEngine._sequential,
+}
+
+
+def default_prior(n_obj, R, covariance, prior_var, prior_mean, rng):
+    """The N(m, prior_var I) prior of every object (natural parameters) and its means m: 0, or with
+    a positive ``prior_mean`` m = |N(0, prior_mean^2)| per coordinate (seeded; None when 0)."""
+    eye = np.eye(R) if covariance == "full" else np.ones(R)
+    prior_Lam = np.ascontiguousarray(np.broadcast_to(eye / prior_var, (n_obj, *eye.shape)))
+    prior_eta = np.zeros((n_obj, R))
+    m0 = None
+    if prior_mean > 0.0:
+        m0 = prior_mean * np.abs(rng.standard_normal((n_obj, R)))
+        prior_eta = m0 / prior_var
+    return prior_Lam, prior_eta, m0
+
+
 def fit_cp(
     coords,
     values,
@@ -186,8 +592,6 @@ def fit_cp(
     seed=None,
     init_state=None,
     verbose=False,
-    _prior=None,
-    _init_moments=None,
 ):
     """Fit a Bayesian CP decomposition by CEP-1 or Laplace propagation (called by ``fastcep.fit``).
 
@@ -294,8 +698,7 @@ def fit_cp(
         Test entries whose RMSE (cp_gaussian) or AUC (cp_probit) is recorded every iteration in
         ``trace.eval_metric``.
     n_threads, callback, seed, init_state, verbose
-        As for regression (the private ``_prior`` (prior_Lam, prior_eta) per object and
-        ``_init_moments`` (means, covs) serve ``fastcep.stream``); the callback receives a
+        As for regression; the callback receives a
         ``fastcep.IterationInfo``, ``init_state`` a ``CPState`` (``res.state``) of a fit on the same
         entries.
 
@@ -311,6 +714,7 @@ def fit_cp(
         If the posterior becomes non-finite or not positive definite (try a smaller damping or
         schedule="block").
     """
+    start = time.perf_counter()
     func = "fit"
     V.check_choice(model, "model", func, CP_MODELS)
     V.check_choice(method, "method", func, CP_METHODS)
@@ -382,475 +786,39 @@ def fit_cp(
 
     lay = make_layout(coords, shape)
     n_obj = int(lay.offsets[-1])
-    if init_state is None:
-        Lam, eta, (P_Lam, P_eta, M, S, E2) = _allocate(n, Kmodes, R, n_obj, covariance)
-        alpha = np.zeros(n)
-        beta = np.zeros(n)
-    else:
-        Lam, eta, alpha, beta = _check_state(init_state, n, Kmodes, R, covariance, func)
-        _, _, (P_Lam, P_eta, M, S, E2) = _allocate(1, Kmodes, R, n_obj, covariance)
-    if _prior is None:
-        eye = np.eye(R) if covariance == "full" else np.ones(R)
-        prior_Lam = np.ascontiguousarray(np.broadcast_to(eye / pv, (n_obj, *eye.shape)))
-        prior_eta = np.zeros((n_obj, R))
-        m0 = None
-        if prior_mean > 0.0:  # N(m, prior_var I), m = |N(0, prior_mean^2)| per coordinate (seeded)
-            m0 = prior_mean * np.abs(rng.standard_normal((n_obj, R)))
-            prior_eta = m0 / pv
-    else:  # per-object priors (streaming: the current posterior of each object)
-        m0 = None
-        prior_Lam = np.ascontiguousarray(_prior[0], dtype=np.float64)
-        prior_eta = np.ascontiguousarray(_prior[1], dtype=np.float64)
-    bad = np.zeros(n_obj, dtype=np.int64)
-    n_chunks = -(-n // ENTRY_CHUNK)
-    skipped = np.zeros(n_chunks, dtype=np.int64)
-    if covariance == "full":
-        work = np.empty((n_chunks, K.ENTRY_MATS, R, R))
-        scr = np.empty((n_chunks, K.ENTRY_VECS, R))
-        Ls = np.empty((-(-n_obj // OBJECT_CHUNK), R, R))
-    else:
-        scr = np.empty((n_chunks, 2))
-    # the parallel schedule with full covariances sums each fixed group of entries' new messages
-    # per object during the sweep (kernels.cp.sweep_full with_sums; reduce_object_sums), when
-    # those partial sums are small beside the messages (not for a small batch over many objects)
-    n_groups = min(SUM_GROUPS, n_chunks)
-    with_sums = (
-        covariance == "full"
-        and method == "cep1"
-        and schedule == "parallel"
-        and n_groups * n_obj <= SUM_FRACTION * n * Kmodes
-    )
-    if with_sums:
-        part_L = np.empty((n_groups, n_obj, R, R))
-        part_e = np.empty((n_groups, n_obj, R))
-        sweep_chunk = -(-n // n_groups)
-        n_groups = -(-n // sweep_chunk)  # (every group non-empty)
-    else:
-        part_L, part_e = np.empty((1, 0, R, R)), np.empty((1, 0, R))
-        sweep_chunk = ENTRY_CHUNK
-    # expect_under="cavity": the sweeps after the first (which has no messages to remove yet and
-    # takes the initial moments, as "posterior" does) form each entry's cavities, in work units
-    # of their own: the sum groups, else at most CAVITY_UNITS chunks (the messages do not depend
-    # on the chunk; each unit's batch scratch is about 160 KB at rank 8)
-    cavity = expect_under == "cavity"
-    if cavity:
-        cav_units = n_groups if with_sums else min(n_chunks, CAVITY_UNITS)
-        cav_chunk = sweep_chunk if with_sums else -(-n // cav_units)
-        cav_units = -(-n // cav_chunk)  # (every unit non-empty)
-        cav_scratch = cavity_scratch(cav_units, Kmodes, R)
-    if method == "lp":  # per-chunk scratch of the Laplace messages (kernels.cp_lp.sweep_lp)
-        KR = Kmodes * R
-        lp_scratch = (
-            np.empty((n_chunks, Kmodes, R, R)),
-            np.empty((n_chunks, Kmodes, R)),
-            np.empty((n_chunks, Kmodes, R, R)),
-            np.empty((n_chunks, Kmodes, R)),
-            np.zeros((n_chunks, Kmodes), dtype=np.bool_),
-            np.empty((n_chunks, KLP.LP_MATS, KR, KR)),
-            np.empty((n_chunks, KLP.LP_VECS, KR)),
-        )
-    if model == "cp_gaussian":
-        code = K.MODEL_GAUSSIAN
-    else:
-        code = K.MODEL_PROBIT_RANK1 if probit_curvature == "rank1" else K.MODEL_PROBIT
-    # the parallel schedule computes the noise messages in the sweep's pass over the entries
-    fused_noise = model == "cp_gaussian" and schedule == "parallel" and covariance == "full"
-
-    def rebuild_objects(lo, hi):
-        """Full covariances: posterior of objects lo..hi-1 = prior + messages."""
-        K.rebuild_full(
-            lay.ptr,
-            lay.ent,
-            lay.obj_mode,
-            lo,
-            hi,
-            Lam,
-            eta,
-            prior_Lam,
-            prior_eta,
-            P_Lam,
-            P_eta,
-            M,
-            S,
-            E2,
-            OBJECT_CHUNK,
-            Ls,
-            bad,
-        )
-
-    def rebuild():
-        if covariance == "full":
-            rebuild_objects(0, n_obj)
-        else:
-            K.rebuild_diag(
-                lay.ptr, lay.ent, lay.obj_mode, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, bad
-            )
-        check_proper()
-
-    def check_proper():
-        if bad.any():
-            raise FloatingPointError(
-                f"fit: the posterior precision of {int(bad.sum())} object(s) is not positive definite; "
-                "try a smaller 'damping'."
-            )
-
+    messages = _check_state(init_state, n, Kmodes, R, covariance, func) if init_state is not None else None
+    prior_Lam, prior_eta, m0 = default_prior(n_obj, R, covariance, pv, prior_mean, rng)
     with num_threads(n_threads):
-        rebuild()
+        init_means = None
         if init_state is None:
-            # symmetry breaking: initial posterior means from the data (init="svd", see _cpinit)
-            # or random (seeded), with small covariances (INIT_VAR_FRACTION of their mean square),
-            # so that the first sweep sees E[z z^T] ~ E[z] E[z]^T like an alternating least
-            # squares step; with the prior covariance, the first messages over-count the
-            # spread of the means and pull them towards 0
-            if _init_moments is not None:
-                M[:] = _init_moments[0]
-            elif _prior is None and m0 is not None:
-                M[:] = m0
+            if m0 is not None:  # start from the prior's means
+                init_means = m0
             elif init == "svd":
-                M[:] = svd_init(coords, y, shape, R, init_scale, rng)
+                init_means = svd_init(coords, y, shape, R, init_scale, rng)
             else:
-                M[:] = init_scale * rng.standard_normal(M.shape)
-            v0 = max(INIT_VAR_FRACTION * float(np.mean(M**2)), 1e-12)
-            if covariance == "full":
-                S[:] = v0 * np.eye(R)
-            else:
-                S[:] = v0
-            if _init_moments is not None:
-                S[:] = _init_moments[1]
-            second_moments(M, S, covariance, out=E2)
-            # the posterior natural parameters get the prior's precision (P_Lam, from the flat
-            # messages) centred at the initial means: the first cavities are broad (for cp_probit
-            # a near-certain cavity would make the first messages carry no information) and a
-            # sequential sweep starts from the initial means; the rebuild after the first sweep
-            # forgets this pseudo-observation (posterior = prior + messages)
-            if covariance == "full":
-                P_eta[:] = np.einsum("oij,oj->oi", P_Lam, M)
-            else:
-                P_eta[:] = P_Lam * M
-        noise_chunks = np.empty((n_chunks, 2))
-        noise = np.array([*_noise_sums(a0, b0, alpha, beta, noise_chunks), 0.0])
-        noise[2] = noise[0] / noise[1]
-        warm = model == "cp_gaussian" and init_state is None and noise_warmup > 0
-        if warm:
-            # warm-up: the noise precision held at warmup_snr / Var(y) while the embeddings
-            # take shape; learning it from the start lets a poor early fit inflate the noise,
-            # which regularises the embeddings into a local optimum that explains the data as
-            # noise (measured: 2 seeds in 5 stuck at E tau ~ 5 instead of 100 on a 30 x 25 x 20
-            # rank-3 tensor)
-            noise[2] = warmup_snr / max(_exact_var(y), 1e-300)
-        tau_init = noise[2]
-        f_old = np.zeros(n)
-        f_new = np.empty(n)
-        K.predict_mean(lay.gidx, M, f_old)
-        elapsed, changes, skips, paper, damps, metric = [], [], [], [], [], []
-        converged, stop_reason = False, "max_iter"
-        start = time.perf_counter()
-        it = 0
-        for it in range(1, max_iter + 1):
-            M_old, var_old = M.copy(), _variances(S, covariance).copy()
-            cavity_sweep = cavity and (it > 1 or init_state is not None)
-            if schedule in ("parallel", "block"):
-                if covariance == "full":
-                    # parallel: all modes from one posterior; block: mode by mode, each mode's
-                    # objects rebuilt before the next (see kernels.cp.sweep_full)
-                    skipped[:] = 0
-                    blocks = [(0, Kmodes)] if schedule == "parallel" else [(k, k + 1) for k in range(Kmodes)]
-                    for k_lo, k_hi in blocks:
-                        if method == "lp":  # (full covariances: checked above)
-                            KLP.sweep_lp(
-                                code,
-                                lay.gidx,
-                                y,
-                                s,
-                                Lam,
-                                eta,
-                                P_Lam,
-                                P_eta,
-                                M,
-                                E2,
-                                noise[2],
-                                rho,
-                                LP_INDEFINITE[lp_indefinite],
-                                k_lo,
-                                k_hi,
-                                ENTRY_CHUNK,
-                                skipped,
-                                *lp_scratch,
-                                fused_noise,
-                                alpha,
-                                beta,
-                            )
-                        elif cavity_sweep:
-                            K.sweep_cavity_full(
-                                code, lay.gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, noise[2], rho, k_lo,
-                                k_hi, cav_chunk, skipped[:cav_units], work, scr, *cav_scratch, fused_noise,
-                                alpha, beta, with_sums, part_L[:n_groups], part_e[:n_groups],
-                            )  # fmt: skip
-                        else:
-                            K.sweep_full(
-                                code,
-                                lay.gidx,
-                                y,
-                                s,
-                                Lam,
-                                eta,
-                                P_Lam,
-                                P_eta,
-                                M,
-                                E2,
-                                noise[2],
-                                rho,
-                                k_lo,
-                                k_hi,
-                                sweep_chunk,
-                                skipped[: n_groups if with_sums else n_chunks],
-                                work,
-                                scr,
-                                fused_noise,
-                                alpha,
-                                beta,
-                                with_sums,
-                                part_L[:n_groups],
-                                part_e[:n_groups],
-                            )
-                        if schedule == "block":
-                            rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
-                    if model == "cp_gaussian" and not fused_noise:
-                        K.noise_messages_full(lay.gidx, y, alpha, beta, M, E2, rho)
-                else:
-                    # block coordinate schedule: mode by mode, coordinate by coordinate
-                    skipped[:] = 0
-                    for k in range(Kmodes):
-                        for r in range(R):
-                            K.sweep_diag_coord(
-                                code,
-                                lay.gidx,
-                                y,
-                                s,
-                                Lam,
-                                eta,
-                                P_Lam,
-                                P_eta,
-                                M,
-                                E2,
-                                noise[2],
-                                rho,
-                                k,
-                                r,
-                                ENTRY_CHUNK,
-                                skipped,
-                                scr,
-                            )
-                            K.rebuild_diag_coord(
-                                lay.ptr,
-                                lay.ent,
-                                lay.offsets[k],
-                                lay.offsets[k + 1],
-                                k,
-                                r,
-                                Lam,
-                                eta,
-                                prior_Lam,
-                                prior_eta,
-                                P_Lam,
-                                P_eta,
-                                M,
-                                S,
-                                E2,
-                                bad,
-                            )
-                    if model == "cp_gaussian":
-                        K.noise_messages_diag(lay.gidx, y, alpha, beta, M, E2, rho)
-                n_skipped = int(skipped.sum())
-            else:
-                order = rng.permutation(n).astype(np.int64)
-                if covariance == "full":
-                    n_skipped = int(
-                        K.sequential_full(
-                            code,
-                            order,
-                            lay.gidx,
-                            y,
-                            s,
-                            Lam,
-                            eta,
-                            alpha,
-                            beta,
-                            P_Lam,
-                            P_eta,
-                            M,
-                            S,
-                            E2,
-                            noise,
-                            warm and it <= noise_warmup,
-                            rho,
-                            work[0],
-                            scr[0],
-                            np.empty((Kmodes, R, R)),
-                            np.empty((Kmodes, R)),
-                            np.empty((R, R)),
-                        )
-                    )
-                else:
-                    n_skipped = int(
-                        K.sequential_diag(
-                            code,
-                            order,
-                            lay.gidx,
-                            y,
-                            s,
-                            Lam,
-                            eta,
-                            alpha,
-                            beta,
-                            P_Lam,
-                            P_eta,
-                            M,
-                            S,
-                            E2,
-                            noise,
-                            warm and it <= noise_warmup,
-                            rho,
-                            scr[0],
-                        )
-                    )
-            if with_sums:  # posterior = prior + the sweep's per-group sums of the messages
-                K.reduce_object_sums(
-                    prior_Lam, prior_eta, part_L[:n_groups], part_e[:n_groups], P_Lam, P_eta, M, S, E2,
-                    OBJECT_CHUNK, Ls, bad,
-                )  # fmt: skip
-                check_proper()
-            else:
-                rebuild()  # exact posterior = prior + messages (also removes sequential drift)
-            if model == "cp_gaussian":
-                noise[0], noise[1] = _noise_sums(a0, b0, alpha, beta, noise_chunks)
-                noise[2] = tau_init if warm and it <= noise_warmup else noise[0] / noise[1]
-            # convergence: relative RMS change of the predictive means of the training entries,
-            # invariant to the scaling and rotation gauges of the CP factors (which drift slowly
-            # and keep per-parameter changes from settling)
-            K.predict_mean(lay.gidx, M, f_new)
-            change = float(np.sqrt(np.mean((f_new - f_old) ** 2) / max(np.mean(f_new**2), 1e-300)))
-            param_change = _change(M_old, var_old, M, _variances(S, covariance))
-            f_old, f_new = f_new, f_old
-            now = time.perf_counter() - start
-            elapsed.append(now)
-            changes.append(change)
-            skips.append(n_skipped)
-            paper.append(param_change)
-            damps.append(rho)
-            result = None
-            if eval_set is not None or callback is not None:  # a result object only when needed
-                result = _pack(
-                    model,
-                    method,
-                    covariance,
-                    R,
-                    shape,
-                    M,
-                    S,
-                    noise,
-                    it,
-                    converged,
-                    stop_reason,
-                    (elapsed, changes, skips, paper, damps, metric),
-                    Lam,
-                    eta,
-                    alpha,
-                    beta,
-                    options,
-                )
-            metric.append(eval_metric(result, ev_coords, ev_values) if eval_set is not None else np.nan)
-            if verbose:
-                extra = f", eval {metric[-1]:.4f}" if eval_set is not None else ""
-                print(
-                    f"[fastcep] {model}/{method} iter {it}: change {change:.3e}, skipped {n_skipped}"
-                    f"{extra}, {now:.3f} s",
-                    file=sys.stderr,
-                )
-            if not np.all(np.isfinite(M)):
-                raise FloatingPointError(f"fit: the posterior became non-finite at iteration {it}.")
-            if change < tol:
-                converged, stop_reason = True, "tol"
-            if callback is not None:
-                if callback(IterationInfo(it, change, now, n_skipped, result)) and not converged:
-                    stop_reason = "callback"
-                    break
-            if converged:
-                break
-    res = _pack(
-        model,
-        method,
-        covariance,
-        R,
-        shape,
-        M,
-        S,
-        noise,
-        it,
-        converged,
-        stop_reason,
-        (elapsed, changes, skips, paper, damps, metric),
-        Lam,
-        eta,
-        alpha,
-        beta,
-        options,
-        copy=False,
-    )
-    # the posterior's natural parameters (streaming absorbs them as the next prior)
-    res._P_Lam, res._P_eta = P_Lam, P_eta
-    return res
+                init_means = init_scale * rng.standard_normal((n_obj, R))
+        engine = CPEngine(
+            lay, y, s, model, method, R, covariance, schedule, rho, prior_Lam=prior_Lam, prior_eta=prior_eta,
+            a0=a0, b0=b0, probit_curvature=probit_curvature, expect_under=expect_under,
+            lp_indefinite=lp_indefinite, init_means=init_means, messages=messages, noise_warmup=noise_warmup,
+            warmup_snr=warmup_snr, rng=rng,
+        )  # fmt: skip
 
+        def snapshot(it, trace):
+            return engine.result(shape, it, False, "running", trace, options)
 
-def _pack(
-    model,
-    method,
-    covariance,
-    R,
-    shape,
-    M,
-    S,
-    noise,
-    it,
-    converged,
-    stop_reason,
-    lists,
-    Lam,
-    eta,
-    alpha,
-    beta,
-    options,
-    copy=True,
-):
-    """The result object; ``copy=False`` hands over M and S (only once the fit is done with them)."""
-    elapsed, changes, skips, paper, damps, metric = lists
-    trace = Trace.from_columns(
-        len(elapsed),
-        elapsed=elapsed,
-        change=changes,
-        skipped=skips,
-        param_change=paper,
-        damping=damps,
-        eval_metric=metric,
-    )
-    noise_post = (float(noise[0]), float(noise[1])) if model == "cp_gaussian" else None
-    res = CPResult(
-        model,
-        method,
-        covariance,
-        R,
-        shape,
-        M.copy() if copy else M,
-        S.copy() if copy else S,
-        noise_post,
-        it,
-        converged,
-        stop_reason,
-        trace,
-        CPState(Lam, eta, alpha, beta),
-        options,
-    )
-    return res
+        evaluate = None
+        if eval_set is not None:
+
+            def evaluate(result):
+                return eval_metric(result, ev_coords, ev_values)
+
+        out = _loop.run(
+            engine.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, evaluate=evaluate,
+            finite=engine.finite, verbose=verbose, label=f"{model}/{method}", start=start,
+            governor=ThreadGovernor(n_threads),
+        )  # fmt: skip
+    return engine.result(shape, out.n_iter, out.converged, out.stop_reason, out.trace, options, copy=False)
 
 
 def _check_state(state, n, Kmodes, R, covariance, func):
@@ -859,9 +827,4 @@ def _check_state(state, n, Kmodes, R, covariance, func):
     want = (n, Kmodes, R, R) if covariance == "full" else (n, Kmodes, R)
     if state.Lam.shape != want or state.eta.shape != (n, Kmodes, R) or state.alpha.shape != (n,):
         raise V.param_error("init_state", func, f"messages of shape {want}", f"shape {state.Lam.shape}")
-    return (
-        np.array(state.Lam, dtype=np.float64),
-        np.array(state.eta, dtype=np.float64),
-        np.array(state.alpha, dtype=np.float64),
-        np.array(state.beta, dtype=np.float64),
-    )
+    return state

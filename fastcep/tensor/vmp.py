@@ -10,17 +10,16 @@ objects, ``fastcep.kernels.cp_vmp``), then q(tau). Every step maximises the evid
 """
 
 import math
-import sys
 import time
 
 import numpy as np
 from scipy.special import digamma, gammaln
 
+from .. import _loop
 from .. import _validation as V
-from .._loop import IterationInfo, Trace
 from .._threads import num_threads
 from ..kernels.tensor import vmp as K
-from .engine import CP_MODELS, ENTRY_CHUNK, INIT_VAR_FRACTION, _change, _exact_var
+from .engine import CP_MODELS, ENTRY_CHUNK, INIT_VAR_FRACTION, _change, _exact_var, default_prior
 from .init import svd_init
 from .layout import check_coords, check_eval_set, check_values, make_layout
 from .result import CPResult, eval_metric, second_moments
@@ -92,8 +91,6 @@ def fit_vmp(
     warmup_snr=None,
     probit_curvature=None,
     expect_under=None,
-    _prior=None,
-    _init_moments=None,
 ):
     """Fit a Bayesian CP decomposition by mean-field VMP (``fastcep.fit(..., method="vmp")``).
 
@@ -160,8 +157,7 @@ def fit_vmp(
         ``method="vmp"``, ``covariance="full"``, ``state=None``; ``posterior.noise`` (a, b) for
         cp_gaussian; ``trace.elbo`` the ELBO after every iteration, ``trace.change`` the stopping
         measure, ``trace.param_change`` the largest change of a mean (in sds) or relative change
-        of a variance, ``trace.damping`` NaN. The posterior natural parameters are kept as
-        ``res._P_Lam`` (n_obj, R, R) and ``res._P_eta`` (n_obj, R) for streaming.
+        of a variance, ``trace.damping`` NaN.
 
     Raises
     ------
@@ -229,150 +225,153 @@ def fit_vmp(
         seed=seed,
     )
 
+    start = time.perf_counter()
     lay = make_layout(coords, shape)
     n_obj = int(lay.offsets[-1])
-    m0 = None
-    if _prior is None:
-        prior_Lam = np.ascontiguousarray(np.broadcast_to(np.eye(R) / pv, (n_obj, R, R)))
-        prior_eta = np.zeros((n_obj, R))
-        if prior_mean > 0.0:  # N(m, prior_var I), m = |N(0, prior_mean^2)| per coordinate (seeded)
-            m0 = prior_mean * np.abs(rng.standard_normal((n_obj, R)))
-            prior_eta = m0 / pv
-    else:  # per-object priors (streaming: the current posterior of each object)
-        prior_Lam = np.ascontiguousarray(_prior[0], dtype=np.float64)
-        prior_eta = np.ascontiguousarray(_prior[1], dtype=np.float64)
-    code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
-    n_obj_chunks = -(-n_obj // OBJECT_CHUNK)
-    mat = np.empty((n_obj_chunks, K.OBJECT_MATS, R, R))
-    vec = np.empty((n_obj_chunks, K.OBJECT_VECS, R))
-    entry_part = np.empty(-(-n // ENTRY_CHUNK))
-    kl_part = np.empty(n_obj_chunks)
-    c0 = np.empty(n_obj)
-    P_Lam = np.empty((n_obj, R, R))
-    P_eta = np.empty((n_obj, R))
-    logdet = np.empty(n_obj)
-    E2 = np.empty((n_obj, R, R))
-    f_old = np.empty(n)
-    f_new = np.empty(n)
-
+    prior_Lam, prior_eta, m0 = default_prior(n_obj, R, "full", pv, prior_mean, rng)
     with num_threads(n_threads):
-        K.prior_constants(prior_Lam, prior_eta, c0, OBJECT_CHUNK, mat, vec)
-        if not np.all(np.isfinite(c0)):
-            raise ValueError(
-                f"{func}: the prior precision of {int(np.sum(~np.isfinite(c0)))} object(s) is not "
-                "positive definite."
-            )
         # symmetry breaking as in fit_cp: initial means from the data or random (seeded), small
         # covariances, so that the first update of mode 1 sees E[z z^T] ~ E[z] E[z]^T
-        if _init_moments is not None:
-            M = np.array(_init_moments[0], dtype=np.float64)
-            S = np.array(_init_moments[1], dtype=np.float64)
+        if m0 is not None:
+            init_means = m0.copy()
+        elif init == "svd":
+            init_means = svd_init(coords, y, shape, R, init_scale, rng)
         else:
-            if m0 is not None:
-                M = m0.copy()
-            elif init == "svd":
-                M = svd_init(coords, y, shape, R, init_scale, rng)
-            else:
-                M = init_scale * rng.standard_normal((n_obj, R))
-            M = np.ascontiguousarray(M, dtype=np.float64)
-            v0 = max(INIT_VAR_FRACTION * float(np.mean(M**2)), 1e-12)
-            S = np.ascontiguousarray(np.broadcast_to(v0 * np.eye(R), (n_obj, R, R)))
-        second_moments(M, S, "full", out=E2)
-        K.entry_pass(code, lay.gidx, y, s, M, E2, f_old, ENTRY_CHUNK, entry_part)
-        a = a0 + 0.5 * n
+            init_means = init_scale * rng.standard_normal((n_obj, R))
+        engine = VMPEngine(
+            lay, y, s, model, R, prior_Lam=prior_Lam, prior_eta=prior_eta, a0=a0, b0=b0,
+            init_means=init_means, init_snr=init_snr, func=func,
+        )  # fmt: skip
+
+        def snapshot(it, trace):
+            return engine.result(shape, it, False, "max_iter", trace, options)
+
+        evaluate = None
+        if eval_set is not None:
+
+            def evaluate(result):
+                return eval_metric(result, ev_coords, ev_values)
+
+        out = _loop.run(
+            engine.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, evaluate=evaluate,
+            finite=engine.finite, verbose=verbose, label=f"{model}/vmp", start=start,
+            hint="check the scale of the values and the priors",
+        )  # fmt: skip
+    return engine.result(shape, out.n_iter, out.converged, out.stop_reason, out.trace, options, copy=False)
+
+
+class VMPEngine:
+    """One VMP fit's posterior and its iteration (``step``), for the one loop: ``fit_vmp`` builds
+    one from checked input, ``fastcep.stream(..., method="post")`` one per batch from the batch's
+    layout and the posterior so far as the prior.
+
+    Parameters
+    ----------
+    lay : Layout
+    y, s : arrays (n,)
+        Values (label signs for cp_probit) and label signs (zeros for cp_gaussian).
+    model : str
+    R : int
+    prior_Lam, prior_eta : arrays (n_obj, R, R), (n_obj, R)
+        Per-object prior natural parameters.
+    a0, b0 : float
+        Gamma prior of the noise precision (cp_gaussian).
+    init_means, init_covs : arrays (n_obj, R), (n_obj, R, R) or None
+        Initial moments (covs None: INIT_VAR_FRACTION of the means' mean square).
+    init_snr : float or None
+        cp_gaussian: E[tau] starts at init_snr / Var(y) (None: at a0 / b0).
+    func : str
+        Names the public function in errors.
+    """
+
+    def __init__(
+        self, lay, y, s, model, R, *, prior_Lam, prior_eta, a0, b0, init_means, init_covs=None, init_snr=None,
+        func="fit",
+    ):  # fmt: skip
+        n = lay.gidx.shape[0]
+        n_obj = int(lay.offsets[-1])
+        self.lay, self.y, self.s, self.model, self.R, self.n = lay, y, s, model, R, n
+        self.Kmodes = lay.gidx.shape[1]
+        self.prior_Lam, self.prior_eta, self.a0, self.b0 = prior_Lam, prior_eta, a0, b0
+        self.code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
+        n_obj_chunks = -(-n_obj // OBJECT_CHUNK)
+        self.mat = np.empty((n_obj_chunks, K.OBJECT_MATS, R, R))
+        self.vec = np.empty((n_obj_chunks, K.OBJECT_VECS, R))
+        self.entry_part = np.empty(-(-n // ENTRY_CHUNK))
+        self.kl_part = np.empty(n_obj_chunks)
+        self.c0 = np.empty(n_obj)
+        self.P_Lam = np.empty((n_obj, R, R))
+        self.P_eta = np.empty((n_obj, R))
+        self.logdet = np.empty(n_obj)
+        self.E2 = np.empty((n_obj, R, R))
+        self.f_old = np.empty(n)
+        self.f_new = np.empty(n)
+        K.prior_constants(prior_Lam, prior_eta, self.c0, OBJECT_CHUNK, self.mat, self.vec)
+        if not np.all(np.isfinite(self.c0)):
+            raise ValueError(
+                f"{func}: the prior precision of {int(np.sum(~np.isfinite(self.c0)))} object(s) is not "
+                "positive definite."
+            )
+        self.M = np.array(init_means, dtype=np.float64)
+        if init_covs is None:
+            v0 = max(INIT_VAR_FRACTION * float(np.mean(self.M**2)), 1e-12)
+            self.S = np.ascontiguousarray(np.broadcast_to(v0 * np.eye(R), (n_obj, R, R)))
+        else:
+            self.S = np.array(init_covs, dtype=np.float64)
+        second_moments(self.M, self.S, "full", out=self.E2)
+        K.entry_pass(self.code, lay.gidx, y, s, self.M, self.E2, self.f_old, ENTRY_CHUNK, self.entry_part)
+        self.a = a0 + 0.5 * n
         if model == "cp_gaussian":
-            etau = a0 / b0 if init_snr is None else init_snr / max(_exact_var(y), 1e-300)
-            b = a / etau
+            self.etau = a0 / b0 if init_snr is None else init_snr / max(_exact_var(y), 1e-300)
+            self.b = self.a / self.etau
         else:
-            etau, b = 1.0, math.nan
-        elapsed, changes, skips, paper, damps, metric, elbos = [], [], [], [], [], [], []
-        converged, stop_reason = False, "max_iter"
-        start = time.perf_counter()
-        it = 0
-        for it in range(1, max_iter + 1):
-            M_old, var_old = M.copy(), np.diagonal(S, axis1=1, axis2=2).copy()
-            for k in range(Kmodes):
-                lo, hi = int(lay.offsets[k]), int(lay.offsets[k + 1])
-                K.update_mode(
-                    code, k, lo, hi, lay.ptr, lay.ent, lay.gidx, y, s, M, S, E2, prior_Lam, prior_eta,
-                    P_Lam, P_eta, logdet, etau, OBJECT_CHUNK, mat, vec,
-                )  # fmt: skip
-                if not np.all(np.isfinite(logdet[lo:hi])):
-                    bad = int(np.sum(~np.isfinite(logdet[lo:hi])))
-                    raise FloatingPointError(
-                        f"fit: the posterior precision of {bad} object(s) of mode {k} is not positive "
-                        f"definite at iteration {it} (method='vmp')."
-                    )
-            K.entry_pass(code, lay.gidx, y, s, M, E2, f_new, ENTRY_CHUNK, entry_part)
-            total = math.fsum(entry_part.tolist())
-            if model == "cp_gaussian":
-                # q(tau) = Gamma(a0 + n / 2, b0 + E[sum (y - f)^2] / 2), then the ELBO's data term
-                b = b0 + 0.5 * total
-                etau = a / b
-                lik = 0.5 * n * (float(digamma(a)) - math.log(b) - math.log(2.0 * math.pi))
-                lik -= 0.5 * etau * total + _kl_gamma(a, b, a0, b0)
-            else:
-                lik = total
-            K.kl_pass(prior_Lam, prior_eta, c0, M, S, logdet, OBJECT_CHUNK, kl_part)
-            elbo = lik - math.fsum(kl_part.tolist())
-            change = float(np.sqrt(np.mean((f_new - f_old) ** 2) / max(np.mean(f_new**2), 1e-300)))
-            f_old, f_new = f_new, f_old
-            now = time.perf_counter() - start
-            elapsed.append(now)
-            changes.append(change)
-            skips.append(0)
-            paper.append(_change(M_old, var_old, M, np.diagonal(S, axis1=1, axis2=2)))
-            damps.append(np.nan)
-            elbos.append(elbo)
-            lists = (elapsed, changes, skips, paper, damps, metric, elbos)
-            result = None
-            if eval_set is not None or callback is not None:
-                result = _pack(
-                    model, R, shape, M.copy(), S.copy(), a, b, it, False, "max_iter", lists, options
-                )
-            metric.append(eval_metric(result, ev_coords, ev_values) if eval_set is not None else np.nan)
-            if verbose:
-                extra = f", eval {metric[-1]:.4f}" if eval_set is not None else ""
-                print(
-                    f"[fastcep] {model}/vmp iter {it}: elbo {elbo:.6e}, change {change:.3e}{extra}, "
-                    f"{now:.3f} s",
-                    file=sys.stderr,
-                )
-            if not (math.isfinite(elbo) and np.all(np.isfinite(M))):
+            self.etau, self.b = 1.0, math.nan
+        self.elbo = math.nan
+
+    def step(self, it):
+        """One round: every mode's objects in turn, then q(tau) and the ELBO; its ``StepReport``."""
+        lay, M, S = self.lay, self.M, self.S
+        M_old, var_old = M.copy(), np.diagonal(S, axis1=1, axis2=2).copy()
+        for k in range(self.Kmodes):
+            lo, hi = int(lay.offsets[k]), int(lay.offsets[k + 1])
+            K.update_mode(
+                self.code, k, lo, hi, lay.ptr, lay.ent, lay.gidx, self.y, self.s, M, S, self.E2,
+                self.prior_Lam, self.prior_eta, self.P_Lam, self.P_eta, self.logdet, self.etau, OBJECT_CHUNK,
+                self.mat, self.vec,
+            )  # fmt: skip
+            if not np.all(np.isfinite(self.logdet[lo:hi])):
+                bad = int(np.sum(~np.isfinite(self.logdet[lo:hi])))
                 raise FloatingPointError(
-                    f"fit: the posterior or the ELBO became non-finite at iteration {it}."
+                    f"fit: the posterior precision of {bad} object(s) of mode {k} is not positive "
+                    f"definite at iteration {it} (method='vmp')."
                 )
-            if change < tol:
-                converged, stop_reason = True, "tol"
-            if callback is not None:
-                if callback(IterationInfo(it, change, now, 0, result)) and not converged:
-                    stop_reason = "callback"
-                    break
-            if converged:
-                break
-    res = _pack(
-        model, R, shape, M, S, a, b, it, converged, stop_reason,
-        (elapsed, changes, skips, paper, damps, metric, elbos), options,
-    )  # fmt: skip
-    # the posterior's natural parameters (streaming absorbs them as the next prior)
-    res._P_Lam, res._P_eta = P_Lam, P_eta
-    return res
+        K.entry_pass(
+            self.code, lay.gidx, self.y, self.s, M, self.E2, self.f_new, ENTRY_CHUNK, self.entry_part
+        )
+        total = math.fsum(self.entry_part.tolist())
+        if self.model == "cp_gaussian":
+            # q(tau) = Gamma(a0 + n / 2, b0 + E[sum (y - f)^2] / 2), then the ELBO's data term
+            a = self.a
+            self.b = b = self.b0 + 0.5 * total
+            self.etau = a / b
+            lik = 0.5 * self.n * (float(digamma(a)) - math.log(b) - math.log(2.0 * math.pi))
+            lik -= 0.5 * self.etau * total + _kl_gamma(a, b, self.a0, self.b0)
+        else:
+            lik = total
+        K.kl_pass(self.prior_Lam, self.prior_eta, self.c0, M, S, self.logdet, OBJECT_CHUNK, self.kl_part)
+        self.elbo = lik - math.fsum(self.kl_part.tolist())
+        f_new, f_old = self.f_new, self.f_old
+        change = float(np.sqrt(np.mean((f_new - f_old) ** 2) / max(np.mean(f_new**2), 1e-300)))
+        self.f_old, self.f_new = f_new, f_old
+        param_change = _change(M_old, var_old, M, np.diagonal(S, axis1=1, axis2=2))
+        return _loop.StepReport(change, 0, values={"param_change": param_change, "elbo": self.elbo})
 
+    def finite(self):
+        return bool(math.isfinite(self.elbo) and np.all(np.isfinite(self.M)))
 
-def _pack(model, R, shape, M, S, a, b, it, converged, stop_reason, lists, options):
-    elapsed, changes, skips, paper, damps, metric, elbos = lists
-    metric = list(metric) + [np.nan] * (len(elapsed) - len(metric))  # mid-iteration: not yet known
-    trace = Trace.from_columns(
-        len(elapsed),
-        elapsed=elapsed,
-        change=changes,
-        skipped=skips,
-        param_change=paper,
-        damping=damps,
-        eval_metric=metric,
-        elbo=elbos,
-    )
-    noise = (float(a), float(b)) if model == "cp_gaussian" else None
-    return CPResult(
-        model, "vmp", "full", R, shape, M, S, noise, it, converged, stop_reason, trace, None, options
-    )
+    def result(self, shape, n_iter, converged, stop_reason, trace, options, copy=True):
+        """The result object; ``copy=False`` hands over M and S."""
+        noise = (float(self.a), float(self.b)) if self.model == "cp_gaussian" else None
+        M, S = (self.M.copy(), self.S.copy()) if copy else (self.M, self.S)
+        args = (self.model, "vmp", "full", self.R, shape, M, S, noise)
+        return CPResult(*args, n_iter, converged, stop_reason, trace, None, options)
