@@ -53,7 +53,7 @@ def main():
         t0 = time.perf_counter()
         n = build_dblp_training(args.data_dir, path, seed=0)
         print(f"training set: {n} entries, built in {time.perf_counter() - t0:.1f} s", flush=True)
-        fastcep.stream(path, "cp_probit", 8, batch_size=1000, max_batches=2)  # compile
+        fastcep.stream(path, model="cp_probit", rank=8, batch_size=1000, max_batches=2)  # compile
         if args.batch_fit:
             coords, values, shape = fastcep.read_tensor(path)
             t0 = time.perf_counter()
@@ -66,7 +66,9 @@ def main():
             aucs, secs, inner = [], [], []
             for sh in range(1, args.shuffles + 1):
                 t0 = time.perf_counter()
-                res = fastcep.stream(path, "cp_probit", 8, batch_size=bs, shuffle=True, seed=sh, **opts)
+                res = fastcep.stream(
+                    path, model="cp_probit", rank=8, batch_size=bs, shuffle=True, seed=sh, **opts
+                )
                 secs.append(time.perf_counter() - t0)
                 m, _, per_set = dblp_test_auc(res, test_sets=tests)
                 aucs.append(m)

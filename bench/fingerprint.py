@@ -115,21 +115,18 @@ def _stream_cases():
 
 
 def _stream(fastcep, data, opts, tmp):
-    """Calls ``fastcep.stream`` in whichever call form the installed version takes."""
+    """Calls ``fastcep.stream`` in whichever call form the installed version takes (positional
+    ``source, model, rank`` before the lean-engine change; ``fit``'s form after it)."""
     opts = dict(opts)
-    params = inspect.signature(fastcep.stream).parameters
-    new_form = "source" not in params
+    new_form = "source" not in inspect.signature(fastcep.stream).parameters
     if isinstance(data, str):
         c, v, shape = opts.pop("_file")
         path = os.path.join(tmp, "t.h5")
         fastcep.write_tensor(path, c, v, shape=shape)
         opts.pop("shape")
-        if new_form:
-            return fastcep.stream(path, **opts)
-        model, rank = opts.pop("model"), opts.pop("rank")
-        return fastcep.stream(path, model, rank, **opts)
+        data = path
     if new_form:
-        return fastcep.stream(*data, **opts)
+        return fastcep.stream(*(data if isinstance(data, tuple) else (data,)), **opts)
     model, rank = opts.pop("model"), opts.pop("rank")
     return fastcep.stream(data, model, rank, **opts)
 

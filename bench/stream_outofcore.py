@@ -72,18 +72,18 @@ def compare_in_memory(path, args, kw):
 
     def timed(source, **extra):
         t0 = time.perf_counter()
-        fastcep.stream(source, "cp_probit", args.rank, **extra, **kw)
+        fastcep.stream(*source, model="cp_probit", rank=args.rank, **extra, **kw)
         return time.perf_counter() - t0
 
     ratios = []
     for rep in range(args.repeats):
         # alternate which goes first: a shared machine's speed drifts within a pair too
         if rep % 2 == 0:
-            t_file = timed(path, max_batches=n_batches)
-            t_mem = timed((coords, values, shape))
+            t_file = timed((path,), max_batches=n_batches)
+            t_mem = timed((coords, values), shape=shape)
         else:
-            t_mem = timed((coords, values, shape))
-            t_file = timed(path, max_batches=n_batches)
+            t_mem = timed((coords, values), shape=shape)
+            t_file = timed((path,), max_batches=n_batches)
         ratios.append(t_file / t_mem)
         print(
             f"compare {rep + 1}: file {t_file:.1f} s, memory {t_mem:.1f} s, ratio {ratios[-1]:.3f}",
@@ -114,7 +114,7 @@ def main():
         generate(path, args.entries, shape)
         print(f"generated {path} in {time.perf_counter() - t0:.0f} s", flush=True)
     kw = dict(batch_size=args.batch_size, max_iter=args.max_iter)
-    fastcep.stream(path, "cp_probit", args.rank, max_batches=1, **kw)  # compile
+    fastcep.stream(path, model="cp_probit", rank=args.rank, max_batches=1, **kw)  # compile
     base = rss()
     sampler = Sampler()
     sampler.start()
@@ -122,10 +122,10 @@ def main():
     marks = []
 
     def cb(info):
-        marks.append((info["rows_done"], time.perf_counter() - t0, rss()))
+        marks.append((info.result.state.rows_done, time.perf_counter() - t0, rss()))
         return args.max_seconds is not None and time.perf_counter() - t0 > args.max_seconds
 
-    res = fastcep.stream(path, "cp_probit", args.rank, callback=cb, **kw)
+    res = fastcep.stream(path, model="cp_probit", rank=args.rank, callback=cb, **kw)
     secs = time.perf_counter() - t0
     sampler.stop.set()
     sampler.join()

@@ -107,23 +107,98 @@ class Outcome(NamedTuple):
     trace: Trace
 
 
-def run(
-    step,
-    *,
-    max_iter,
-    tol,
-    callback=None,
-    snapshot=None,
-    evaluate=None,
-    finite=None,
-    verbose=False,
-    label="fit",
-    func="fit",
-    hint="try a smaller 'damping'",
-    start=None,
-    stop_rule="tol",
-    governor=None,
-):
+class ProgressLine:
+    """A status line on stderr, rewritten in place at most five times a second."""
+
+    def __init__(self, label):
+        self.label = label
+        self.last = 0.0
+
+    def update(self, text, force=False):
+        now = time.perf_counter()
+        if force or now - self.last >= 0.2:
+            self.last = now
+            sys.stderr.write(f"\r[fastcep] {self.label}: {text}\033[K")
+            sys.stderr.flush()
+
+    def close(self, text):
+        self.update(text, force=True)
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+class Recorder:
+    """The bookkeeping of the one loop, for a loop that someone else drives (CP-WOPT's L-BFGS
+    calls ``record`` from scipy's callback); ``run`` drives the others. Arguments as ``run``'s."""
+
+    def __init__(
+        self, *, tol, callback=None, snapshot=None, evaluate=None, finite=None, verbose=False, progress=False,
+        label="fit", func="fit", hint="try a smaller 'damping'", start=None, stop_rule="tol",
+    ):  # fmt: skip
+        self.tol, self.callback, self.snapshot, self.evaluate = tol, callback, snapshot, evaluate
+        self.finite, self.verbose, self.label, self.func, self.hint = finite, verbose, label, func, hint
+        self.progress = ProgressLine(label) if progress else None
+        self.stop_rule = stop_rule
+        self.start = time.perf_counter() if start is None else start
+        self.cols = {"elapsed": [], "change": [], "skipped": []}
+        self.n_iter = 0
+        self.converged = False
+        self.stop_reason = "max_iter"
+
+    def record(self, it, rep):
+        """Record iteration ``it``'s report: the trace, the eval metric, the verbose line, the
+        finite check (FloatingPointError), the stopping rule and the callback. Returns True when
+        the run must stop (converged, or the callback said so)."""
+        cols = self.cols
+        self.n_iter = it
+        now = time.perf_counter() - self.start
+        cols["elapsed"].append(now)
+        cols["change"].append(float(rep.change))
+        cols["skipped"].append(int(rep.skipped))
+        if rep.values:
+            for name, value in rep.values.items():
+                cols.setdefault(name, [math.nan] * (it - 1)).append(value)
+        result = None
+        if self.snapshot is not None and (self.callback is not None or self.evaluate is not None):
+            result = self.snapshot(it, self.trace())  # (this iteration's eval_metric still NaN)
+        if self.evaluate is not None:
+            cols.setdefault("eval_metric", [math.nan] * (it - 1)).append(float(self.evaluate(result)))
+        for values in cols.values():  # columns a step reports only sometimes
+            if len(values) < it:
+                values.append(math.nan)
+        if self.verbose:
+            extra = f", eval {cols['eval_metric'][-1]:.4f}" if self.evaluate is not None else ""
+            line = f"[fastcep] {self.label} iter {it}: change {rep.change:.3e}, skipped {rep.skipped}{extra}"
+            print(f"{line}, {now:.3f} s", file=sys.stderr)
+        if self.progress is not None:
+            self.progress.update(f"iteration {it}, change {rep.change:.2e} (tol {self.tol:.1e}), {now:.1f} s")
+        if self.finite is not None and not self.finite():
+            raise FloatingPointError(
+                f"{self.func}: the fit became non-finite at iteration {it} ({self.label}); {self.hint}."
+            )
+        if rep.accept and rep.change < self.tol:
+            self.converged, self.stop_reason = True, self.stop_rule
+        if self.callback is not None:
+            info = IterationInfo(it, float(rep.change), now, int(rep.skipped), result)
+            if self.callback(info) and not self.converged:
+                self.stop_reason = "callback"
+                return True
+        return self.converged
+
+    def trace(self):
+        """The trace of the iterations recorded so far."""
+        n = self.n_iter
+        return Trace.from_columns(n, **{k: v[:n] for k, v in self.cols.items()})
+
+    def outcome(self, stop_reason=None):
+        """How the run ended (``stop_reason`` overrides the recorded one: the driver's own)."""
+        reason = self.stop_reason if stop_reason is None else stop_reason
+        if self.progress is not None:
+            self.progress.close(f"{self.n_iter} iterations, {reason}")
+        return Outcome(self.n_iter, self.converged, reason, self.trace())
+
+
+def run(step, *, max_iter, governor=None, **options):
     """Run ``step(iteration)`` for iterations 1, 2, ... until it converges, the callback stops it
     or ``max_iter`` is reached.
 
@@ -132,6 +207,8 @@ def run(
     step : callable
         ``step(iteration) -> StepReport``; runs one iteration in place.
     max_iter : int
+    governor : ThreadGovernor or None
+        Sets the thread count of each iteration and learns from its time (``fastcep._threads``).
     tol : float
         Converged when ``report.change < tol`` (and ``report.accept``).
     callback : callable or None
@@ -142,32 +219,28 @@ def run(
     evaluate : callable or None
         ``evaluate(result)`` -> a float per iteration, into ``trace.eval_metric``.
     finite : callable or None
-        ``finite()`` -> False when the posterior is no longer finite: FloatingPointError.
+        ``finite()`` -> False when the fit is no longer finite: FloatingPointError.
     verbose : bool
         One line per iteration on stderr.
+    progress : bool
+        A status line on stderr, rewritten at most five times a second.
     label : str
         Names the run in the verbose lines and errors ("probit/cep1", ...).
     func : str
         The public function named in errors.
     hint : str
-        What the error at a non-finite posterior advises.
+        What the error at a non-finite fit advises.
     start : float or None
         ``time.perf_counter()`` at the start of the fit (default: now), so that the trace's
         elapsed times include the set-up.
     stop_rule : str
         The stop reason recorded when ``change < tol`` ("tol"; "paper" for the paper's rule).
-    governor : ThreadGovernor or None
-        Sets the thread count of each iteration and learns from its time (``fastcep._threads``).
 
     Returns
     -------
     Outcome
     """
-    start = time.perf_counter() if start is None else start
-    cols = {"elapsed": [], "change": [], "skipped": []}
-    converged = False
-    stop_reason = "max_iter"
-    it = 0
+    rec = Recorder(**options)
     for it in range(1, max_iter + 1):
         if governor is not None:
             governor.before(it)
@@ -175,40 +248,6 @@ def run(
         rep = step(it)
         if governor is not None:
             governor.after(it, time.perf_counter() - t0)
-        now = time.perf_counter() - start
-        cols["elapsed"].append(now)
-        cols["change"].append(float(rep.change))
-        cols["skipped"].append(int(rep.skipped))
-        if rep.values:
-            for name, value in rep.values.items():
-                cols.setdefault(name, [math.nan] * (it - 1)).append(value)
-        result = None
-        if snapshot is not None and (callback is not None or evaluate is not None):
-            result = snapshot(it, _trace(it, cols))  # (this iteration's eval_metric still NaN)
-        if evaluate is not None:
-            cols.setdefault("eval_metric", [math.nan] * (it - 1)).append(float(evaluate(result)))
-        for values in cols.values():  # columns a step reports only sometimes
-            if len(values) < it:
-                values.append(math.nan)
-        if verbose:
-            extra = f", eval {cols['eval_metric'][-1]:.4f}" if evaluate is not None else ""
-            line = f"[fastcep] {label} iter {it}: change {rep.change:.3e}, skipped {rep.skipped}{extra}"
-            print(f"{line}, {now:.3f} s", file=sys.stderr)
-        if finite is not None and not finite():
-            raise FloatingPointError(
-                f"{func}: the posterior became non-finite at iteration {it} ({label}); {hint}."
-            )
-        if rep.accept and rep.change < tol:
-            converged, stop_reason = True, stop_rule
-        if callback is not None:
-            info = IterationInfo(it, float(rep.change), now, int(rep.skipped), result)
-            if callback(info) and not converged:
-                stop_reason = "callback"
-                break
-        if converged:
+        if rec.record(it, rep):
             break
-    return Outcome(it, converged, stop_reason, _trace(it, cols))
-
-
-def _trace(n, cols):
-    return Trace.from_columns(n, **{k: v[:n] for k, v in cols.items()})
+    return rec.outcome()

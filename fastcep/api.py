@@ -80,13 +80,17 @@ def fit(X, y, model="probit", method="cep1", **options):
     callback : callable or None
         Called as ``callback(info)`` after every sweep with an ``IterationInfo``; returning
         True stops the fit.
-    seed : int, Generator or None
-        Seeds the draws of methods "is" and "kjit" (same seed, same result, whatever the thread count;
-        None: fresh entropy); the other methods are deterministic.
+    seed : int, Generator or None, default 0
+        Seeds the draws of methods "is" and "kjit" and the random start of tensor fits (the same
+        seed gives the same result, whatever the thread count; the default is the same seed as
+        ``fastcep.stream``'s and the command line's; None: fresh entropy); the other regression
+        methods are deterministic.
     init_state : RegressionState or None
         Resume from ``res.state`` of an earlier fit on the same data.
     verbose : bool, default False
         Print one line per sweep to stderr.
+    progress : bool, default False
+        Keep a status line on stderr (iteration, change, time), rewritten in place.
 
     Returns
     -------

@@ -196,12 +196,11 @@ def cmd_info(args):
         info = {
             "file": args.file,
             "format": fmt,
-            "batches_done": state["batches_done"],
-            "rows_done": state["rows_done"],
+            "batches_done": state.batches_done,
+            "rows_done": state.rows_done,
         }
         text = (
-            f"{args.file}: stream checkpoint after {state['batches_done']} batches "
-            f"({state['rows_done']} entries)"
+            f"{args.file}: stream checkpoint after {state.batches_done} batches ({state.rows_done} entries)"
         )
     else:
         raise UserError(f"{args.file!r} is not a fastcep file (format attribute {fmt!r})")
@@ -274,7 +273,7 @@ def cmd_stream(args):
     opts = _options(args, (*names, "a0", "b0", "probit_curvature", "expect_under"))
     t0 = time.perf_counter()
     res = stream(
-        args.tensor, args.model, args.rank, method=args.method, batch_size=args.batch_size,
+        args.tensor, model=args.model, rank=args.rank, method=args.method, batch_size=args.batch_size,
         shuffle=args.shuffle, seed=args.seed, checkpoint=args.checkpoint, resume=args.resume,
         n_threads=args.threads, progress=not args.quiet,
         **opts,

@@ -32,3 +32,18 @@ class RegressionState(NamedTuple):
 # (the trace and the callback's argument belong to the one loop; re-exported here)
 Trace = _loop.Trace
 IterationInfo = _loop.IterationInfo
+
+
+class StreamState(NamedTuple):
+    """Everything needed to continue a stream (``res.state`` of ``fastcep.stream``; a checkpoint
+    file holds it): the posterior of every object so far and the position in the stream."""
+
+    P_Lam: np.ndarray  #: (n_obj, R, R) or (n_obj, R) posterior precisions (natural parameters)
+    P_eta: np.ndarray  #: (n_obj, R) posterior precision-times-means
+    M: np.ndarray  #: (n_obj, R) posterior means
+    S: np.ndarray  #: (n_obj, R, R) or (n_obj, R) posterior covariances or variances
+    seen: np.ndarray  #: (n_obj,) bool: the object has appeared in a batch
+    noise: np.ndarray  #: (2,) Gamma posterior (a, b) of the noise precision (cp_gaussian)
+    batches_done: int  #: batches absorbed
+    rows_done: int  #: entries absorbed
+    init_sd: float  #: sd of the random start of new objects (NaN until the first batch sets it)

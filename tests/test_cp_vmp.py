@@ -395,8 +395,10 @@ def test_post_with_one_batch_equals_vmp_from_the_same_prior_and_start(model, gau
     coords, values = T.coords[tr], T.values[tr]
     assert all(len(np.unique(coords[:, k])) == d for k, d in enumerate(shape))  # local numbering = global
     seed, pv = 3, 1.5
-    res = fastcep.stream((coords, values, shape), model, R, method="post", batch_size=len(tr), seed=seed,
-                         prior_var=pv, init_scale=0.8)  # fmt: skip
+    res = fastcep.stream(
+        coords, values, shape=shape, model=model, rank=R, method="post", batch_size=len(tr), seed=seed,
+        prior_var=pv, init_scale=0.8,
+    )  # fmt: skip
     assert res.method == "post" and res.n_iter == 1
     # what the stream gives its one batch: the prior of new objects and their start (stream.py)
     n_obj = sum(shape)
@@ -434,17 +436,19 @@ def test_post_with_one_batch_equals_vmp_from_the_same_prior_and_start(model, gau
 
 def test_post_on_several_batches(gaussian_split, binary_split):
     T, tr, te, floor = gaussian_split
-    src = (T.coords[tr], T.values[tr], SHAPE)
-    res = fastcep.stream(src, "cp_gaussian", 3, method="post", batch_size=1500, shuffle=True, seed=3)
+    src = dict(coords=T.coords[tr], values=T.values[tr], shape=SHAPE)
+    res = fastcep.stream(
+        **src, model="cp_gaussian", rank=3, method="post", batch_size=1500, shuffle=True, seed=3
+    )
     assert res.n_iter == 4 and res.method == "post" and res.stop_reason == "end"
     # one pass in 4 batches: as ADF-CEP (tests/test_stream.py), seed dependent, well below the
     # data's spread (sd ~0.8) on the median of 3 seeds (measured 0.41, 0.35, 0.10; ADF-CEP 0.11,
     # 0.39, 0.38), near the noise floor on this seed
     assert res.rmse(T.coords[te], T.values[te]) < 1.1 * floor
     runs = [
-        fastcep.stream(src, "cp_gaussian", 3, method="post", batch_size=1500, shuffle=True, seed=s).rmse(
-            T.coords[te], T.values[te]
-        )
+        fastcep.stream(
+            **src, model="cp_gaussian", rank=3, method="post", batch_size=1500, shuffle=True, seed=s
+        ).rmse(T.coords[te], T.values[te])
         for s in (1, 2)
     ]
     assert np.median(runs + [res.rmse(T.coords[te], T.values[te])]) < 0.5 * T.values[te].std()
@@ -454,8 +458,10 @@ def test_post_on_several_batches(gaussian_split, binary_split):
     # 0.63, 0.58, 0.61); a zero prior mean as in test_stream.py (the default 0.1 gives 0.5 here)
     T, tr, te = binary_split
     aucs = [
-        fastcep.stream((T.coords[tr], T.values[tr], PSHAPE), "cp_probit", 2, method="post", batch_size=400,
-                       shuffle=True, seed=s, prior_mean=0.0, init_scale=3.0).auc(T.coords[te], T.values[te])
+        fastcep.stream(
+            T.coords[tr], T.values[tr], shape=PSHAPE, model="cp_probit", rank=2, method="post",
+            batch_size=400, shuffle=True, seed=s, prior_mean=0.0, init_scale=3.0,
+        ).auc(T.coords[te], T.values[te])
         for s in (1, 2, 3)
     ]  # fmt: skip
     assert np.median(aucs) > 0.7, aucs
@@ -463,30 +469,32 @@ def test_post_on_several_batches(gaussian_split, binary_split):
 
 def test_post_refuses_options_that_do_not_apply(tmp_path, binary_split):
     T, tr, _ = binary_split
-    src = (T.coords[tr], T.values[tr], PSHAPE)
+    src = dict(coords=T.coords[tr], values=T.values[tr], shape=PSHAPE)
     with pytest.raises(ValueError, match="The 'covariance' parameter of stream must be 'full'"):
-        fastcep.stream(src, "cp_probit", 2, method="post", covariance="diag")
+        fastcep.stream(**src, model="cp_probit", rank=2, method="post", covariance="diag")
     with pytest.raises(ValueError, match="'damping' option does not apply to method='post'"):
-        fastcep.stream(src, "cp_probit", 2, method="post", damping=0.5)
+        fastcep.stream(**src, model="cp_probit", rank=2, method="post", damping=0.5)
     with pytest.raises(ValueError, match="'schedule' option does not apply to method='post'"):
-        fastcep.stream(src, "cp_probit", 2, method="post", schedule="block")
+        fastcep.stream(**src, model="cp_probit", rank=2, method="post", schedule="block")
     with pytest.raises(ValueError, match="The 'method' parameter of stream"):
-        fastcep.stream(src, "cp_probit", 2, method="vmp")
+        fastcep.stream(**src, model="cp_probit", rank=2, method="vmp")
     ck = tmp_path / "ck.h5"
-    fastcep.stream(src, "cp_probit", 2, method="post", batch_size=300, checkpoint=ck, max_batches=1)
+    fastcep.stream(
+        **src, model="cp_probit", rank=2, method="post", batch_size=300, checkpoint=ck, max_batches=1
+    )
     with pytest.raises(ValueError, match="method: checkpoint 'post' vs now None"):  # a "cep1" run
-        fastcep.stream(src, "cp_probit", 2, batch_size=300, checkpoint=ck, resume=True)
+        fastcep.stream(**src, model="cp_probit", rank=2, batch_size=300, checkpoint=ck, resume=True)
 
 
 def test_post_resume_gives_the_uninterrupted_posterior(tmp_path, gaussian_split):
     T, tr, _, _ = gaussian_split
-    src = (T.coords[tr], T.values[tr], SHAPE)
+    src = dict(coords=T.coords[tr], values=T.values[tr], shape=SHAPE)
     kw = dict(method="post", batch_size=600, shuffle=True, seed=4, max_iter=8, checkpoint_every=2)
-    full = fastcep.stream(src, "cp_gaussian", 3, **kw)
+    full = fastcep.stream(**src, model="cp_gaussian", rank=3, **kw)
     ck = tmp_path / "ck.h5"
-    part = fastcep.stream(src, "cp_gaussian", 3, checkpoint=ck, max_batches=3, **kw)
+    part = fastcep.stream(**src, model="cp_gaussian", rank=3, checkpoint=ck, max_batches=3, **kw)
     assert part.n_iter == 3
-    rest = fastcep.stream(src, "cp_gaussian", 3, checkpoint=ck, resume=True, **kw)
+    rest = fastcep.stream(**src, model="cp_gaussian", rank=3, checkpoint=ck, resume=True, **kw)
     assert rest.n_iter == full.n_iter == 10 and rest.method == "post"
     for k in range(3):
         np.testing.assert_array_equal(rest.posterior.means[k], full.posterior.means[k])

@@ -39,8 +39,8 @@ def _same(a, b):
 
 def test_gaussian_stream_learns_the_tensor(gaussian):
     T, tr, te = gaussian
-    src = (T.coords[tr], T.values[tr], SHAPE)
-    res = fastcep.stream(src, "cp_gaussian", 3, batch_size=500, shuffle=True, seed=1)
+    src = dict(coords=T.coords[tr], values=T.values[tr], shape=SHAPE)
+    res = fastcep.stream(**src, model="cp_gaussian", rank=3, batch_size=500, shuffle=True, seed=1)
     assert res.n_iter == 12 and res.stop_reason == "end" and res.converged
     assert res.trace.elapsed.shape == (12,)
     # one pass of ADF in 4 batches over 6,000 entries of a 75-object tensor: well below the
@@ -48,7 +48,7 @@ def test_gaussian_stream_learns_the_tensor(gaussian):
     # batches' residuals stay in the noise posterior: ADF cannot revisit them); median of 3 runs
     sd = T.values[te].std()
     runs = [
-        fastcep.stream(src, "cp_gaussian", 3, batch_size=1500, shuffle=True, seed=s).rmse(
+        fastcep.stream(**src, model="cp_gaussian", rank=3, batch_size=1500, shuffle=True, seed=s).rmse(
             T.coords[te], T.values[te]
         )
         for s in (1, 2, 3)
@@ -56,7 +56,7 @@ def test_gaussian_stream_learns_the_tensor(gaussian):
     assert np.median(runs) < 0.5 * sd
     # one batch holding everything is a batch fit from random means (fit's own test, from the
     # SVD start, holds the tighter claim): near the noise floor 0.1 and the noise precision 100
-    one = fastcep.stream(src, "cp_gaussian", 3, batch_size=6000, seed=1)
+    one = fastcep.stream(**src, model="cp_gaussian", rank=3, batch_size=6000, seed=1)
     assert one.rmse(T.coords[te], T.values[te]) < 0.11
     a, b = one.posterior.noise
     assert 70 < a / b < 130
@@ -65,8 +65,10 @@ def test_gaussian_stream_learns_the_tensor(gaussian):
 def test_probit_stream_learns(binary):
     # factors of both signs: the default small positive prior mean of new objects (which keeps
     # sparse streams such as DBLP from collapsing to zero) is a poor match here; a zero prior mean
-    src = (binary.coords, binary.values)
-    res = fastcep.stream(src, "cp_probit", 2, batch_size=250, seed=2, shuffle=True, prior_mean=0.0)
+    src = dict(coords=binary.coords, values=binary.values)
+    res = fastcep.stream(
+        **src, model="cp_probit", rank=2, batch_size=250, seed=2, shuffle=True, prior_mean=0.0
+    )
     assert res.auc(binary.coords, binary.values) > 0.8
     assert res.posterior.noise is None
 
@@ -88,35 +90,35 @@ def test_probit_stream_inner_fit_options(tmp_path, binary, name):
     posterior from the default's), are thread-count invariant, are recorded for resume and are
     refused where they do not apply."""
     value, extra, bad, post_msg, refused = INNER_OPTIONS[name]
-    src = (binary.coords, binary.values)
+    src = dict(coords=binary.coords, values=binary.values)
     kw = dict(batch_size=250, seed=2, shuffle=True, prior_mean=0.0, **extra)
-    r1 = fastcep.stream(src, "cp_probit", 2, n_threads=1, **kw, **{name: value})
-    r2 = fastcep.stream(src, "cp_probit", 2, n_threads=2, **kw, **{name: value})
+    r1 = fastcep.stream(**src, model="cp_probit", rank=2, n_threads=1, **kw, **{name: value})
+    r2 = fastcep.stream(**src, model="cp_probit", rank=2, n_threads=2, **kw, **{name: value})
     _same(r1, r2)
     assert r1.auc(binary.coords, binary.values) > 0.8
-    default = fastcep.stream(src, "cp_probit", 2, **kw)
+    default = fastcep.stream(**src, model="cp_probit", rank=2, **kw)
     assert not np.array_equal(default.posterior.means[0], r1.posterior.means[0])
     ck = tmp_path / "ck.h5"
-    fastcep.stream(src, "cp_probit", 2, checkpoint=ck, max_batches=2, checkpoint_every=1, **kw)
+    fastcep.stream(**src, model="cp_probit", rank=2, checkpoint=ck, max_batches=2, checkpoint_every=1, **kw)
     with pytest.raises(ValueError, match=f"{name}: checkpoint None vs now '{value}'"):
-        fastcep.stream(src, "cp_probit", 2, checkpoint=ck, resume=True, **kw, **{name: value})
+        fastcep.stream(**src, model="cp_probit", rank=2, checkpoint=ck, resume=True, **kw, **{name: value})
     with pytest.raises(ValueError, match=f"'{name}' parameter"):
-        fastcep.stream(src, "cp_probit", 2, **{name: bad})
+        fastcep.stream(**src, model="cp_probit", rank=2, **{name: bad})
     with pytest.raises(ValueError, match=post_msg):
-        fastcep.stream(src, "cp_probit", 2, method="post", **{name: value})
+        fastcep.stream(**src, model="cp_probit", rank=2, method="post", **{name: value})
     for more, msg in refused:
         with pytest.raises(ValueError, match=msg):
-            fastcep.stream(src, "cp_probit", 2, **more, **{name: value})
+            fastcep.stream(**src, model="cp_probit", rank=2, **more, **{name: value})
 
 
 def test_deterministic_for_seed_and_threads(gaussian):
     T, tr, _ = gaussian
-    src = (T.coords[tr], T.values[tr], SHAPE)
+    src = dict(coords=T.coords[tr], values=T.values[tr], shape=SHAPE)
     kw = dict(batch_size=700, shuffle=True, seed=5, max_iter=10)
-    r1 = fastcep.stream(src, "cp_gaussian", 3, n_threads=1, **kw)
-    r2 = fastcep.stream(src, "cp_gaussian", 3, n_threads=2, **kw)
+    r1 = fastcep.stream(**src, model="cp_gaussian", rank=3, n_threads=1, **kw)
+    r2 = fastcep.stream(**src, model="cp_gaussian", rank=3, n_threads=2, **kw)
     _same(r1, r2)
-    r3 = fastcep.stream(src, "cp_gaussian", 3, **{**kw, "seed": 6})
+    r3 = fastcep.stream(**src, model="cp_gaussian", rank=3, **{**kw, "seed": 6})
     assert not np.array_equal(r3.posterior.means[0], r1.posterior.means[0])
 
 
@@ -125,10 +127,10 @@ def test_file_source_equals_array_source(tmp_path, gaussian):
     path = tmp_path / "t.h5"
     write_tensor(path, T.coords[tr], T.values[tr], shape=SHAPE, chunk_rows=256)
     kw = dict(batch_size=300, max_iter=8, seed=3)
-    from_file = fastcep.stream(path, "cp_gaussian", 3, **kw)
-    from_arrays = fastcep.stream((T.coords[tr], T.values[tr], SHAPE), "cp_gaussian", 3, **kw)
+    from_file = fastcep.stream(path, model="cp_gaussian", rank=3, **kw)
+    from_arrays = fastcep.stream(T.coords[tr], T.values[tr], shape=SHAPE, model="cp_gaussian", rank=3, **kw)
     _same(from_file, from_arrays)
-    shuffled = fastcep.stream(path, "cp_gaussian", 3, shuffle=True, **kw)
+    shuffled = fastcep.stream(path, model="cp_gaussian", rank=3, shuffle=True, **kw)
     assert shuffled.n_iter == from_file.n_iter == 20
 
 
@@ -136,57 +138,79 @@ def test_file_source_equals_array_source(tmp_path, gaussian):
 def test_resume_gives_the_uninterrupted_posterior(tmp_path, gaussian, source):
     T, tr, _ = gaussian
     if source == "file":
-        src = tmp_path / "t.h5"
-        write_tensor(src, T.coords[tr], T.values[tr], shape=SHAPE, chunk_rows=256)
+        src = dict(coords=tmp_path / "t.h5")
+        write_tensor(src["coords"], T.coords[tr], T.values[tr], shape=SHAPE, chunk_rows=256)
     else:
-        src = (T.coords[tr], T.values[tr], SHAPE)
+        src = dict(coords=T.coords[tr], values=T.values[tr], shape=SHAPE)
     kw = dict(batch_size=400, shuffle=True, seed=4, max_iter=8, checkpoint_every=2)
-    full = fastcep.stream(src, "cp_gaussian", 3, **kw)
+    full = fastcep.stream(**src, model="cp_gaussian", rank=3, **kw)
     ck = tmp_path / "ck.h5"
-    part = fastcep.stream(src, "cp_gaussian", 3, checkpoint=ck, max_batches=5, **kw)
+    part = fastcep.stream(**src, model="cp_gaussian", rank=3, checkpoint=ck, max_batches=5, **kw)
     assert part.stop_reason == "max_batches" and part.n_iter == 5
-    rest = fastcep.stream(src, "cp_gaussian", 3, checkpoint=ck, resume=True, **kw)
+    rest = fastcep.stream(**src, model="cp_gaussian", rank=3, checkpoint=ck, resume=True, **kw)
     assert rest.n_iter == full.n_iter == 15
     _same(rest, full)
 
 
+def test_init_state_continues_the_stream(gaussian):
+    """res.state (the same state a checkpoint holds) continues the same stream: a stream stopped
+    after 5 batches and continued from its state ends with the uninterrupted posterior."""
+    T, tr, _ = gaussian
+    src = dict(coords=T.coords[tr], values=T.values[tr], shape=SHAPE)
+    kw = dict(model="cp_gaussian", rank=3, batch_size=400, shuffle=True, seed=4, max_iter=8)
+    full = fastcep.stream(**src, **kw)
+    part = fastcep.stream(**src, max_batches=5, **kw)
+    assert part.state.batches_done == 5 and part.state.rows_done == 2000
+    rest = fastcep.stream(**src, init_state=part.state, **kw)
+    assert rest.n_iter == full.n_iter == 15 and rest.state.rows_done == len(tr)
+    _same(rest, full)
+    with pytest.raises(ValueError, match="'init_state' parameter of stream must be a StreamState with P_Lam"):
+        fastcep.stream(**src, **dict(kw, rank=2), init_state=part.state)
+
+
 def test_checkpoint_mismatch_and_corruption_are_refused(tmp_path, gaussian):
     T, tr, _ = gaussian
-    src = (T.coords[tr], T.values[tr], SHAPE)
+    src = dict(coords=T.coords[tr], values=T.values[tr], shape=SHAPE)
     ck = tmp_path / "ck.h5"
-    fastcep.stream(src, "cp_gaussian", 3, batch_size=1000, checkpoint=ck, max_batches=2, checkpoint_every=1)
+    fastcep.stream(
+        **src, model="cp_gaussian", rank=3, batch_size=1000, checkpoint=ck, max_batches=2, checkpoint_every=1
+    )
     with pytest.raises(ValueError, match=r"other settings \(rank: checkpoint 3 vs now 4"):
-        fastcep.stream(src, "cp_gaussian", 4, batch_size=1000, checkpoint=ck, resume=True)
+        fastcep.stream(**src, model="cp_gaussian", rank=4, batch_size=1000, checkpoint=ck, resume=True)
     with pytest.raises(ValueError, match="batch_size"):
-        fastcep.stream(src, "cp_gaussian", 3, batch_size=999, checkpoint=ck, resume=True)
+        fastcep.stream(**src, model="cp_gaussian", rank=3, batch_size=999, checkpoint=ck, resume=True)
     data = ck.read_bytes()
     ck.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="cannot resume from checkpoint"):
-        fastcep.stream(src, "cp_gaussian", 3, batch_size=1000, checkpoint=ck, resume=True)
+        fastcep.stream(**src, model="cp_gaussian", rank=3, batch_size=1000, checkpoint=ck, resume=True)
 
 
 def test_bad_arguments(tmp_path, gaussian):
     T, tr, _ = gaussian
-    with pytest.raises(TypeError, match="'source' parameter"):
-        fastcep.stream(42, "cp_gaussian", 3)
+    with pytest.raises(TypeError, match="'values' parameter of stream must be the entries' values"):
+        fastcep.stream(T.coords, model="cp_gaussian", rank=3)
+    with pytest.raises(ValueError, match="'values' comes from the tensor file"):
+        fastcep.stream(tmp_path / "t.h5", T.values, model="cp_gaussian", rank=3)
+    with pytest.raises(ValueError, match="'coords' parameter of stream must be a 2-D integer array"):
+        fastcep.stream(42, T.values, model="cp_gaussian", rank=3)
     with pytest.raises(ValueError, match="needs a checkpoint path"):
-        fastcep.stream((T.coords, T.values), "cp_gaussian", 3, resume=True)
+        fastcep.stream(T.coords, T.values, model="cp_gaussian", rank=3, resume=True)
     with pytest.raises(ValueError, match="'batch_size' parameter"):
-        fastcep.stream((T.coords, T.values), "cp_gaussian", 3, batch_size=0)
+        fastcep.stream(T.coords, T.values, model="cp_gaussian", rank=3, batch_size=0)
     with pytest.raises(ValueError, match="labels"):
-        fastcep.stream((T.coords, T.values), "cp_probit", 3)
+        fastcep.stream(T.coords, T.values, model="cp_probit", rank=3)
     path = tmp_path / "real.h5"
     write_tensor(path, T.coords, T.values, shape=SHAPE)
     with pytest.raises(ValueError, match="needs binary values"):
-        fastcep.stream(path, "cp_probit", 3)
+        fastcep.stream(path, model="cp_probit", rank=3)
     with pytest.raises(FileNotFoundError):
-        fastcep.stream(tmp_path / "missing.h5", "cp_gaussian", 3)
+        fastcep.stream(tmp_path / "missing.h5", model="cp_gaussian", rank=3)
 
 
 _KILL_SCRIPT = """
 import sys, numpy as np, fastcep
 src, ck, out = sys.argv[1:4]
-res = fastcep.stream(src, "cp_gaussian", 3, batch_size=40, shuffle=True, seed=9, max_iter=8,
+res = fastcep.stream(src, model="cp_gaussian", rank=3, batch_size=40, shuffle=True, seed=9, max_iter=8,
                      checkpoint=ck, checkpoint_every=1, resume=True)
 np.save(out, np.concatenate([m.ravel() for m in res.posterior.means]))
 """
@@ -209,10 +233,10 @@ def test_sigkill_mid_stream_then_resume(tmp_path, gaussian):
     from fastcep.io import read_checkpoint  # the run was killed part-way
 
     state, _ = read_checkpoint(ck, None)
-    assert 0 < state["batches_done"] < 150
+    assert 0 < state.batches_done < 150
     subprocess.run([sys.executable, "-c", _KILL_SCRIPT, str(src), str(ck), str(out)], check=True)
     resumed = np.load(out)
-    full = fastcep.stream(src, "cp_gaussian", 3, batch_size=40, shuffle=True, seed=9, max_iter=8)
+    full = fastcep.stream(src, model="cp_gaussian", rank=3, batch_size=40, shuffle=True, seed=9, max_iter=8)
     # across processes the last bits may differ (seen once in CI: 2e-13 relative, which a wrong
     # batch boundary or a lost batch would exceed by orders of magnitude); within one process the
     # resumed posterior is bitwise equal (test_resume_gives_the_uninterrupted_posterior)

@@ -206,14 +206,14 @@ def dblp(args, raw):
         path = pathlib.Path(tmp) / "dblp-train.h5"
         build_dblp_training(data_dir, path, seed=0)
         for method in stream_methods:
-            fastcep.stream(path, "cp_probit", 8, method=method, batch_size=1000, max_batches=2)  # compile
+            fastcep.stream(path, model="cp_probit", rank=8, method=method, batch_size=1000, max_batches=2)
             cells, secs = [], []
             for bs in args.dblp_batch_sizes:
                 aucs = []
                 for run in range(1, args.dblp_runs + 1):
                     t0 = time.perf_counter()
                     res = fastcep.stream(
-                        path, "cp_probit", 8, method=method, batch_size=bs, shuffle=True, seed=run
+                        path, model="cp_probit", rank=8, method=method, batch_size=bs, shuffle=True, seed=run
                     )
                     secs.append(time.perf_counter() - t0)
                     aucs.append(dblp_test_auc(res, test_sets=tests)[0])

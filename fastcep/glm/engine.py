@@ -167,7 +167,7 @@ def _step_parallel(problem, state, scratch, rho, key):
 SCHEDULES = {"parallel": _step_parallel, "sequential": S.sequential_step}
 
 
-def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, start, options):
+def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, progress, start, options):
     """Mean-field VB (``glm.vb``) packed as a ``RegressionResult`` (no site messages: state
     None; the evidence lower bound per iteration in ``trace.elbo``; damping does not apply)."""
     vb = VBFit(X, s, model, prior_T)
@@ -178,7 +178,8 @@ def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, start, optio
 
     out = _loop.run(
         vb.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, finite=vb.finite,
-        verbose=verbose, label=f"{model}/vb", hint="check the scale of X and prior_var", start=start,
+        verbose=verbose, progress=progress, label=f"{model}/vb", hint="check the scale of X and prior_var",
+        start=start,
     )  # fmt: skip
     post = GaussianPosterior(vb.mu, vb.v)
     return RegressionResult(
@@ -204,9 +205,10 @@ def fit_regression(
     n_features=DEFAULTS["n_features"],
     n_threads=None,
     callback=None,
-    seed=None,
+    seed=0,
     init_state=None,
     verbose=False,
+    progress=False,
 ):
     """Fit a Bayesian probit or logistic regression; see ``fastcep.fit`` for the parameters.
 
@@ -263,8 +265,9 @@ def fit_regression(
         if init_state is not None:
             raise ValueError("fit: init_state is not supported with method='vb' (it has no site messages).")
         with num_threads(n_threads):
+            vb_options = dict(options, damping=None)
             return _fit_vb(
-                X, s, model, prior_T, max_iter, tol, callback, verbose, start, dict(options, damping=None)
+                X, s, model, prior_T, max_iter, tol, callback, verbose, progress, start, vb_options
             )
 
     if init_state is not None:
@@ -338,7 +341,7 @@ def fit_regression(
         S.rebuild(problem, state, scratch)
         out = _loop.run(
             step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, finite=finite,
-            verbose=verbose, label=label, start=start, stop_rule=STOP_REASONS[stopping],
+            verbose=verbose, progress=progress, label=label, start=start, stop_rule=STOP_REASONS[stopping],
             governor=ThreadGovernor(n_threads) if n * d >= SERIAL_SITES else None,
         )  # fmt: skip
     if kjit is not None:

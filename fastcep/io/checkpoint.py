@@ -6,6 +6,7 @@ import os
 import h5py
 import numpy as np
 
+from ..results import StreamState
 from .files import FileFormatError, atomic_h5
 
 CHECKPOINT_FORMAT = "fastcep-stream-checkpoint"
@@ -15,15 +16,18 @@ CHECKPOINT_FORMAT_VERSION = 1
 
 
 def write_checkpoint(path, state, options, trace_lists):
+    """Write a stream's ``StreamState``, its settings and its per-batch trace to ``path``
+    (atomically: a killed run leaves the previous checkpoint)."""
+
     def write(f):
         f.attrs["format"] = CHECKPOINT_FORMAT
         f.attrs["format_version"] = CHECKPOINT_FORMAT_VERSION
         f.attrs["options"] = json.dumps(options)
-        f.attrs["batches_done"] = state["batches_done"]
-        f.attrs["rows_done"] = state["rows_done"]
-        f.attrs["init_sd"] = -1.0 if state.get("init_sd") is None else state["init_sd"]
+        f.attrs["batches_done"] = state.batches_done
+        f.attrs["rows_done"] = state.rows_done
+        f.attrs["init_sd"] = -1.0 if np.isnan(state.init_sd) else state.init_sd
         for name in _STATE_ARRAYS:
-            f.create_dataset(name, data=state[name])
+            f.create_dataset(name, data=getattr(state, name))
         g = f.create_group("trace")
         for name, values in trace_lists.items():
             g.create_dataset(name, data=np.asarray(values, dtype=np.float64))
@@ -32,6 +36,8 @@ def write_checkpoint(path, state, options, trace_lists):
 
 
 def read_checkpoint(path, options, resume_keys=()):
+    """A checkpoint's ``(StreamState, trace lists)``; with ``options`` (None: read without
+    comparing) the settings of ``resume_keys`` must match it."""
     path = os.fspath(path)
 
     def bad(why):
@@ -49,10 +55,14 @@ def read_checkpoint(path, options, resume_keys=()):
             raise bad(f"format version {version}, this fastcep reads {CHECKPOINT_FORMAT_VERSION}")
         try:
             saved = json.loads(f.attrs["options"])
-            state = {k: np.array(f[k]) for k in _STATE_ARRAYS}
-            state["batches_done"] = int(f.attrs["batches_done"])
-            state["rows_done"] = int(f.attrs["rows_done"])
-            state["init_sd"] = None if float(f.attrs["init_sd"]) < 0 else float(f.attrs["init_sd"])
+            arrays = {k: np.array(f[k]) for k in _STATE_ARRAYS}
+            init_sd = float(f.attrs["init_sd"])
+            state = StreamState(
+                **arrays,
+                batches_done=int(f.attrs["batches_done"]),
+                rows_done=int(f.attrs["rows_done"]),
+                init_sd=np.nan if init_sd < 0 else init_sd,
+            )
             trace = {k: list(np.array(v)) for k, v in f["trace"].items()}
         except (KeyError, OSError, ValueError) as exc:
             raise bad(f"missing or unreadable content ({exc})") from exc
@@ -61,8 +71,8 @@ def read_checkpoint(path, options, resume_keys=()):
     if diff:
         detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {options.get(k)!r}" for k in diff)
         raise bad(f"it was written by a run with other settings ({detail})")
-    if state["M"].shape != (int(np.sum(options["shape"])), options["rank"]):
-        raise bad(f"posterior of shape {state['M'].shape} does not match the tensor")
-    if not all(np.all(np.isfinite(state[k])) for k in ("P_Lam", "P_eta", "M", "S")):
+    if state.M.shape != (int(np.sum(options["shape"])), options["rank"]):
+        raise bad(f"posterior of shape {state.M.shape} does not match the tensor")
+    if not all(np.all(np.isfinite(getattr(state, k))) for k in ("P_Lam", "P_eta", "M", "S")):
         raise bad("it holds non-finite numbers")
     return state, trace

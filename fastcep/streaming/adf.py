@@ -23,9 +23,10 @@ import numpy as np
 
 from .. import _loop
 from .. import _validation as V
-from .._loop import Trace
+from .._loop import IterationInfo, Trace
 from .._threads import num_threads
 from ..io.checkpoint import read_checkpoint, write_checkpoint
+from ..results import StreamState
 from ..tensor.engine import (
     COVARIANCES,
     CP_MODELS,
@@ -93,10 +94,6 @@ _RESUME_KEYS = (
 )
 
 
-class StreamInfo(dict):
-    """What a stream callback receives after each batch (a dict): batch, rows_done, n_iter, ..."""
-
-
 # ------------------------------------------------------------------------------------ progress
 class _Progress:
     """A one-line progress bar on stderr (only when enabled)."""
@@ -127,11 +124,12 @@ class _Progress:
 
 # ---------------------------------------------------------------------------------- the loop
 def stream(
-    source,
+    coords,
+    values=None,
+    *,
     model,
     rank,
     method="cep1",
-    *,
     shape=None,
     batch_size=STREAM_DEFAULTS["batch_size"],
     shuffle=False,
@@ -152,18 +150,25 @@ def stream(
     checkpoint_every=STREAM_DEFAULTS["checkpoint_every"],
     resume=False,
     eval_set=None,
+    init_state=None,
     n_threads=None,
     callback=None,
     progress=False,
+    verbose=False,
     max_batches=None,
 ):
-    """Streaming CP decomposition by ADF-CEP; returns a ``CPResult`` like ``fastcep.fit``.
+    """Streaming CP decomposition by ADF-CEP; the call form and result of ``fastcep.fit``.
+
+    ``stream(coords, values, model=..., rank=..., shape=...)`` streams arrays in memory;
+    ``stream("tensor.h5", model=..., rank=...)`` an HDF5 tensor file, read block by block.
 
     Parameters
     ----------
-    source : str or PathLike, or tuple (coords, values[, shape])
-        An HDF5 tensor file (``fastcep.h5io``; read block by block, never whole) or arrays in
-        memory (0-based coords (n, K)).
+    coords : int array (n, K), or str or PathLike
+        0-based coordinates of the entries, in stream order; or the path of an HDF5 tensor file
+        (``fastcep.write_tensor``, ``fastcep.text_to_tensor``; never loaded whole).
+    values : array (n,) or None
+        The entries' values (None with a file).
     model : {"cp_gaussian", "cp_probit"}
     rank : int >= 1
     method : {"cep1", "post"}
@@ -172,7 +177,7 @@ def stream(
         Gamma posterior of the noise precision) as its prior; ``damping``, ``schedule`` and
         ``covariance="diag"`` do not apply to it.
     shape : sequence of ints, optional
-        For array sources (default: 1 + the largest index per mode).
+        For arrays (default: 1 + the largest index per mode); a file has its own.
     batch_size : int, default 1000
         Entries per batch; the last batch may be smaller.
     shuffle : bool, default False
@@ -214,10 +219,15 @@ def stream(
         checkpoint raises ValueError). Without a checkpoint file the run starts from the beginning.
     eval_set : (coords, values) or None
         Evaluated (RMSE or AUC) at every checkpoint and at the end, into ``trace.eval_metric``.
-    n_threads, callback, progress
-        ``callback(info)`` after every batch with a dict (batch, rows_done, n_iter, change,
-        elapsed); returning True stops the stream (the result covers the batches done).
-        ``progress=True`` draws a progress bar on stderr.
+    init_state : StreamState or None
+        Continue from ``res.state`` of an earlier stream of the same tensor and settings (a
+        checkpoint holds the same state).
+    n_threads, callback, progress, verbose
+        ``callback(info)`` after every batch with an ``IterationInfo`` (``iteration``: batches
+        absorbed, ``change``: the batch's last inner change, ``result``: the stream so far, whose
+        arrays the stream goes on updating: copy what you keep; ``result.state.rows_done``);
+        returning True stops the stream (the result covers the batches done).
+        ``progress=True`` draws a progress bar on stderr, ``verbose=True`` prints a line a batch.
     max_batches : int or None
         Stop after this many batches in this call (with a checkpoint, a later ``resume=True``
         call continues).
@@ -227,7 +237,8 @@ def stream(
     CPResult
         ``n_iter`` is the number of batches absorbed; ``trace`` has one row per batch (elapsed
         time, last inner change, skipped messages, inner iterations in ``inner_iter``, damping,
-        eval metric or NaN); ``stop_reason`` is "end", "callback" or "max_batches".
+        eval metric or NaN); ``stop_reason`` is "end", "callback" or "max_batches"; ``state`` the
+        ``StreamState`` to continue from.
     """
     func = "stream"
     V.check_choice(model, "model", func, CP_MODELS)
@@ -279,26 +290,33 @@ def stream(
     callback = V.check_callback(callback, func)
     if resume and checkpoint is None:
         raise ValueError("stream: resume=True needs a checkpoint path.")
-    src = open_source(source, shape, model, batch_size, func)
+    if resume and init_state is not None:
+        raise ValueError("stream: give init_state or resume=True with a checkpoint, not both.")
+    if init_state is not None and not isinstance(init_state, StreamState):
+        raise V.param_error(
+            "init_state", func, "a StreamState (res.state of a stream) or None", init_state, TypeError
+        )
+    src = open_source(coords, values, shape, model, batch_size, func)
+    run = dict(
+        model=model, R=R, batch_size=batch_size, shuffle=bool(shuffle), seed=seed, pv=pv, a0=a0, b0=b0,
+        damping=damping, tol=tol, max_iter=max_iter, covariance=covariance, schedule=schedule,
+        init_scale=init_scale, prior_mean=prior_mean, checkpoint=checkpoint,
+        checkpoint_every=checkpoint_every, resume=resume, eval_set=eval_set, callback=callback,
+        progress=progress, verbose=verbose,
+        max_batches=max_batches, func=func, method=method, probit_curvature=probit_curvature,
+        expect_under=expect_under, init_state=init_state,
+    )  # fmt: skip
     try:
         with num_threads(n_threads):
-            return _run(
-                src, model, R, batch_size, bool(shuffle), seed, pv, a0, b0, damping, tol, max_iter,
-                covariance, schedule, init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set,
-                callback, progress, max_batches, func, method, probit_curvature, expect_under,
-            )  # fmt: skip
+            return _run(src, **run)
     finally:
         src.close()
 
 
 def _run(
-    src, model, R, batch_size, shuffle, seed, pv, a0, b0, damping, tol, max_iter, covariance, schedule,
-    init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set, callback, progress,
-    max_batches,
-    func,
-    method="cep1",
-    probit_curvature="full",
-    expect_under="posterior",
+    src, *, model, R, batch_size, shuffle, seed, pv, a0, b0, damping, tol, max_iter, covariance, schedule,
+    init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set, callback, progress, verbose,
+    max_batches, func, method, probit_curvature, expect_under, init_state,
 ):  # fmt: skip
     shape = tuple(int(d) for d in src.shape)
     Kmodes = len(shape)
@@ -321,20 +339,27 @@ def _run(
     trace = {k: [] for k in ("elapsed", "change", "skipped", "inner", "damping", "eval_metric")}
     if resume and os.path.exists(checkpoint):
         state, trace = read_checkpoint(checkpoint, options, _RESUME_KEYS)
+    elif init_state is not None:
+        state = _check_stream_state(init_state, n_obj, R, covariance, func)
     else:
         eye = np.eye(R) if covariance == "full" else np.ones(R)
-        state = {
-            "P_Lam": np.broadcast_to(eye / pv, (n_obj, *eye.shape)).copy(),
-            "P_eta": np.zeros((n_obj, R)),
-            "M": np.zeros((n_obj, R)),
-            "S": np.broadcast_to(eye * pv, (n_obj, *eye.shape)).copy(),
-            "seen": np.zeros(n_obj, dtype=bool),
-            "noise": np.array([a0, b0]),
-            "batches_done": 0,
-            "rows_done": 0,
-            "init_sd": None,
-        }
-    P_Lam, P_eta, M, S, seen, noise = (state[k] for k in ("P_Lam", "P_eta", "M", "S", "seen", "noise"))
+        state = StreamState(
+            P_Lam=np.broadcast_to(eye / pv, (n_obj, *eye.shape)).copy(),
+            P_eta=np.zeros((n_obj, R)),
+            M=np.zeros((n_obj, R)),
+            S=np.broadcast_to(eye * pv, (n_obj, *eye.shape)).copy(),
+            seen=np.zeros(n_obj, dtype=bool),
+            noise=np.array([a0, b0]),
+            batches_done=0,
+            rows_done=0,
+            init_sd=np.nan,
+        )
+    P_Lam, P_eta, M, S, seen, noise = state[:6]
+    batches_done, rows_done, init_sd = state.batches_done, state.rows_done, state.init_sd
+
+    def current():
+        return StreamState(P_Lam, P_eta, M, S, seen, noise, batches_done, rows_done, init_sd)
+
     order_rng = np.random.default_rng(seed) if shuffle else None
     bar = _Progress(src.n, progress)
     start = time.perf_counter() - (trace["elapsed"][-1] if trace["elapsed"] else 0.0)
@@ -342,11 +367,13 @@ def _run(
     done_here = 0
     last = None
 
-    def evaluate():
-        res = _result(model, covariance, R, shape, M, S, noise, state, trace, options, "end", method)
-        return eval_metric(res, ev_coords, ev_values)
+    def snapshot(stop_reason, copy=True):
+        return _result(model, covariance, R, shape, current(), trace, options, stop_reason, method, copy)
 
-    for b, coords, values in src.batches(batch_size, order_rng, state["batches_done"]):
+    def evaluate():
+        return eval_metric(snapshot("end"), ev_coords, ev_values)
+
+    for b, coords, values in src.batches(batch_size, order_rng, batches_done):
         if max_batches is not None and done_here >= max_batches:
             stop_reason = "max_batches"
             break
@@ -361,14 +388,14 @@ def _run(
         glob = np.concatenate(glob)
         init, init_cov = M[glob], S[glob]  # copies (fancy indexing)
         new = ~seen[glob]
-        if state.get("init_sd") is None:
+        if np.isnan(init_sd):
             if init_scale is not None:
-                state["init_sd"] = init_scale
+                init_sd = float(init_scale)
             elif model == "cp_probit":
-                state["init_sd"] = 2.0
+                init_sd = 2.0
             else:
-                state["init_sd"] = (_exact_sum(values**2) / len(values) / R) ** (1.0 / (2 * Kmodes))
-        sd0 = float(state["init_sd"])
+                init_sd = (_exact_sum(values**2) / len(values) / R) ** (1.0 / (2 * Kmodes))
+        sd0 = float(init_sd)
         if new.any():
             rng = np.random.default_rng([seed, b])
             draw = rng.standard_normal((int(new.sum()), R))
@@ -415,37 +442,39 @@ def _run(
         seen[glob] = True
         if model == "cp_gaussian":
             noise[:] = (engine.a, engine.b) if method == "post" else engine.noise[:2]
-        state["batches_done"] = b + 1
-        state["rows_done"] += len(values)
+        batches_done = b + 1
+        rows_done += len(values)
         now = time.perf_counter() - start
         trace["elapsed"].append(now)
         trace["change"].append(float(inner.trace.change[-1]))
         trace["skipped"].append(float(inner.trace.skipped.sum()))
         trace["inner"].append(float(inner.n_iter))
         trace["damping"].append(damping)
-        at_checkpoint = checkpoint is not None and state["batches_done"] % checkpoint_every == 0
+        at_checkpoint = checkpoint is not None and batches_done % checkpoint_every == 0
         trace["eval_metric"].append(evaluate() if eval_set is not None and at_checkpoint else np.nan)
         if at_checkpoint:
-            write_checkpoint(checkpoint, state, options, trace)
-        bar.update(state["rows_done"], f"batch {b + 1}")
+            write_checkpoint(checkpoint, current(), options, trace)
+        bar.update(rows_done, f"batch {b + 1}")
+        if verbose:
+            print(
+                f"[fastcep] {model}/{method} batch {b + 1}: {inner.n_iter} inner iterations, change "
+                f"{trace['change'][-1]:.3e}, {rows_done} entries, {now:.3f} s",
+                file=sys.stderr,
+            )
         done_here += 1
         last = b
         if callback is not None:
-            info = StreamInfo(
-                batch=b,
-                rows_done=state["rows_done"],
-                n_iter=inner.n_iter,
-                change=trace["change"][-1],
-                elapsed=now,
-            )
+            # (the snapshot shares the stream's arrays: a callback copies what it keeps)
+            result = snapshot("running", copy=False)
+            info = IterationInfo(b + 1, trace["change"][-1], now, int(trace["skipped"][-1]), result)
             if callback(info):
                 stop_reason = "callback"
                 break
     if eval_set is not None and trace["eval_metric"]:
         trace["eval_metric"][-1] = evaluate()
     if checkpoint is not None and last is not None:
-        write_checkpoint(checkpoint, state, options, trace)
-    return _result(model, covariance, R, shape, M, S, noise, state, trace, options, stop_reason, method)
+        write_checkpoint(checkpoint, current(), options, trace)
+    return snapshot(stop_reason, copy=False)
 
 
 def _batch_values(values, model):
@@ -457,7 +486,28 @@ def _batch_values(values, model):
     return np.ascontiguousarray(values, dtype=np.float64), np.zeros(len(values))
 
 
-def _result(model, covariance, R, shape, M, S, noise, state, trace, options, stop_reason, method="cep1"):
+def _check_stream_state(state, n_obj, R, covariance, func):
+    """A StreamState for this tensor and rank, copied (the stream updates its arrays in place)."""
+    cov = (n_obj, R, R) if covariance == "full" else (n_obj, R)
+    shapes = {"P_Lam": cov, "P_eta": (n_obj, R), "M": (n_obj, R), "S": cov, "seen": (n_obj,), "noise": (2,)}
+    for name, want in shapes.items():
+        if np.shape(getattr(state, name)) != want:
+            raise V.param_error(
+                "init_state",
+                func,
+                f"a StreamState with {name} of shape {want}",
+                f"shape {np.shape(getattr(state, name))}",
+            )
+    return state._replace(**{name: np.array(getattr(state, name)) for name in shapes})
+
+
+def _result(model, covariance, R, shape, state, trace, options, stop_reason, method, copy=True):
+    """The stream so far as a CPResult, its state the ``StreamState`` (copied unless ``copy=False``:
+    at the end the arrays are handed over)."""
+    if copy:
+        state = state._replace(
+            **{k: np.array(getattr(state, k)) for k in ("P_Lam", "P_eta", "M", "S", "seen", "noise")}
+        )
     t = Trace.from_columns(
         len(trace["elapsed"]),
         elapsed=trace["elapsed"],
@@ -467,19 +517,8 @@ def _result(model, covariance, R, shape, M, S, noise, state, trace, options, sto
         damping=trace["damping"],
         eval_metric=trace["eval_metric"],
     )
+    noise = (float(state.noise[0]), float(state.noise[1])) if model == "cp_gaussian" else None
     return CPResult(
-        model,
-        method,
-        covariance,
-        R,
-        shape,
-        M.copy(),
-        S.copy(),
-        (float(noise[0]), float(noise[1])) if model == "cp_gaussian" else None,
-        int(state["batches_done"]),
-        stop_reason == "end",
-        stop_reason,
-        t,
-        None,
-        dict(options, stream=True),
-    )
+        model, method, covariance, R, shape, state.M, state.S, noise, int(state.batches_done),
+        stop_reason == "end", stop_reason, t, state, dict(options, stream=True),
+    )  # fmt: skip

@@ -124,18 +124,23 @@ class FileSource:
         self.reader.close()
 
 
-def open_source(source, shape, model, batch_size, func):
-    if isinstance(source, (str, os.PathLike)):
-        if shape is not None:
+def open_source(coords, values, shape, model, batch_size, func):
+    """The stream's source: an HDF5 tensor file (``coords`` a path, ``values`` None) or arrays."""
+    if isinstance(coords, (str, os.PathLike)):
+        if values is not None:
+            path = os.fspath(coords)
             raise ValueError(
-                f"{func}: 'shape' comes from the tensor file; do not pass it with a file source."
+                f"{func}: 'values' comes from the tensor file {path!r}; do not pass it with a file."
             )
-        return FileSource(source, model, block_rows=max(batch_size, 1 << 16))
-    if isinstance(source, (tuple, list)) and len(source) in (2, 3):
-        coords, values = source[0], source[1]
-        if len(source) == 3:
-            shape = source[2] if shape is None else shape
-        return ArraySource(coords, values, shape, model, func)
-    raise V.param_error(
-        "source", func, "an HDF5 tensor file path or a tuple (coords, values[, shape])", source, TypeError
-    )
+        if shape is not None:
+            raise ValueError(f"{func}: 'shape' comes from the tensor file; do not pass it with a file.")
+        return FileSource(coords, model, block_rows=max(batch_size, 1 << 16))
+    if values is None:
+        raise V.param_error(
+            "values",
+            func,
+            "the entries' values (with coords in memory; or pass a tensor file's path)",
+            values,
+            TypeError,
+        )
+    return ArraySource(coords, values, shape, model, func)

@@ -13,14 +13,13 @@ same least-squares objective.
 """
 
 import contextlib
-import sys
 import time
 
 import numpy as np
 from scipy.optimize import minimize
 
+from .. import _loop
 from .. import _validation as V
-from .._loop import IterationInfo, Trace
 from .._threads import num_threads
 from ..kernels import tensor as KCP
 from ..kernels.tensor import cp_wopt as K
@@ -135,34 +134,12 @@ def _check_not_applicable(unused, func):
         raise TypeError(f"{func}() got an unexpected keyword argument {name!r} for method={METHOD!r}.")
 
 
-def _pack(model, R, shape, U, n_iter, converged, stop_reason, lists, options):
-    """A ``CPResult`` holding U (n_obj, R) as the means and zero covariances (a point estimate)."""
-    elapsed, changes, pred_changes, objectives, metric = lists
-    k = len(elapsed)
-    trace = Trace.from_columns(
-        k,
-        elapsed=elapsed,
-        change=changes,
-        prediction_change=pred_changes,
-        eval_metric=metric,
-        objective=objectives,
-    )
+def _pack(model, R, shape, U, n_iter, converged, stop_reason, trace, options):
+    """A point estimate as a CPResult: covariances zero, noise None."""
     return CPResult(
-        model,
-        METHOD,
-        "full",
-        R,
-        shape,
-        U,
-        np.zeros((U.shape[0], R, R)),
-        None,
-        n_iter,
-        converged,
-        stop_reason,
-        trace,
-        None,
-        options,
-    )
+        model, METHOD, "full", R, shape, U, np.zeros((U.shape[0], R, R)), None, n_iter, converged,
+        stop_reason, trace, None, dict(options),
+    )  # fmt: skip
 
 
 def fit_cp_wopt(
@@ -180,8 +157,9 @@ def fit_cp_wopt(
     eval_set=None,
     n_threads=None,
     callback=None,
-    seed=None,
+    seed=0,
     verbose=False,
+    progress=False,
     **unused,
 ):
     """CP decomposition of an incomplete tensor by CP-WOPT (called by ``fastcep.fit`` for
@@ -260,6 +238,8 @@ def fit_cp_wopt(
     FloatingPointError
         If the objective or the factors become non-finite (try a smaller init_scale).
     """
+    start = time.perf_counter()
+    state = {}
     func = "fit"
     _check_not_applicable(unused, func)
     V.check_choice(model, "model", func, CP_MODELS)
@@ -308,62 +288,47 @@ def fit_cp_wopt(
         ev_gidx = np.ascontiguousarray(ev_coords + lay.offsets[:-1][None, :])
         ev_pred = np.empty(len(ev_gidx))
 
-    elapsed, changes, pred_changes, objectives, metric = [], [], [], [], []
-    lists = (elapsed, changes, pred_changes, objectives, metric)
-    stop = {"reason": None}
+    def snapshot(it, trace):
+        return _pack(
+            model, R, shape, state["x"].reshape(n_obj, R).copy(), it, False, "callback", trace, options
+        )
+
+    evaluate = None
+    if eval_set is not None:
+
+        def evaluate(result):
+            KCP.predict_mean(ev_gidx, state["x"].reshape(n_obj, R), ev_pred)
+            return _rmse(ev_values, ev_pred) if model == "cp_gaussian" else _auc(ev_values > 0, ev_pred)
+
+    rec = _loop.Recorder(
+        tol=tol, callback=callback, snapshot=snapshot, evaluate=evaluate,
+        finite=lambda: np.isfinite(state["F"]), verbose=verbose, progress=progress,
+        label=f"{model}/{METHOD}",
+        hint="try a smaller 'init_scale'", start=start,
+    )  # fmt: skip
 
     def on_iteration(intermediate_result):
-        """After each L-BFGS iteration: trace, convergence test, user callback."""
+        """After each L-BFGS iteration: the one loop's bookkeeping (trace, convergence test,
+        user callback); StopIteration ends scipy's iterations."""
         x, F = intermediate_result.x, float(intermediate_result.fun)
-        it = len(elapsed) + 1
         f_new = problem.fitted(x)
         change = (state["F"] - F) / scale
         pred_change = float(
             np.sqrt(np.mean((f_new - state["f"]) ** 2) / max(float(np.mean(f_new**2)), 1e-300))
         )
-        state["F"], state["f"] = F, f_new
-        U = x.reshape(n_obj, R)
-        if eval_set is not None:
-            KCP.predict_mean(ev_gidx, U, ev_pred)
-            if model == "cp_gaussian":
-                metric.append(_rmse(ev_values, ev_pred))
-            else:
-                metric.append(_auc(ev_values > 0, ev_pred))
-        else:
-            metric.append(np.nan)
-        now = time.perf_counter() - start
-        elapsed.append(now)
-        changes.append(change)
-        pred_changes.append(pred_change)
-        objectives.append(F)
-        if verbose:
-            extra = f", eval {metric[-1]:.4f}" if eval_set is not None else ""
-            print(
-                f"[fastcep] {model}/{METHOD} iter {it}: objective {F:.6e}, change {change:.3e}{extra}, "
-                f"{now:.3f} s",
-                file=sys.stderr,
-            )
-        if not np.isfinite(F):
-            stop["reason"] = "non_finite"
+        state["F"], state["f"], state["x"] = F, f_new, x
+        values = {"prediction_change": pred_change, "objective": F}
+        if rec.record(rec.n_iter + 1, _loop.StepReport(change, 0, values=values)):
             raise StopIteration
-        if change < tol:
-            stop["reason"] = "tol"
-            raise StopIteration
-        if callback is not None:
-            res = _pack(model, R, shape, U.copy(), it, False, "callback", lists, options)
-            if callback(IterationInfo(it, change, now, 0, res)):
-                stop["reason"] = "callback"
-                raise StopIteration
 
     with num_threads(n_threads), _blas_single_thread():
-        start = time.perf_counter()
         F0, _ = problem(U0.ravel())
         if not np.isfinite(F0):
             raise FloatingPointError(
                 f"fit: the CP-WOPT objective at the initial factors is not finite ({F0}); "
                 "try a smaller 'init_scale'."
             )
-        state = {"F": F0, "f": problem.fitted(U0.ravel()).copy()}
+        state.update(F=F0, f=problem.fitted(U0.ravel()).copy(), x=U0.ravel())
         opt = minimize(
             problem,
             U0.ravel(),
@@ -379,20 +344,21 @@ def fit_cp_wopt(
             },
         )
     U = np.ascontiguousarray(opt.x, dtype=np.float64).reshape(n_obj, R)
-    if stop["reason"] == "non_finite" or not np.all(np.isfinite(U)) or not np.isfinite(opt.fun):
+    if not np.all(np.isfinite(U)) or not np.isfinite(opt.fun):
         raise FloatingPointError(
-            f"fit: the CP-WOPT objective or factors became non-finite after {len(elapsed)} "
+            f"fit: the CP-WOPT objective or factors became non-finite after {rec.n_iter} "
             "iteration(s); try a smaller 'init_scale'."
         )
-    if stop["reason"] is not None:
-        stop_reason = stop["reason"]
+    if rec.converged or rec.stop_reason == "callback":
+        stop_reason = None  # the recorder's
     elif opt.status == 1:  # iteration (or evaluation) cap
         stop_reason = "max_iter"
     elif opt.status == 0:  # a gradient of exactly 0, or no change of the objective
         stop_reason = "tol"
     else:  # the line search found no decrease
         stop_reason = "line_search"
-    res = _pack(model, R, shape, U, len(elapsed), stop_reason == "tol", stop_reason, lists, options)
+    out = rec.outcome(stop_reason)
+    res = _pack(model, R, shape, U, out.n_iter, out.stop_reason == "tol", out.stop_reason, out.trace, options)
     res.options["n_evals"] = problem.n_evals
     res.options["optimizer_message"] = str(opt.message)
     return res

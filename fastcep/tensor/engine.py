@@ -589,9 +589,10 @@ def fit_cp(
     eval_set=None,
     n_threads=None,
     callback=None,
-    seed=None,
+    seed=0,
     init_state=None,
     verbose=False,
+    progress=False,
 ):
     """Fit a Bayesian CP decomposition by CEP-1 or Laplace propagation (called by ``fastcep.fit``).
 
@@ -815,7 +816,7 @@ def fit_cp(
 
         out = _loop.run(
             engine.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, evaluate=evaluate,
-            finite=engine.finite, verbose=verbose, label=f"{model}/{method}", start=start,
+            finite=engine.finite, verbose=verbose, progress=progress, label=f"{model}/{method}", start=start,
             governor=ThreadGovernor(n_threads),
         )  # fmt: skip
     return engine.result(shape, out.n_iter, out.converged, out.stop_reason, out.trace, options, copy=False)

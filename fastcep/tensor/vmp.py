@@ -82,8 +82,9 @@ def fit_vmp(
     eval_set=None,
     n_threads=None,
     callback=None,
-    seed=None,
+    seed=0,
     verbose=False,
+    progress=False,
     damping=None,
     schedule=None,
     init_state=None,
@@ -254,7 +255,7 @@ def fit_vmp(
 
         out = _loop.run(
             engine.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, evaluate=evaluate,
-            finite=engine.finite, verbose=verbose, label=f"{model}/vmp", start=start,
+            finite=engine.finite, verbose=verbose, progress=progress, label=f"{model}/vmp", start=start,
             hint="check the scale of the values and the priors",
         )  # fmt: skip
     return engine.result(shape, out.n_iter, out.converged, out.stop_reason, out.trace, options, copy=False)
