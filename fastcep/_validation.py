@@ -3,9 +3,18 @@
 Every check raises ``ValueError`` (or ``TypeError`` for the wrong kind of object) with the
 message "The 'name' parameter of func must be <what>. Got <value> instead." so that users never
 see a numba traceback or a silent NaN.
+
+The constraint classes (``Real``, ``Int``, ``Choice``, ``Bool``, ``Callable``, ``Seed``,
+``Threads``, ``PathLike``, ``Maybe``, ``Either``, ``Required``, ``ScalarOr``, ``DataCheck``) say
+what one option accepts: ``check(value, name, func)`` returns the checked value (through the
+helpers below, so the messages are theirs) and ``describe()`` says it in a few words for the
+docs. ``Spec``, ``Refused`` and ``Option`` are the rows of the option table
+(``fastcep._options.OPTIONS``), which ``fastcep._options.validate`` checks.
 """
 
 import numbers
+import os
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -75,11 +84,7 @@ def check_n_threads(value, func):
 
 def check_seed(value, func):
     """``None``, an int >= 0 or a ``numpy.random.Generator``; returns a Generator."""
-    if isinstance(value, np.random.Generator):
-        return value
-    if value is None:
-        return np.random.default_rng()
-    return np.random.default_rng(check_int(value, "seed", func, 0))
+    return rng_from(Seed().check(value, "seed", func))
 
 
 def check_callback(value, func):
@@ -165,3 +170,260 @@ def check_labels(y, name, func, n):
         f"The {name!r} parameter of {func} must hold binary labels in {{0, 1}}, {{-1, 1}} or bool. "
         f"Got {detail} instead."
     )
+
+
+def rng_from(seed):
+    """The Generator of a checked seed (``Seed``): the Generator itself, fresh entropy for None,
+    else ``default_rng(seed)``."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None:
+        return np.random.default_rng()
+    return np.random.default_rng(int(seed))
+
+
+# ----------------------------------------------------------------------------- constraints
+def _number(x):
+    return repr(float(x)) if isinstance(x, float) else repr(x)
+
+
+class Constraint:
+    """What one option accepts: ``check(value, name, func)`` returns the checked value or raises
+    the one error form; ``describe()`` says what it accepts, for the docs."""
+
+    def check(self, value, name, func):
+        raise NotImplementedError
+
+    def describe(self):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.describe()!r})"
+
+
+class Real(Constraint):
+    """A finite float within [low, high] (open ends where asked), returned as float."""
+
+    def __init__(self, low=None, high=None, low_open=False, high_open=False):
+        self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
+
+    def check(self, value, name, func):
+        return check_float(value, name, func, self.low, self.high, self.low_open, self.high_open)
+
+    def describe(self):
+        lo, hi = self.low, self.high
+        if lo is not None and hi is not None:
+            return f"float in {'(' if self.low_open else '['}{lo:g}, {hi:g}{')' if self.high_open else ']'}"
+        if lo is not None:
+            return f"float {'>' if self.low_open else '>='} {lo:g}"
+        if hi is not None:
+            return f"float {'<' if self.high_open else '<='} {hi:g}"
+        return "float"
+
+
+class Int(Constraint):
+    """An integer within [low, high], returned as int."""
+
+    def __init__(self, low=None, high=None):
+        self.low, self.high = low, high
+
+    def check(self, value, name, func):
+        return check_int(value, name, func, self.low, self.high)
+
+    def describe(self):
+        if self.low is not None and self.high is not None:
+            return f"int in [{self.low}, {self.high}]"
+        if self.low is not None:
+            return f"int >= {self.low}"
+        return "int" if self.high is None else f"int <= {self.high}"
+
+
+class Choice(Constraint):
+    """One of the given strings; ``what``, if given, replaces "one of ..." in the message."""
+
+    def __init__(self, *values, what=None):
+        self.values, self.what = values, what
+
+    def check(self, value, name, func):
+        if self.what is not None and (not isinstance(value, str) or value not in self.values):
+            raise param_error(name, func, self.what, value)
+        return check_choice(value, name, func, self.values)
+
+    def describe(self):
+        return "{" + ", ".join(repr(v) for v in self.values) + "}"
+
+
+class Bool(Constraint):
+    """True or False (a numpy bool, 0 or 1 too), returned as bool."""
+
+    def check(self, value, name, func):
+        if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+            return bool(value)
+        raise param_error(name, func, "a bool", value, TypeError)
+
+    def describe(self):
+        return "bool"
+
+
+class Callable(Constraint):
+    """A callable or None."""
+
+    def check(self, value, name, func):
+        if value is not None and not callable(value):
+            raise param_error(name, func, "a callable or None", value, TypeError)
+        return value
+
+    def describe(self):
+        return "callable or None"
+
+
+class Seed(Constraint):
+    """An int >= 0, a ``numpy.random.Generator`` or None (fresh entropy); returned as given
+    (``rng_from`` makes the Generator)."""
+
+    def check(self, value, name, func):
+        if value is None or isinstance(value, np.random.Generator):
+            return value
+        check_int(value, name, func, 0)
+        return value
+
+    def describe(self):
+        return "int >= 0, Generator or None"
+
+
+class Threads(Constraint):
+    """None (numba's current setting) or 1..NUMBA_NUM_THREADS."""
+
+    def check(self, value, name, func):
+        return None if value is None else check_int(value, name, func, 1, max_threads())
+
+    def describe(self):
+        return "int in [1, NUMBA_NUM_THREADS] or None"
+
+
+class PathLike(Constraint):
+    """A file path: str or os.PathLike."""
+
+    def check(self, value, name, func):
+        if not isinstance(value, (str, os.PathLike)):
+            raise param_error(name, func, "a path (str or os.PathLike)", value, TypeError)
+        return value
+
+    def describe(self):
+        return "path"
+
+
+class Maybe(Constraint):
+    """None, or what ``inner`` accepts."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def check(self, value, name, func):
+        return None if value is None else self.inner.check(value, name, func)
+
+    def describe(self):
+        return f"{self.inner.describe()} or None"
+
+
+class Either(Constraint):
+    """A string that ``choice`` accepts, or what ``other`` accepts (every non-string value goes to
+    ``other``); a bad string gets the message "must be <what>"."""
+
+    def __init__(self, choice, other, what):
+        self.choice, self.other, self.what = choice, other, what
+
+    def check(self, value, name, func):
+        if isinstance(value, str):
+            if value in self.choice.values:
+                return value
+            raise param_error(name, func, self.what, value)
+        return self.other.check(value, name, func)
+
+    def describe(self):
+        return f"{self.other.describe()} or " + " or ".join(repr(v) for v in self.choice.values)
+
+
+class Required(Constraint):
+    """What ``inner`` accepts; None (the signature's placeholder) raises TypeError "must be
+    <what>"."""
+
+    def __init__(self, inner, what):
+        self.inner, self.what = inner, what
+
+    def check(self, value, name, func):
+        if value is None:
+            raise param_error(name, func, self.what, value, TypeError)
+        return self.inner.check(value, name, func)
+
+    def describe(self):
+        return self.inner.describe()
+
+
+class ScalarOr(Constraint):
+    """A scalar that ``scalar`` accepts, or an array checked against the data by the entry point
+    (``what`` describes it)."""
+
+    def __init__(self, scalar, what):
+        self.scalar, self.what = scalar, what
+
+    def check(self, value, name, func):
+        return self.scalar.check(value, name, func) if np.ndim(value) == 0 else value
+
+    def describe(self):
+        return f"{self.scalar.describe()} or {self.what}"
+
+
+class DataCheck(Constraint):
+    """A value checked against the data by the entry point (its shape, its objects): passed on
+    unchanged here."""
+
+    def __init__(self, what):
+        self.what = what
+
+    def check(self, value, name, func):
+        return value
+
+    def describe(self):
+        return self.what
+
+
+# ------------------------------------------------------------------------- the table's rows
+#: the default of an option without one (a required argument)
+REQUIRED = object()
+
+
+class ByModel(dict):
+    """Per-model values (``Spec.none``): what None stands for, model by model."""
+
+
+class Spec(NamedTuple):
+    """An option's constraint and default in one family (or one method of it).
+
+    ``methods``: the family's methods it applies to (None: all). ``none``: what None stands for
+    (a value, or ``ByModel`` values), for options whose default depends on the model. ``note``:
+    what differs in this family, for the docs.
+    """
+
+    constraint: Constraint
+    default: Any = REQUIRED
+    note: str = ""
+    methods: tuple | None = None
+    none: Any = None
+
+
+class Refused(NamedTuple):
+    """An option that does not apply to a method: any value but None raises the method's refusal
+    (``fastcep._options.REFUSALS``) with ``reason``; ``value`` is what the entry point gets."""
+
+    reason: str
+    value: Any = None
+
+
+class Option(NamedTuple):
+    """One option of ``fastcep.fit`` and ``fastcep.stream``: its name, one-line doc and its
+    specs, keyed "family" or "family/method" (the latter first)."""
+
+    name: str
+    doc: str
+    specs: dict

@@ -19,6 +19,8 @@ import time
 
 import numpy as np
 
+from . import _options as O
+
 
 class UserError(Exception):
     """An error caused by the user's input: reported in one line, exit status 2."""
@@ -326,47 +328,46 @@ def build_parser():
     i.add_argument("--json", action="store_true")
     i.set_defaults(func=cmd_info)
 
-    def model_args(q):
+    def option(q, name, family, **kw):
+        """An option of ``fastcep.fit`` (family "cp") or ``fastcep.stream`` as a flag: its choices
+        and help from the option table (``fastcep._options``); None (not given): the default."""
+        if O.choices(name, family) is not None:
+            kw["choices"] = O.choices(name, family)
+        kw.setdefault("default", None)
+        q.add_argument("--" + name.replace("_", "-"), help=O.cli_help(name, family), **kw)
+
+    def model_args(q, family):
         q.add_argument("tensor", help="HDF5 tensor file (see 'fastcep convert')")
         q.add_argument("-o", "--output", required=True, help="model file to write (HDF5)")
-        q.add_argument("--model", choices=("cp_gaussian", "cp_probit"), required=True)
-        q.add_argument("--rank", type=int, required=True)
-        q.add_argument("--damping", type=float, default=None)
-        q.add_argument("--max-iter", type=int, default=None)
-        q.add_argument("--tol", type=float, default=None)
-        q.add_argument("--prior-var", type=float, default=None)
-        q.add_argument("--a0", type=float, default=None, help="Gamma(a0, b0) prior of the noise precision")
-        q.add_argument("--b0", type=float, default=None)
-        q.add_argument("--covariance", choices=("full", "diag"), default=None)
-        q.add_argument("--prior-mean", type=float, default=None,
-                       help="positive: seeded positive prior means (sparse binary data)")  # fmt: skip
-        q.add_argument("--probit-curvature", choices=("full", "rank1"), default=None,
-                       help="cp_probit CEP-1 message: 'full' (default) or the rank-one rule")  # fmt: skip
-        q.add_argument("--expect-under", choices=("posterior", "cavity"), default=None,
-                       help="CEP-1: other modes' moments under the posterior or the cavity")  # fmt: skip
-        q.add_argument("--seed", type=int, default=0)
-        q.add_argument("--threads", type=int, default=None)
+        option(q, "model", family, required=True)
+        option(q, "rank", family, type=int, required=True)
+        for name in ("damping", "tol", "prior_var", "a0", "b0", "prior_mean"):
+            option(q, name, family, type=float)
+        option(q, "max_iter", family, type=int)
+        for name in ("covariance", "probit_curvature", "expect_under"):
+            option(q, name, family)
+        option(q, "seed", family, type=int, default=O.defaults(family, "cep1")["seed"])
+        q.add_argument("--threads", type=int, default=None, help=O.cli_help("n_threads", family))
         q.add_argument("--quiet", action="store_true", help="no progress on stderr")
         q.add_argument("--json", action="store_true")
 
     f = sub.add_parser("fit", help="batch CEP on an HDF5 tensor; writes a model file")
-    model_args(f)
-    f.add_argument("--method", choices=("cep1", "lp", "vmp", "cp_wopt"), default="cep1",
-                   help="CEP-1 (default) or a baseline: Laplace propagation, VMP, CP-WOPT")  # fmt: skip
-    f.add_argument("--schedule", choices=("parallel", "block", "sequential"), default=None)
-    f.add_argument("--init", choices=("svd", "random"), default=None, help="initial posterior means")
-    f.add_argument("--noise-warmup", type=int, default=None, help="iterations with the noise precision held")
+    model_args(f, "cp")
+    option(f, "method", "cp", default=O.defaults("cp", "cep1")["method"])
+    option(f, "schedule", "cp")
+    option(f, "init", "cp")
+    option(f, "noise_warmup", "cp", type=int)
     f.add_argument("--max-entries", type=int, default=50_000_000, help="refuse larger tensors (use stream)")
     f.set_defaults(func=cmd_fit)
 
     s = sub.add_parser("stream", help="streaming ADF-CEP on an HDF5 tensor, with checkpoints")
-    model_args(s)
-    s.add_argument("--method", choices=("cep1", "post"), default="cep1", help="ADF-CEP (default) or POST")
-    s.add_argument("--batch-size", type=int, default=1000)
-    s.add_argument("--shuffle", action="store_true")
-    s.add_argument("--checkpoint", default=None, help="checkpoint file (HDF5), written atomically")
-    s.add_argument("--checkpoint-every", type=int, default=None, help="batches between checkpoints")
-    s.add_argument("--resume", action="store_true", help="continue from --checkpoint if it exists")
+    model_args(s, "stream")
+    option(s, "method", "stream", default=O.defaults("stream", "cep1")["method"])
+    option(s, "batch_size", "stream", type=int, default=O.defaults("stream", "cep1")["batch_size"])
+    option(s, "shuffle", "stream", action="store_true", default=False)
+    option(s, "checkpoint", "stream", type=str)
+    option(s, "checkpoint_every", "stream", type=int)
+    option(s, "resume", "stream", action="store_true", default=False)
     s.set_defaults(func=cmd_stream)
 
     e = sub.add_parser("evaluate", help="RMSE or AUC of a model file on an HDF5 test tensor")

@@ -11,7 +11,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without scikit-l
         "fastcep's scikit-learn estimators need scikit-learn: pip install 'fastcep[sklearn]'"
     ) from exc
 
+from ._options import defaults
 from .api import fit
+
+#: the estimators' defaults: ``fastcep.fit``'s, from the option table (``fastcep._options``)
+DEFAULTS = defaults("regression", "cep1")
 
 
 class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
@@ -21,14 +25,14 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
-        method="cep1",
-        prior_var=1.0,
-        damping="auto",
-        max_iter=5000,
-        tol=1e-5,
-        schedule="parallel",
-        n_nodes=9,
-        n_threads=None,
+        method=DEFAULTS["method"],
+        prior_var=DEFAULTS["prior_var"],
+        damping=DEFAULTS["damping"],
+        max_iter=DEFAULTS["max_iter"],
+        tol=DEFAULTS["tol"],
+        schedule=DEFAULTS["schedule"],
+        n_nodes=DEFAULTS["n_nodes"],
+        n_threads=DEFAULTS["n_threads"],
     ):
         self.method = method
         self.prior_var = prior_var
@@ -104,8 +108,9 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
 class BayesianProbitClassifier(_BayesianBinaryClassifier):
     """Bayesian probit regression with fully factorised Gaussian posterior (CEP / EP).
 
-    Parameters are those of ``fastcep.fit``: method ("cep1", "cep2", "ep"), prior_var, damping,
-    max_iter, tol, schedule, n_nodes, n_threads. Fitted attributes: ``classes_``, ``coef_``
+    Parameters are those of ``fastcep.fit``, with its defaults (the option table): method
+    ("cep1", "cep2", "ep", ...), prior_var, damping, max_iter, tol, schedule, n_nodes, n_threads.
+    Fitted attributes: ``classes_``, ``coef_``
     (posterior means), ``coef_var_`` (posterior variances), ``n_iter_``, ``result_``.
     """
 

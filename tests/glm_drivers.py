@@ -4,7 +4,7 @@ import numpy as np
 
 from fastcep.kernels.glm import schedules as S
 from fastcep.kernels.glm.state import GLMProblem, GLMScratch, GLMState
-from fastcep.kernels.glm.sweep import work_buffers
+from fastcep.kernels.glm.sweep import tile_posterior
 
 
 def setup(X, s, tau, nu, prior_T, model, method, chunk, nodes, weights, n_samples=0, prior_N=None):
@@ -40,22 +40,9 @@ def one_row(model, method, x, s, tau_r, nu_r, T, N, rho, nodes, weights, n_sampl
     tau, nu = tau_r[None, :].copy(), nu_r[None, :].copy()
     state = GLMState(tau, nu, T.copy(), N.copy(), N / T, 1.0 / T)
     pT, pN = np.zeros((1, d)), np.zeros((1, d))
-    k = S.run_rows(
-        code,
-        problem,
-        state,
-        np.arange(1),
-        0,
-        1,
-        False,
-        rho,
-        pT,
-        pN,
-        0,
-        work_buffers(1, d),
-        np.empty((2, d)),
-        np.uint64(key),
-    )
+    scratch = GLMScratch.allocate(1, d, 1, 1)
+    tile_posterior(state.T, state.N, state.mu, state.v, scratch.tiles)  # (rows of d < SLAB_D: slabs)
+    k = S.run_rows(code, problem, state, scratch, np.arange(1), 0, 1, False, rho, pT, pN, 0, np.uint64(key))
     tau_r[:] = tau[0]
     nu_r[:] = nu[0]
     return int(k), pT[0], pN[0]

@@ -189,9 +189,13 @@ def test_parallel_sweep_matches_naive(rng, model, method):
         np.testing.assert_allclose(state.T, prior_T + tau_ref.sum(0), rtol=1e-13)
         np.testing.assert_allclose(state.N, nu_ref.sum(0), rtol=1e-12, atol=1e-13)
         copies.append((t, nn, state.T, state.N, change))
-    # the threaded and the serial build of the driver give the same bits
+    # the threaded and the serial build of the driver agree to rounding: the same arithmetic in
+    # the same order, but numba inlines (and LLVM fuses multiply-adds) differently in the two
+    # builds and when a leaf comes from the disk cache (BENCHMARKS.md, issue 19). A fit picks
+    # the build by the size of its problem, never by the thread count, so its result does not
+    # depend on the number of threads (test_fit.py)
     for a, b in zip(copies[0], copies[1], strict=True):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
 
 
 def _taylor_rows(X, s, tau, nu, T, N, mu):

@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from .. import _loop
+from .. import _options as O
 from .. import _validation as V
 from .._quadrature import gauss_hermite
 from .._threads import ThreadGovernor, num_threads
@@ -19,16 +20,14 @@ from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..results import GaussianPosterior, RegressionSites, RegressionState
-from .kjit import N_FEATURES as KJIT_FEATURES
-from .kjit import THRESHOLD as KJIT_THRESHOLD
 from .kjit import KJITSweeps
 from .result import RegressionResult
 from .vb import VBFit
 
-MODELS = ("probit", "logistic")
-METHODS = ("cep1", "cep2", "ep", "lp", "is", "vb", "kjit")
-SCHEDULE_NAMES = ("parallel", "sequential")
-STOPPING = ("posterior", "paper")
+MODELS = O.choices("model", "regression")
+METHODS = O.choices("method", "regression")
+#: the signature defaults of ``fit_regression``, from the option table (``fastcep._options``)
+DEFAULTS = O.defaults("regression", "cep1")
 #: the stop reason of each stopping rule
 STOP_REASONS = {"posterior": "tol", "paper": "paper"}
 
@@ -51,24 +50,11 @@ AUTO_WINDOW = 50
 #: a parallel region costs microseconds on a quiet machine and a scheduler quantum on a busy one
 SERIAL_SITES = 1 << 17
 
-DEFAULTS = {
-    "prior_var": 1.0,
-    "damping": "auto",
-    "max_iter": 5000,
-    "tol": 1e-5,
-    "schedule": "parallel",
-    "stopping": "posterior",
-    "n_nodes": 9,
-    "n_samples": 10_000,
-    "threshold": KJIT_THRESHOLD,
-    "n_features": KJIT_FEATURES,
-}
-
 
 def _prior(prior_var, d, func):
+    """Prior precisions (d,) from a checked scalar ``prior_var`` or an array, checked here."""
     if np.ndim(prior_var) == 0:
-        pv = V.check_float(prior_var, "prior_var", func, low=0.0, low_open=True)
-        return np.full(d, 1.0 / pv)
+        return np.full(d, 1.0 / prior_var)
     arr = np.asarray(prior_var, dtype=np.float64)
     if arr.shape != (d,) or not np.all(np.isfinite(arr)) or not np.all(arr > 0):
         raise V.param_error("prior_var", func, f"a float > 0 or an array of {d} floats > 0", prior_var)
@@ -116,14 +102,11 @@ class _Damping:
     not depend on the damping, only the path to them does. ``undamped``: still in the first,
     fast phase (damping 1 or 0.5), before any restart."""
 
-    def __init__(self, damping, func):
-        if isinstance(damping, str) and damping == "auto":
+    def __init__(self, damping):
+        if damping == "auto":
             self.rho, self.adaptive, self.undamped = 1.0, True, True
         else:
-            if isinstance(damping, str):
-                raise V.param_error("damping", func, "a float in (0, 1] or 'auto'", damping)
-            rho = V.check_float(damping, "damping", func, low=0.0, high=1.0, low_open=True)
-            self.rho, self.adaptive, self.undamped = rho, False, False
+            self.rho, self.adaptive, self.undamped = damping, False, False
         self.best = np.inf
         self.since = 0
         self.step = None  # the last sweep's step of the posterior means
@@ -191,7 +174,7 @@ def fit_regression(
     X,
     y,
     model,
-    method="cep1",
+    method=DEFAULTS["method"],
     *,
     prior_var=DEFAULTS["prior_var"],
     damping=DEFAULTS["damping"],
@@ -203,12 +186,13 @@ def fit_regression(
     n_samples=DEFAULTS["n_samples"],
     threshold=DEFAULTS["threshold"],
     n_features=DEFAULTS["n_features"],
-    n_threads=None,
-    callback=None,
-    seed=0,
-    init_state=None,
-    verbose=False,
-    progress=False,
+    n_threads=DEFAULTS["n_threads"],
+    callback=DEFAULTS["callback"],
+    seed=DEFAULTS["seed"],
+    init_state=DEFAULTS["init_state"],
+    verbose=DEFAULTS["verbose"],
+    progress=DEFAULTS["progress"],
+    **unknown,
 ):
     """Fit a Bayesian probit or logistic regression; see ``fastcep.fit`` for the parameters.
 
@@ -219,35 +203,24 @@ def fit_regression(
     "is" exactly); ``n_features`` (int >= 1, default 200): the operator's random features. The
     rows sent to the oracle in each sweep are in ``res.options["oracle_calls"]``.
     """
+    given = O.arguments(locals())
     start = time.perf_counter()
     func = "fit"
-    V.check_choice(model, "model", func, MODELS)
-    V.check_choice(method, "method", func, METHODS)
+    o = O.validate(func, "regression", model, method, given)  # (the option table: fastcep._options)
     X = V.check_matrix(X, "X", func)
     s = V.check_labels(y, "y", func, X.shape[0])
     n, d = X.shape
-    prior_T = _prior(prior_var, d, func)
-    damp = _Damping(damping, func)
-    max_iter = V.check_int(max_iter, "max_iter", func, low=1)
-    tol = V.check_float(tol, "tol", func, low=0.0)
-    V.check_choice(schedule, "schedule", func, SCHEDULE_NAMES)
-    V.check_choice(stopping, "stopping", func, STOPPING)
-    n_nodes = V.check_int(n_nodes, "n_nodes", func, low=2, high=200)
-    n_threads = V.check_n_threads(n_threads, func)
-    callback = V.check_callback(callback, func)
-    n_samples = V.check_int(n_samples, "n_samples", func, low=2)
-    threshold = V.check_float(threshold, "threshold", func, low=0.0)
-    n_features = V.check_int(n_features, "n_features", func, low=1, high=5000)
-    if method == "kjit" and model != "logistic":
-        raise ValueError(
-            f"fit: method='kjit' is not available for model={model!r}: "
-            "kjit is implemented for the logistic model, as in the paper."
-        )
+    prior_T = _prior(o["prior_var"], d, func)
+    damp = _Damping(o["damping"])
+    max_iter, tol, schedule, stopping = o["max_iter"], o["tol"], o["schedule"], o["stopping"]
+    n_nodes, n_samples, threshold, n_features = o["n_nodes"], o["n_samples"], o["threshold"], o["n_features"]
+    n_threads, callback, init_state = o["n_threads"], o["callback"], o.get("init_state")
+    verbose, progress = o["verbose"], o["progress"]
     # used by methods "is" and "kjit" only; the other methods are deterministic
-    rng = V.check_seed(seed, func)
+    rng = V.rng_from(o["seed"])
     base_key = int(rng.integers(0, 2**63))
     options = dict(
-        prior_var=prior_var,
+        prior_var=o["prior_var"],
         damping=damp.rho,
         max_iter=max_iter,
         tol=tol,
@@ -258,12 +231,10 @@ def fit_regression(
         threshold=threshold,
         n_features=n_features,
         n_threads=n_threads,
-        seed=seed,
+        seed=o["seed"],
     )
     label = f"{model}/{method}"
-    if method == "vb":
-        if init_state is not None:
-            raise ValueError("fit: init_state is not supported with method='vb' (it has no site messages).")
+    if method == "vb":  # (init_state is refused: fastcep._options)
         with num_threads(n_threads):
             vb_options = dict(options, damping=None)
             return _fit_vb(

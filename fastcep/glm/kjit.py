@@ -14,19 +14,21 @@ import math
 
 import numpy as np
 
+from .. import _options as O
 from ..kernels.glm import kjit as K
 from ..kernels.glm import schedules as SCH
 from ..kernels.linalg import cholesky, cholesky_solve
 
-#: defaults of ``MessageOperator``; N_FEATURES and THRESHOLD are also fit's defaults of
-#: ``n_features`` and ``threshold``
-N_FEATURES = 200
+#: fit's defaults of ``n_features`` and ``threshold`` (the option table, ``fastcep._options``);
+#: N_FEATURES is also ``MessageOperator``'s
+N_FEATURES = O.defaults("regression", "kjit")["n_features"]
+THRESHOLD = O.defaults("regression", "kjit")["threshold"]
+#: defaults of ``MessageOperator``
 LENGTHSCALE = 1.0
 NOISE_VAR = 1e-4
 PRIOR_VAR = 1.0
 #: fixed standardisation of the input u = (s mu_a, log s2_a): z = u / INPUT_SCALE
 INPUT_SCALE = (1.5, 1.5)
-THRESHOLD = 1e-3
 
 
 class MessageOperator:

@@ -22,21 +22,13 @@ import time
 import numpy as np
 
 from .. import _loop
+from .. import _options as O
 from .. import _validation as V
 from .._loop import IterationInfo, Trace
 from .._threads import num_threads
 from ..io.checkpoint import read_checkpoint, write_checkpoint
 from ..results import StreamState
-from ..tensor.engine import (
-    COVARIANCES,
-    CP_MODELS,
-    INIT_VAR_FRACTION,
-    SCHEDULES,
-    CPEngine,
-    _exact_sum,
-    check_expect_under,
-    check_probit_curvature,
-)
+from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, _exact_sum
 from ..tensor.layout import check_coords, check_values, make_layout
 from ..tensor.result import CPResult, eval_metric
 from ..tensor.vmp import VMP_DEFAULTS, VMPEngine
@@ -44,31 +36,10 @@ from .sources import open_source
 
 NOISE_WARMUP = 10
 
-STREAM_DEFAULTS = {
-    "batch_size": 1000,
-    "prior_var": 1.0,
-    "a0": 1e-3,
-    "b0": 1e-3,
-    "damping": None,
-    "tol": 1e-3,
-    "max_iter": None,
-    "covariance": "full",
-    "schedule": None,
-    "init_scale": None,
-    "prior_mean": None,
-    "probit_curvature": "full",
-    "expect_under": "posterior",
-    "checkpoint_every": 10,
-}
-#: per-model defaults of the inner iterations (damping, max_iter), measured: on DBLP (cp_probit,
-#: batch 1000) 3 undamped parallel sweeps per batch reach AUC 0.80 in 12 s a pass, 10 sweeps at
-#: damping 0.5 0.79 in 37 s; undamped parallel sweeps can overshoot on dense continuous data
-INNER_DEFAULTS = {"cp_probit": (1.0, 3), "cp_gaussian": (0.5, 50)}
-#: method "post": per-model cap on the VMP iterations per batch, measured: on a 20 x 15 x 10
-#: rank-2 binary tensor (1,200 entries in 3 batches, 5 seeds) median test AUC 0.55 with 20, 0.72
-#: with 50
-POST_MAX_ITER = {"cp_probit": 50, "cp_gaussian": 50}
-STREAM_METHODS = ("cep1", "post")
+#: the signature defaults of ``stream``, from the option table (``fastcep._options``): damping,
+#: max_iter and prior_mean are None there, which stands for per-model values (and for method
+#: "post", per-model VMP iterations), with the measurements behind them
+STREAM_DEFAULTS = O.defaults("stream", "cep1")
 #: options that must match between a checkpoint and the run resuming from it
 _RESUME_KEYS = (
     "model",
@@ -129,11 +100,11 @@ def stream(
     *,
     model,
     rank,
-    method="cep1",
-    shape=None,
+    method=STREAM_DEFAULTS["method"],
+    shape=STREAM_DEFAULTS["shape"],
     batch_size=STREAM_DEFAULTS["batch_size"],
-    shuffle=False,
-    seed=0,
+    shuffle=STREAM_DEFAULTS["shuffle"],
+    seed=STREAM_DEFAULTS["seed"],
     prior_var=STREAM_DEFAULTS["prior_var"],
     a0=STREAM_DEFAULTS["a0"],
     b0=STREAM_DEFAULTS["b0"],
@@ -146,21 +117,24 @@ def stream(
     prior_mean=STREAM_DEFAULTS["prior_mean"],
     probit_curvature=STREAM_DEFAULTS["probit_curvature"],
     expect_under=STREAM_DEFAULTS["expect_under"],
-    checkpoint=None,
+    checkpoint=STREAM_DEFAULTS["checkpoint"],
     checkpoint_every=STREAM_DEFAULTS["checkpoint_every"],
-    resume=False,
-    eval_set=None,
-    init_state=None,
-    n_threads=None,
-    callback=None,
-    progress=False,
-    verbose=False,
-    max_batches=None,
+    resume=STREAM_DEFAULTS["resume"],
+    eval_set=STREAM_DEFAULTS["eval_set"],
+    init_state=STREAM_DEFAULTS["init_state"],
+    n_threads=STREAM_DEFAULTS["n_threads"],
+    callback=STREAM_DEFAULTS["callback"],
+    progress=STREAM_DEFAULTS["progress"],
+    verbose=STREAM_DEFAULTS["verbose"],
+    max_batches=STREAM_DEFAULTS["max_batches"],
+    **unknown,
 ):
     """Streaming CP decomposition by ADF-CEP; the call form and result of ``fastcep.fit``.
 
     ``stream(coords, values, model=..., rank=..., shape=...)`` streams arrays in memory;
     ``stream("tensor.h5", model=..., rank=...)`` an HDF5 tensor file, read block by block.
+    Every option's constraint and default are in the Options section below (the option table,
+    shared with ``fastcep.fit``).
 
     Parameters
     ----------
@@ -210,8 +184,8 @@ def stream(
         (mean(y^2) / R)^(1 / 2K) of the first batch, which gives initial reconstructions of the
         data's mean square (2.0 for cp_probit).
     damping, tol, max_iter : per batch, the inner CEP iterations
-        Defaults: damping 1.0 and max_iter 3 for cp_probit, 0.5 and 50 for cp_gaussian; tol 1e-3
-        (relative change of the batch's predictions). "post": VMP iterations, max_iter 50.
+        The exception to ``fastcep.fit``'s defaults: per batch and, for damping and max_iter, per
+        model (None), with the reasons, in Options below. "post": VMP iterations.
     checkpoint : path or None
         HDF5 file written atomically every ``checkpoint_every`` batches and at the end.
     resume : bool, default False
@@ -240,77 +214,36 @@ def stream(
         eval metric or NaN); ``stop_reason`` is "end", "callback" or "max_batches"; ``state`` the
         ``StreamState`` to continue from.
     """
+    given = O.arguments(locals())
     func = "stream"
-    V.check_choice(model, "model", func, CP_MODELS)
-    V.check_choice(method, "method", func, STREAM_METHODS)
-    if method == "post":
-        for name, value, why in (
-            ("damping", damping, "VMP takes exact coordinate steps"),
-            ("schedule", schedule, "VMP updates mode by mode"),
-        ):
-            if value is not None:
-                raise ValueError(
-                    f"stream: the {name!r} option does not apply to method='post' ({why}). "
-                    f"Got {name}={value!r}; leave it out."
-                )
-        if covariance != "full":
-            raise V.param_error(
-                "covariance", func, "'full' for method='post' (diagonal covariances are CEP only)", covariance
-            )
-        damping = 1.0  # recorded in the trace; VMP steps are undamped
-        schedule = "parallel"  # unused
-        if max_iter is None:
-            max_iter = POST_MAX_ITER[model]
-    if schedule is None:
-        schedule = "parallel"
-    R = V.check_int(rank, "rank", func, low=1, high=1000)
-    batch_size = V.check_int(batch_size, "batch_size", func, low=1)
-    pv = V.check_float(prior_var, "prior_var", func, low=0.0, low_open=True)
-    a0 = V.check_float(a0, "a0", func, low=0.0, low_open=True)
-    b0 = V.check_float(b0, "b0", func, low=0.0, low_open=True)
-    if damping is None:
-        damping = INNER_DEFAULTS[model][0]
-    if max_iter is None:
-        max_iter = INNER_DEFAULTS[model][1]
-    damping = V.check_float(damping, "damping", func, low=0.0, high=1.0, low_open=True)
-    tol = V.check_float(tol, "tol", func, low=0.0)
-    max_iter = V.check_int(max_iter, "max_iter", func, low=1)
-    V.check_choice(covariance, "covariance", func, COVARIANCES)
-    V.check_choice(schedule, "schedule", func, SCHEDULES)
-    if init_scale is not None:
-        init_scale = V.check_float(init_scale, "init_scale", func, low=0.0)
-    if prior_mean is None:
-        prior_mean = 0.1 if model == "cp_probit" else 0.0
-    prior_mean = V.check_float(prior_mean, "prior_mean", func, low=0.0)
-    check_probit_curvature(probit_curvature, model, method, func)
-    check_expect_under(expect_under, method, schedule, covariance, func)
-    checkpoint_every = V.check_int(checkpoint_every, "checkpoint_every", func, low=1)
-    seed = V.check_int(seed, "seed", func, low=0)
-    n_threads = V.check_n_threads(n_threads, func)
-    callback = V.check_callback(callback, func)
-    if resume and checkpoint is None:
-        raise ValueError("stream: resume=True needs a checkpoint path.")
-    if resume and init_state is not None:
-        raise ValueError("stream: give init_state or resume=True with a checkpoint, not both.")
+    # the option table (fastcep._options): damping, max_iter, schedule and prior_mean None -> the
+    # model's (and method's) values; method "post": damping 1.0 (recorded in the trace; VMP steps
+    # are undamped) and schedule "parallel" (unused)
+    o = O.validate(func, "stream", model, method, given)
+    init_state = o["init_state"]
     if init_state is not None and not isinstance(init_state, StreamState):
         raise V.param_error(
             "init_state", func, "a StreamState (res.state of a stream) or None", init_state, TypeError
         )
-    src = open_source(coords, values, shape, model, batch_size, func)
+    src = open_source(coords, values, o["shape"], model, o["batch_size"], func)
     run = dict(
-        model=model, R=R, batch_size=batch_size, shuffle=bool(shuffle), seed=seed, pv=pv, a0=a0, b0=b0,
-        damping=damping, tol=tol, max_iter=max_iter, covariance=covariance, schedule=schedule,
-        init_scale=init_scale, prior_mean=prior_mean, checkpoint=checkpoint,
-        checkpoint_every=checkpoint_every, resume=resume, eval_set=eval_set, callback=callback,
-        progress=progress, verbose=verbose,
-        max_batches=max_batches, func=func, method=method, probit_curvature=probit_curvature,
-        expect_under=expect_under, init_state=init_state,
+        model=model, R=o["rank"], pv=o["prior_var"], func=func, method=method,
+        **{k: o[k] for k in (
+            "batch_size", "shuffle", "seed", "a0", "b0", "damping", "tol", "max_iter", "covariance",
+            "schedule", "init_scale", "prior_mean", "checkpoint", "checkpoint_every", "resume",
+            "eval_set", "callback", "progress", "verbose", "max_batches", "probit_curvature",
+            "expect_under", "init_state",
+        )},
     )  # fmt: skip
     try:
-        with num_threads(n_threads):
+        with num_threads(o["n_threads"]):
             return _run(src, **run)
     finally:
         src.close()
+
+
+if stream.__doc__ is not None:  # (None under python -OO)
+    stream.__doc__ += O.document(("stream",))
 
 
 def _run(

@@ -19,41 +19,29 @@ import numpy as np
 from scipy.optimize import minimize
 
 from .. import _loop
+from .. import _options as O
 from .. import _validation as V
 from .._threads import num_threads
 from ..kernels import tensor as KCP
 from ..kernels.tensor import cp_wopt as K
 from ..metrics import auc as _auc
 from ..metrics import rmse as _rmse
-from .engine import CP_MODELS
 from .init import svd_init
 from .layout import check_coords, check_eval_set, check_values, make_layout
 from .result import CPResult
 
 METHOD = "cp_wopt"
-INITS = ("svd", "random")
 #: entries per parallel work unit of the residual pass (fixed: results do not depend on threads)
 ENTRY_CHUNK = 1024
 #: objects per parallel work unit of the gradient pass
 OBJECT_CHUNK = 16
 #: L-BFGS memory (pairs of correction vectors; scipy's default)
 LBFGS_MEMORY = 10
-#: options of the Bayesian fit (``fastcep.cp.fit_cp``) that have no meaning for a point estimate
-NOT_APPLICABLE = (
-    "prior_var",
-    "a0",
-    "b0",
-    "damping",
-    "schedule",
-    "covariance",
-    "noise_warmup",
-    "warmup_snr",
-    "prior_mean",
-    "init_state",
-    "probit_curvature",
-    "expect_under",
-)
-WOPT_DEFAULTS = {"reg": 0.0, "max_iter": 500, "tol": 1e-9, "init": "svd", "init_scale": 1.0}
+#: options of the Bayesian fit (``fastcep.tensor.fit_cp``) that have no meaning for a point
+#: estimate: ``Refused`` in the option table (``fastcep._options``)
+NOT_APPLICABLE = tuple(opt.name for opt in O.OPTIONS if isinstance(O.spec(opt.name, "cp", METHOD), V.Refused))
+#: the signature defaults of ``fit_cp_wopt``, from the option table
+WOPT_DEFAULTS = O.defaults("cp", METHOD)
 
 
 class _Problem:
@@ -117,23 +105,6 @@ def _blas_single_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _check_not_applicable(unused, func):
-    for name in unused:
-        if name in NOT_APPLICABLE:
-            raise V.param_error(
-                name,
-                func,
-                f"left unset with method={METHOD!r}, a point estimate by L-BFGS without messages, "
-                "posterior covariances, prior or noise model (the options "
-                + ", ".join(repr(a) for a in NOT_APPLICABLE)
-                + " do not apply; 'reg' sets the L2 penalty)",
-                unused[name],
-            )
-    if unused:
-        name = sorted(unused)[0]
-        raise TypeError(f"{func}() got an unexpected keyword argument {name!r} for method={METHOD!r}.")
-
-
 def _pack(model, R, shape, U, n_iter, converged, stop_reason, trace, options):
     """A point estimate as a CPResult: covariances zero, noise None."""
     return CPResult(
@@ -147,20 +118,20 @@ def fit_cp_wopt(
     values,
     model,
     *,
-    shape=None,
-    rank=None,
+    shape=WOPT_DEFAULTS["shape"],
+    rank=WOPT_DEFAULTS["rank"],
     reg=WOPT_DEFAULTS["reg"],
     max_iter=WOPT_DEFAULTS["max_iter"],
     tol=WOPT_DEFAULTS["tol"],
     init=WOPT_DEFAULTS["init"],
     init_scale=WOPT_DEFAULTS["init_scale"],
-    eval_set=None,
-    n_threads=None,
-    callback=None,
-    seed=0,
-    verbose=False,
-    progress=False,
-    **unused,
+    eval_set=WOPT_DEFAULTS["eval_set"],
+    n_threads=WOPT_DEFAULTS["n_threads"],
+    callback=WOPT_DEFAULTS["callback"],
+    seed=WOPT_DEFAULTS["seed"],
+    verbose=WOPT_DEFAULTS["verbose"],
+    progress=WOPT_DEFAULTS["progress"],
+    **unknown,
 ):
     """CP decomposition of an incomplete tensor by CP-WOPT (called by ``fastcep.fit`` for
     ``method="cp_wopt"``).
@@ -211,10 +182,11 @@ def fit_cp_wopt(
         Seeds the initial factors (same seed, same factors, whatever the thread count).
     verbose : bool, default False
         Print one line per iteration to stderr.
-    **unused
-        The options of the Bayesian fit that do not apply to a point estimate ("prior_var",
-        "a0", "b0", "damping", "schedule", "covariance", "noise_warmup", "warmup_snr",
-        "prior_mean", "init_state") raise a ValueError naming them; other names a TypeError.
+    **unknown
+        The options of the Bayesian fit that do not apply to a point estimate (``NOT_APPLICABLE``:
+        "prior_var", "a0", "b0", "damping", "schedule", "covariance", "noise_warmup",
+        "warmup_snr", "prior_mean", "init_state", "probit_curvature", "expect_under") raise a
+        ValueError naming them unless None; other names a TypeError listing the valid ones.
 
     Returns
     -------
@@ -238,27 +210,22 @@ def fit_cp_wopt(
     FloatingPointError
         If the objective or the factors become non-finite (try a smaller init_scale).
     """
+    given = O.arguments(locals())
     start = time.perf_counter()
     state = {}
     func = "fit"
-    _check_not_applicable(unused, func)
-    V.check_choice(model, "model", func, CP_MODELS)
-    coords, shape = check_coords(coords, shape, func)
+    o = O.validate(func, "cp", model, METHOD, given)  # (the option table: fastcep._options)
+    coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
     y = check_values(values, n, model, func)
     if model == "cp_probit":
         y = np.where(y > 0, 1.0, 0.0)  # check_values gives signs +-1; CP-WOPT fits {0, 1}
-    if rank is None:
-        raise V.param_error("rank", func, "an int >= 1", rank, TypeError)
-    R = V.check_int(rank, "rank", func, low=1, high=1000)
-    reg = V.check_float(reg, "reg", func, low=0.0)
-    max_iter = V.check_int(max_iter, "max_iter", func, low=1)
-    tol = V.check_float(tol, "tol", func, low=0.0)
-    V.check_choice(init, "init", func, INITS)
-    init_scale = V.check_float(init_scale, "init_scale", func, low=0.0)
-    n_threads = V.check_n_threads(n_threads, func)
-    callback = V.check_callback(callback, func)
-    rng = V.check_seed(seed, func)
+    R, reg, max_iter, tol, init, init_scale = (
+        o[k] for k in ("rank", "reg", "max_iter", "tol", "init", "init_scale")
+    )
+    eval_set, n_threads, callback, seed = o["eval_set"], o["n_threads"], o["callback"], o["seed"]
+    verbose, progress = o["verbose"], o["progress"]
+    rng = V.rng_from(seed)
     if eval_set is not None:
         ev_coords, ev_values = check_eval_set(eval_set, shape, model, func)
         if model == "cp_probit" and np.unique(ev_values).size < 2:

@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from .. import _loop
+from .. import _options as O
 from .. import _validation as V
 from .._threads import ThreadGovernor, num_threads
 from ..kernels import tensor as K
@@ -20,12 +21,10 @@ from .init import svd_init
 from .layout import check_coords, check_eval_set, check_values, make_layout
 from .result import CPResult, CPState, eval_metric, second_moments
 
-CP_MODELS = ("cp_gaussian", "cp_probit")
-CP_METHODS = ("cep1", "cep2", "lp")
-#: what method="lp" does with a Laplace message whose precision is not positive semi-definite
+CP_MODELS = O.choices("model", "cp")
+#: the kernel code of each ``lp_indefinite`` rule: what method="lp" does with a Laplace message
+#: whose precision is not positive semi-definite
 LP_INDEFINITE = {"skip": KLP.LP_SKIP, "apply": KLP.LP_APPLY, "clip": KLP.LP_CLIP}
-COVARIANCES = ("full", "diag")
-SCHEDULES = ("parallel", "block", "sequential")
 
 #: initial (flat) site precision, DESIGN.md section 3
 FLAT_PRECISION = 1e-6
@@ -42,29 +41,8 @@ SUM_FRACTION = 0.25
 CAVITY_UNITS = 64
 #: initial posterior variance of the embeddings, as a fraction of init_scale^2
 INIT_VAR_FRACTION = 0.01
-#: methods whose result is a point estimate (``fastcep.cp_wopt``): covariances zero, noise None;
-
-#: curvature rules of the cp_probit message (``fit_cp``'s ``probit_curvature``)
-PROBIT_CURVATURES = ("full", "rank1")
-
-CP_DEFAULTS = {
-    "prior_var": 1.0,
-    "a0": 1e-3,
-    "b0": 1e-3,
-    "damping": 0.5,
-    "max_iter": 500,
-    "tol": 1e-4,
-    "schedule": "parallel",
-    "covariance": "full",
-    "init_scale": 1.0,
-    "noise_warmup": 10,
-    "warmup_snr": 10.0,
-    "prior_mean": 0.0,
-    "init": "svd",
-    "lp_indefinite": "clip",
-    "probit_curvature": "full",
-    "expect_under": "posterior",
-}
+#: the signature defaults of ``fit_cp``, from the option table (``fastcep._options``)
+CP_DEFAULTS = O.defaults("cp", "cep1")
 
 
 def _exact_sum(x):
@@ -105,33 +83,6 @@ def _variances(S, covariance):
 def _change(M_old, var_old, M, var):
     """The paper's change measure: largest change of a mean (in sds) or relative change of a variance."""
     return float(max(np.max(np.abs(M - M_old) / np.sqrt(var)), np.max(np.abs(var - var_old) / var)))
-
-
-def check_probit_curvature(value, model, method, func):
-    """The ``probit_curvature`` option: "full" or "rank1", the latter for cp_probit CEP-1 only."""
-    V.check_choice(value, "probit_curvature", func, PROBIT_CURVATURES)
-    if value != "full" and (model != "cp_probit" or method != "cep1"):
-        raise ValueError(
-            f"{func}: probit_curvature={value!r} applies to model='cp_probit' with "
-            f"method='cep1' only (got model={model!r}, method={method!r})."
-        )
-
-
-#: where cep1 takes the expectation of the conditional moments over the other modes
-EXPECT_UNDER = ("posterior", "cavity")
-
-
-def check_expect_under(value, method, schedule, covariance, func):
-    """The ``expect_under`` option: "cavity" for method "cep1" with full covariances and the
-    parallel or block schedule only."""
-    V.check_choice(value, "expect_under", func, EXPECT_UNDER)
-    supported = method == "cep1" and covariance == "full" and schedule in ("parallel", "block")
-    if value == "cavity" and not supported:
-        raise ValueError(
-            f"{func}: expect_under='cavity' supports method='cep1' with covariance='full' and "
-            f"schedule='parallel' or 'block' only (got method={method!r}, covariance={covariance!r}, "
-            f"schedule={schedule!r})."
-        )
 
 
 def cavity_scratch(n_units, Kmodes, R):
@@ -566,10 +517,10 @@ def fit_cp(
     coords,
     values,
     model,
-    method="cep1",
+    method=CP_DEFAULTS["method"],
     *,
-    shape=None,
-    rank=None,
+    shape=CP_DEFAULTS["shape"],
+    rank=CP_DEFAULTS["rank"],
     prior_var=CP_DEFAULTS["prior_var"],
     a0=CP_DEFAULTS["a0"],
     b0=CP_DEFAULTS["b0"],
@@ -586,13 +537,14 @@ def fit_cp(
     lp_indefinite=CP_DEFAULTS["lp_indefinite"],
     probit_curvature=CP_DEFAULTS["probit_curvature"],
     expect_under=CP_DEFAULTS["expect_under"],
-    eval_set=None,
-    n_threads=None,
-    callback=None,
-    seed=0,
-    init_state=None,
-    verbose=False,
-    progress=False,
+    eval_set=CP_DEFAULTS["eval_set"],
+    n_threads=CP_DEFAULTS["n_threads"],
+    callback=CP_DEFAULTS["callback"],
+    seed=CP_DEFAULTS["seed"],
+    init_state=CP_DEFAULTS["init_state"],
+    verbose=CP_DEFAULTS["verbose"],
+    progress=CP_DEFAULTS["progress"],
+    **unknown,
 ):
     """Fit a Bayesian CP decomposition by CEP-1 or Laplace propagation (called by ``fastcep.fit``).
 
@@ -698,10 +650,13 @@ def fit_cp(
     eval_set : (coords, values) or None
         Test entries whose RMSE (cp_gaussian) or AUC (cp_probit) is recorded every iteration in
         ``trace.eval_metric``.
-    n_threads, callback, seed, init_state, verbose
+    n_threads, callback, seed, init_state, verbose, progress
         As for regression; the callback receives a
         ``fastcep.IterationInfo``, ``init_state`` a ``CPState`` (``res.state``) of a fit on the same
         entries.
+    **unknown
+        Any other name raises TypeError listing the valid ones. Every option's constraint and
+        default: the option table (``fastcep._options``; ``help(fastcep.fit)``).
 
     Returns
     -------
@@ -715,48 +670,26 @@ def fit_cp(
         If the posterior becomes non-finite or not positive definite (try a smaller damping or
         schedule="block").
     """
+    given = O.arguments(locals())
     start = time.perf_counter()
     func = "fit"
-    V.check_choice(model, "model", func, CP_MODELS)
-    V.check_choice(method, "method", func, CP_METHODS)
-    if method == "cep2":
-        raise ValueError(
-            f"fit: method='cep2' is not implemented for model={model!r}: its second-order term needs "
-            "derivatives of the R x R conditional moments with respect to the other modes' "
-            "embeddings for every message, and the paper reports that it is worse than CEP-1 for "
-            "tensors (section 5.2). Use method='cep1'."
-        )
-    coords, shape = check_coords(coords, shape, func)
+    o = O.validate(func, "cp", model, method, given)  # (the option table: fastcep._options)
+    coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
     y = check_values(values, n, model, func)
     s = y if model == "cp_probit" else np.zeros(n)
-    if rank is None:
-        raise V.param_error("rank", func, "an int >= 1", rank, TypeError)
-    R = V.check_int(rank, "rank", func, low=1, high=1000)
-    pv = V.check_float(prior_var, "prior_var", func, low=0.0, low_open=True)
-    a0 = V.check_float(a0, "a0", func, low=0.0, low_open=True)
-    b0 = V.check_float(b0, "b0", func, low=0.0, low_open=True)
-    rho = V.check_float(damping, "damping", func, low=0.0, high=1.0, low_open=True)
-    max_iter = V.check_int(max_iter, "max_iter", func, low=1)
-    tol = V.check_float(tol, "tol", func, low=0.0)
-    V.check_choice(schedule, "schedule", func, SCHEDULES)
-    V.check_choice(covariance, "covariance", func, COVARIANCES)
-    V.check_choice(lp_indefinite, "lp_indefinite", func, tuple(LP_INDEFINITE))
-    check_probit_curvature(probit_curvature, model, method, func)
-    check_expect_under(expect_under, method, schedule, covariance, func)
-    if method == "lp" and (schedule not in ("parallel", "block") or covariance != "full"):
-        raise ValueError(
-            f"fit: method='lp' supports schedule='parallel' or 'block' with covariance='full' only. "
-            f"Got schedule={schedule!r}, covariance={covariance!r} instead."
-        )
-    init_scale = V.check_float(init_scale, "init_scale", func, low=0.0)
-    noise_warmup = V.check_int(noise_warmup, "noise_warmup", func, low=0)
-    warmup_snr = V.check_float(warmup_snr, "warmup_snr", func, low=0.0, low_open=True)
-    prior_mean = V.check_float(prior_mean, "prior_mean", func, low=0.0)
-    V.check_choice(init, "init", func, ("svd", "random"))
-    n_threads = V.check_n_threads(n_threads, func)
-    callback = V.check_callback(callback, func)
-    rng = V.check_seed(seed, func)
+    R, pv, a0, b0, rho = o["rank"], o["prior_var"], o["a0"], o["b0"], o["damping"]
+    max_iter, tol, schedule, covariance = o["max_iter"], o["tol"], o["schedule"], o["covariance"]
+    init, init_scale, prior_mean = o["init"], o["init_scale"], o["prior_mean"]
+    noise_warmup, warmup_snr = o["noise_warmup"], o["warmup_snr"]
+    lp_indefinite, probit_curvature, expect_under = (
+        o["lp_indefinite"],
+        o["probit_curvature"],
+        o["expect_under"],
+    )
+    eval_set, init_state, n_threads, callback = o["eval_set"], o["init_state"], o["n_threads"], o["callback"]
+    verbose, progress, seed = o["verbose"], o["progress"], o["seed"]
+    rng = V.rng_from(seed)
     if eval_set is not None:
         ev_coords, ev_values = check_eval_set(eval_set, shape, model, func)
     options = dict(

@@ -16,10 +16,11 @@ import numpy as np
 from scipy.special import digamma, gammaln
 
 from .. import _loop
+from .. import _options as O
 from .. import _validation as V
 from .._threads import num_threads
 from ..kernels.tensor import vmp as K
-from .engine import CP_MODELS, ENTRY_CHUNK, INIT_VAR_FRACTION, _change, _exact_var, default_prior
+from .engine import ENTRY_CHUNK, INIT_VAR_FRACTION, _change, _exact_var, default_prior
 from .init import svd_init
 from .layout import check_coords, check_eval_set, check_values, make_layout
 from .result import CPResult, eval_metric, second_moments
@@ -27,28 +28,9 @@ from .result import CPResult, eval_metric, second_moments
 #: objects per parallel work unit of the mode updates (results do not depend on it)
 OBJECT_CHUNK = 16
 
-VMP_DEFAULTS = {
-    "prior_var": 1.0,
-    "a0": 1e-3,
-    "b0": 1e-3,
-    "max_iter": 500,
-    "tol": 1e-4,
-    "init": "svd",
-    "init_scale": 1.0,
-    "prior_mean": 0.0,
-    "init_snr": 10.0,
-}
-
-#: options of ``fit_cp`` that have no meaning for coordinate ascent
-_NOT_APPLICABLE = {
-    "damping": "VMP takes exact coordinate steps (no damping)",
-    "schedule": "VMP updates mode by mode, each mode's objects in parallel (no other schedule)",
-    "init_state": "VMP has no messages to resume from (start from a result's moments instead)",
-    "noise_warmup": "VMP updates q(tau) every iteration (see 'init_snr' for its starting point)",
-    "warmup_snr": "VMP has no noise warm-up (see 'init_snr')",
-    "probit_curvature": "VMP has no CEP probit messages (it augments the probit likelihood)",
-    "expect_under": "VMP's updates are expectations under the posterior (there are no cavities)",
-}
+#: the signature defaults of ``fit_vmp``, from the option table (``fastcep._options``; the
+#: options of ``fit_cp`` that have no meaning for coordinate ascent are ``Refused`` there)
+VMP_DEFAULTS = O.defaults("cp", "vmp")
 
 
 def _kl_gamma(a, b, a0, b0):
@@ -67,8 +49,8 @@ def fit_vmp(
     values,
     model,
     *,
-    shape=None,
-    rank=None,
+    shape=VMP_DEFAULTS["shape"],
+    rank=VMP_DEFAULTS["rank"],
     prior_var=VMP_DEFAULTS["prior_var"],
     a0=VMP_DEFAULTS["a0"],
     b0=VMP_DEFAULTS["b0"],
@@ -78,13 +60,13 @@ def fit_vmp(
     init_scale=VMP_DEFAULTS["init_scale"],
     prior_mean=VMP_DEFAULTS["prior_mean"],
     init_snr=VMP_DEFAULTS["init_snr"],
-    covariance="full",
-    eval_set=None,
-    n_threads=None,
-    callback=None,
-    seed=0,
-    verbose=False,
-    progress=False,
+    covariance=VMP_DEFAULTS["covariance"],
+    eval_set=VMP_DEFAULTS["eval_set"],
+    n_threads=VMP_DEFAULTS["n_threads"],
+    callback=VMP_DEFAULTS["callback"],
+    seed=VMP_DEFAULTS["seed"],
+    verbose=VMP_DEFAULTS["verbose"],
+    progress=VMP_DEFAULTS["progress"],
     damping=None,
     schedule=None,
     init_state=None,
@@ -92,6 +74,7 @@ def fit_vmp(
     warmup_snr=None,
     probit_curvature=None,
     expect_under=None,
+    **unknown,
 ):
     """Fit a Bayesian CP decomposition by mean-field VMP (``fastcep.fit(..., method="vmp")``).
 
@@ -151,6 +134,9 @@ def fit_vmp(
         One line per iteration on stderr.
     damping, schedule, init_state, noise_warmup, warmup_snr, probit_curvature, expect_under
         Options of CEP that do not apply to VMP: passing anything but None raises ValueError.
+    **unknown
+        Any other name raises TypeError listing the valid ones. Every option's constraint and
+        default: the option table (``fastcep._options``; ``help(fastcep.fit)``).
 
     Returns
     -------
@@ -167,46 +153,18 @@ def fit_vmp(
     FloatingPointError
         If a posterior precision is not positive definite or the ELBO becomes non-finite.
     """
+    given = O.arguments(locals())
     func = "fit"
-    V.check_choice(model, "model", func, CP_MODELS)
-    for name, value in (
-        ("damping", damping),
-        ("schedule", schedule),
-        ("init_state", init_state),
-        ("noise_warmup", noise_warmup),
-        ("warmup_snr", warmup_snr),
-        ("probit_curvature", probit_curvature),
-        ("expect_under", expect_under),
-    ):
-        if value is not None:
-            raise ValueError(
-                f"fit: the {name!r} option does not apply to method='vmp': {_NOT_APPLICABLE[name]}. "
-                f"Got {name}={value!r}; leave it out."
-            )
-    if covariance != "full":
-        raise V.param_error(
-            "covariance", func, "'full' for method='vmp' (diagonal covariances are CEP only)", covariance
-        )
-    coords, shape = check_coords(coords, shape, func)
+    o = O.validate(func, "cp", model, "vmp", given)  # (the option table: fastcep._options)
+    coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
     y = check_values(values, n, model, func)
     s = y if model == "cp_probit" else np.zeros(n)
-    if rank is None:
-        raise V.param_error("rank", func, "an int >= 1", rank, TypeError)
-    R = V.check_int(rank, "rank", func, low=1, high=1000)
-    pv = V.check_float(prior_var, "prior_var", func, low=0.0, low_open=True)
-    a0 = V.check_float(a0, "a0", func, low=0.0, low_open=True)
-    b0 = V.check_float(b0, "b0", func, low=0.0, low_open=True)
-    max_iter = V.check_int(max_iter, "max_iter", func, low=1)
-    tol = V.check_float(tol, "tol", func, low=0.0)
-    V.check_choice(init, "init", func, ("svd", "random"))
-    init_scale = V.check_float(init_scale, "init_scale", func, low=0.0)
-    prior_mean = V.check_float(prior_mean, "prior_mean", func, low=0.0)
-    if init_snr is not None:
-        init_snr = V.check_float(init_snr, "init_snr", func, low=0.0, low_open=True)
-    n_threads = V.check_n_threads(n_threads, func)
-    callback = V.check_callback(callback, func)
-    rng = V.check_seed(seed, func)
+    R, pv, a0, b0, max_iter, tol = o["rank"], o["prior_var"], o["a0"], o["b0"], o["max_iter"], o["tol"]
+    init, init_scale, prior_mean, init_snr = o["init"], o["init_scale"], o["prior_mean"], o["init_snr"]
+    eval_set, n_threads, callback, seed = o["eval_set"], o["n_threads"], o["callback"], o["seed"]
+    verbose, progress = o["verbose"], o["progress"]
+    rng = V.rng_from(seed)
     if eval_set is not None:
         ev_coords, ev_values = check_eval_set(eval_set, shape, model, func)
     options = dict(

@@ -18,7 +18,7 @@ from ..special import (
     sigmoid_pair,
     sigmoid_pair_bounded,
 )
-from .sweep import apply_row_change, damp_site, message_from_moments, save_row
+from .sweep import apply_row_change, damp_site, message_from_moments, save_row, slab_damp, slab_rows
 
 #: when every node has t < _LOG_SPACE_T the sigmoid equals exp(t) to double precision, and the
 #: weights are formed relative to the largest node, in log space (no underflow)
@@ -239,6 +239,129 @@ def cep_rows(
             k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
         if seq:
             apply_row_change(tau, nu, i, old, T, N, mu, v)
+    return k
+
+
+@njit(**LEAF)
+def node_sums_flat(second, nodes, weights, count, t0b, dtb, sums, gb, ob):
+    """``node_sums`` over ``count`` sites of 1-D arrays (a slab): site j has the nodes
+    t0b[j] + dtb[j] xi; into sums[0..2] go e0, f1, f2 and, with ``second``, into sums[3..8] a0, a1,
+    a2, b0, b1, b2 (sums (9, >= count)); gb, ob scratch."""
+    e0, f1, f2 = sums[0], sums[1], sums[2]
+    for j in range(count):
+        e0[j] = 0.0
+        f1[j] = 0.0
+        f2[j] = 0.0
+    if second:
+        for r in range(3, 9):
+            for j in range(count):
+                sums[r, j] = 0.0
+    for q in range(nodes.shape[0]):
+        xi = nodes[q]
+        wq = weights[q]
+        xi2 = xi * xi
+        if second:
+            for j in range(count):
+                g, omg = sigmoid_pair_bounded(t0b[j] + dtb[j] * xi)
+                gb[j] = wq * g
+                ob[j] = omg
+        else:
+            for j in range(count):
+                gb[j] = wq * sigmoid_pair_bounded(t0b[j] + dtb[j] * xi)[0]
+        for j in range(count):
+            h = gb[j]
+            e0[j] += h
+            f1[j] += h * xi
+            f2[j] += h * xi2
+        if second:
+            a0, a1, a2, b0, b1, b2 = sums[3], sums[4], sums[5], sums[6], sums[7], sums[8]
+            for j in range(count):
+                h = gb[j]
+                omg = ob[j]
+                ha = h * omg
+                hb = ha * (omg - (1.0 - omg))
+                a0[j] += ha
+                a1[j] += ha * xi
+                a2[j] += ha * xi2
+                b0[j] += hb
+                b1[j] += hb * xi
+                b2[j] += hb * xi2
+
+
+#: rows of a slab's scratch used by ``cep_slab``: the node sums (9), then per-site quantities
+_LB, _LQ, _LS, _LT0, _LDT, _LSV, _LG, _LO, _LTN, _LNN, _LOK = range(9, 20)
+
+
+@njit(**LEAF)
+def cep_slab(X, S, lo, hi, tau, nu, T, N, mu, v, rho, second, nodes, weights, pT, pN, c, slab, tiles):
+    """``cep_rows`` for rows lo..hi-1 of few features in the parallel schedule, a slab of rows at a
+    time, every pass over the slab's sites in flat loops (SIMD across rows); the same arithmetic
+    per site. slab (n_chunks, >= 20, SLAB_SITES) scratch, tiles the posterior repeated row after
+    row (``sweep.tile_posterior``). Returns the number skipped."""
+    n, d = X.shape
+    Xf = X.reshape(n * d)
+    tauf = tau.reshape(n * d)
+    nuf = nu.reshape(n * d)
+    sums = slab[c, 0:9]
+    bb, qb, sb, t0b, dtb, svb = (
+        slab[c, _LB],
+        slab[c, _LQ],
+        slab[c, _LS],
+        slab[c, _LT0],
+        slab[c, _LDT],
+        slab[c, _LSV],
+    )
+    tnb, nnb, okb = slab[c, _LTN], slab[c, _LNN], slab[c, _LOK]
+    Tt, Nt = tiles[0], tiles[1]
+    xi_max = _max_abs(nodes)
+    rows = max(1, slab.shape[2] // d)
+    k = 0
+    for r0 in range(lo, hi, rows):
+        r1 = min(hi, r0 + rows)
+        j0 = r0 * d
+        nsite = (r1 - r0) * d
+        slab_rows(X, S, r0, r1, mu, v, slab, c, _LB, _LQ, _LS)
+        for j in range(nsite):
+            x = Xf[j0 + j]
+            vc = 1.0 / (Tt[j] - tauf[j0 + j])
+            sv = math.sqrt(vc)
+            t0b[j] = sb[j] * (x * (Nt[j] - nuf[j0 + j]) * vc + bb[j])
+            dtb[j] = sb[j] * x * sv
+            svb[j] = sv
+        node_sums_flat(second, nodes, weights, nsite, t0b, dtb, sums, slab[c, _LG], slab[c, _LO])
+        for j in range(nsite):
+            t0 = t0b[j]
+            dt = dtb[j]
+            if not abs(t0) + abs(dt) * xi_max <= SIGMOID_BOUNDED_LIMIT:  # also catches NaN
+                mo = node_moments(t0, dt, second, nodes, weights)
+                sums[0, j] = 1.0
+                for r in range(8):
+                    sums[1 + r, j] = mo[r]
+        for j in range(nsite):
+            inv = 1.0 / sums[0, j]
+            x = Xf[j0 + j]
+            t_new, n_new, ok = cep_message(
+                Tt[j] - tauf[j0 + j],
+                Nt[j] - nuf[j0 + j],
+                sb[j],
+                svb[j],
+                qb[j],
+                second,
+                sums[1, j] * inv,
+                sums[2, j] * inv,
+                sums[3, j] * inv,
+                sums[4, j] * inv,
+                sums[5, j] * inv,
+                sums[6, j] * inv,
+                sums[7, j] * inv,
+                sums[8, j] * inv,
+            )
+            if x == 0.0:  # the factor does not involve w_m: exactly flat (quadrature is not)
+                t_new, n_new, ok = 0.0, 0.0, True
+            tnb[j] = t_new
+            nnb[j] = n_new
+            okb[j] = 1.0 if ok else 0.0
+        k += slab_damp(tauf, nuf, j0, nsite, slab, c, _LTN, _LNN, _LOK, rho, pT, pN, d)
     return k
 
 

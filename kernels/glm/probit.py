@@ -21,7 +21,15 @@ from ..special import (
     inv_mills_taylor_ok,
     log_ndtr,
 )
-from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity, save_row
+from .sweep import (
+    apply_row_change,
+    damp_site,
+    message_from_moments,
+    row_cavity,
+    save_row,
+    slab_damp,
+    slab_rows,
+)
 
 _MILLS_LO, _MILLS_HI = MILLS_TABLE_RANGE
 #: rows of at least this many features take r(z) from ``special.inv_mills_simd`` (a loop of it
@@ -137,6 +145,71 @@ def cep_rows(X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, second, pT, pN
             k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
         if seq:
             apply_row_change(tau, nu, i, old, T, N, mu, v)
+    return k
+
+
+#: rows of a slab's scratch used by ``cep_slab``
+_SB, _SQ, _SS, _SZ, _SVC, _SIDN, _SR, _STN, _SNN, _SOK = range(10)
+
+
+@njit(**LEAF)
+def cep_slab(X, S, lo, hi, tau, nu, T, N, mu, v, rho, second, pT, pN, c, slab, tiles):
+    """``cep_rows`` for rows lo..hi-1 of few features in the parallel schedule, a slab of rows at a
+    time: every pass runs over the slab's sites in one flat loop (SIMD across rows), with r(z)
+    from ``special.inv_mills_simd``. slab (n_chunks, SLAB_ROWS, SLAB_SITES) scratch, tiles the
+    posterior repeated row after row (``sweep.tile_posterior``). Returns the number skipped."""
+    n, d = X.shape
+    Xf = X.reshape(n * d)
+    tauf = tau.reshape(n * d)
+    nuf = nu.reshape(n * d)
+    bb, qb, sb, zb, vcb, idnb = (
+        slab[c, _SB],
+        slab[c, _SQ],
+        slab[c, _SS],
+        slab[c, _SZ],
+        slab[c, _SVC],
+        slab[c, _SIDN],
+    )
+    rb, tnb, nnb, okb = slab[c, _SR], slab[c, _STN], slab[c, _SNN], slab[c, _SOK]
+    Tt, Nt = tiles[0], tiles[1]
+    rows = max(1, slab.shape[2] // d)
+    k = 0
+    for r0 in range(lo, hi, rows):
+        r1 = min(hi, r0 + rows)
+        j0 = r0 * d
+        nsite = (r1 - r0) * d
+        slab_rows(X, S, r0, r1, mu, v, slab, c, _SB, _SQ, _SS)
+        for j in range(nsite):
+            x = Xf[j0 + j]
+            vc = 1.0 / (Tt[j] - tauf[j0 + j])
+            idn = math.sqrt(1.0 / (1.0 + x * x * vc))
+            zb[j] = sb[j] * (x * (Nt[j] - nuf[j0 + j]) * vc + bb[j]) * idn
+            vcb[j] = vc
+            idnb[j] = idn
+        for j in range(nsite):
+            rb[j] = inv_mills_simd(zb[j])
+        for j in range(nsite):
+            x = Xf[j0 + j]
+            s = sb[j]
+            vc = vcb[j]
+            idn = idnb[j]
+            z = zb[j]
+            r = rb[j]
+            delta = s * x * vc * r * idn
+            a = x * x * vc * r * (z + r) * idn * idn
+            if second:
+                q = qb[j]
+                r2, r3 = probit_tail_derivs(z, r)
+                c1 = s * idn
+                c1sq = idn * idn
+                delta += 0.5 * q * x * vc * c1 * c1sq * r2
+                a -= 0.5 * q * x * x * vc * c1sq * c1sq * r3
+            tc = Tt[j] - tauf[j0 + j]
+            t_new, n_new, ok = message_from_moments(tc, Nt[j] - nuf[j0 + j], delta, a)
+            tnb[j] = t_new
+            nnb[j] = n_new
+            okb[j] = 1.0 if ok else 0.0
+        k += slab_damp(tauf, nuf, j0, nsite, slab, c, _STN, _SNN, _SOK, rho, pT, pN, d)
     return k
 
 

@@ -29,7 +29,7 @@ from numba import njit, prange
 
 from .._config import LEAF, PARALLEL_CACHED, SERIAL
 from . import importance, laplace, logistic, probit
-from .sweep import posterior_change, rebuild_posterior, reduce_posterior
+from .sweep import SLAB_D, posterior_change, rebuild_posterior, reduce_posterior, tile_posterior
 
 METHOD_CODES = {
     ("probit", "cep1"): 0,
@@ -46,12 +46,22 @@ METHOD_CODES = {
 
 
 @njit(**LEAF)
-def run_rows(code, problem, state, order, lo, hi, seq, rho, pT, pN, c, work, old, key):
+def run_rows(code, problem, state, scratch, order, lo, hi, seq, rho, pT, pN, c, key):
     """Rows order[lo..hi-1] by the rows function of ``code`` (one call per chunk, the loop over
-    rows inside it); with ``seq`` the posterior is refreshed after every row. Returns the number
-    of skipped messages. key (the sweep's uint64 key) serves importance sampling only."""
+    rows inside it); with ``seq`` the posterior is refreshed after every row. Rows of fewer than
+    SLAB_D features in the parallel schedule (rows in order) go through the slab functions.
+    Returns the number of skipped messages. key (the sweep's uint64 key) serves importance
+    sampling only."""
     X, S, nodes, weights = problem.X, problem.s, problem.nodes, problem.weights
     tau, nu, T, N, mu, v = state
+    work, old = scratch.work, scratch.old
+    if not seq and X.shape[1] < SLAB_D and code in (0, 1, 3, 4):
+        slab, tiles = scratch.slab, scratch.tiles
+        if code <= 1:
+            return probit.cep_slab(X, S, lo, hi, tau, nu, T, N, mu, v, rho, code == 1, pT, pN, c, slab, tiles)
+        return logistic.cep_slab(
+            X, S, lo, hi, tau, nu, T, N, mu, v, rho, code == 4, nodes, weights, pT, pN, c, slab, tiles
+        )
     rows = (X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho)
     if code == 0 or code == 1:
         return probit.cep_rows(*rows, code == 1, pT, pN, c, work, old)
@@ -101,10 +111,12 @@ def finish_sequential(problem, state, scratch):
 
 def _parallel_step(problem, state, scratch, rho, key):
     """One damped parallel sweep, the posterior rebuilt from its partial sums, and the change."""
-    pT, pN, skipped, work = scratch.pT, scratch.pN, scratch.skipped, scratch.work
+    pT, pN, skipped = scratch.pT, scratch.pN, scratch.skipped
     n, d = problem.X.shape
     chunk = problem.chunk
     begin_sweep(state, scratch)
+    if d < SLAB_D:
+        tile_posterior(state.T, state.N, state.mu, state.v, scratch.tiles)
     for c in prange(pT.shape[0]):
         lo = c * chunk
         hi = min(n, lo + chunk)
@@ -112,7 +124,7 @@ def _parallel_step(problem, state, scratch, rho, key):
             pT[c, m] = 0.0
             pN[c, m] = 0.0
         skipped[c] = run_rows(
-            problem.code, problem, state, scratch.order, lo, hi, False, rho, pT, pN, c, work, scratch.old, key
+            problem.code, problem, state, scratch, scratch.order, lo, hi, False, rho, pT, pN, c, key
         )
     return finish_parallel(problem, state, scratch)
 
@@ -136,8 +148,8 @@ def sequential_step(problem, state, scratch, rho, key):
     exact rebuild of the posterior, and the change (arguments as ``parallel_step``)."""
     begin_sweep(state, scratch)
     k = run_rows(
-        problem.code, problem, state, scratch.order, 0, scratch.order.shape[0], True, rho, scratch.row_t,
-        scratch.row_n, 0, scratch.work, scratch.old, key,
+        problem.code, problem, state, scratch, scratch.order, 0, scratch.order.shape[0], True, rho,
+        scratch.row_t, scratch.row_n, 0, key,
     )  # fmt: skip
     return finish_sequential(problem, state, scratch), k
 

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._config import N_WORK
+from .sweep import SLAB_ROWS, SLAB_SITES
 
 
 class GLMProblem(NamedTuple):
@@ -50,6 +51,8 @@ class GLMScratch(NamedTuple):
     row_n: np.ndarray  #: (1, d) likewise
     old: np.ndarray  #: (2, d) sequential schedule: a row's messages before its update
     order: np.ndarray  #: (n,) int64 sequential schedule: the order of the rows
+    slab: np.ndarray  #: (n_chunks, SLAB_ROWS, SLAB_SITES) parallel sweeps of short rows: a slab's sites
+    tiles: np.ndarray  #: (4, SLAB_SITES) the posterior T, N, mu, v repeated row after row (``sweep``)
 
     @classmethod
     def allocate(cls, n, d, chunk, work_units):
@@ -68,4 +71,6 @@ class GLMScratch(NamedTuple):
             np.empty((1, d)),
             np.empty((2, d)),
             np.arange(n, dtype=np.int64),
+            np.empty((work_units, SLAB_ROWS, SLAB_SITES)),
+            np.empty((4, SLAB_SITES)),
         )

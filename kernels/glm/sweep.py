@@ -166,3 +166,74 @@ def posterior_change(mu, v, mu_old, v_old):
         finite = finite and math.isfinite(dm) and math.isfinite(dv)
         change = max(change, max(dm, dv))
     return change if finite else math.nan
+
+
+# ------------------------------------------------------------------------------------- slabs
+#: sites of one slab: rows of few features are updated a slab of rows at a time, the slab's
+#: sites in flat loops that compile to SIMD code across rows (a row of d < SLAB_D sites is too
+#: short a loop); parallel schedule only (the rows of a slab see one posterior)
+SLAB_SITES = 512
+#: rows of fewer features than this are updated in slabs (``run_rows``)
+SLAB_D = 16
+#: rows of a slab's scratch (per chunk): site arrays of SLAB_SITES
+SLAB_ROWS = 20
+
+
+@njit(**LEAF)
+def tile_posterior(T, N, mu, v, tiles):
+    """tiles[0..3] (SLAB_SITES,) <- T, N, mu, v repeated row after row: the posterior of a slab's
+    flat site j = (row b, feature m) is tiles[:, j] (j = b d + m) for every slab."""
+    d = T.shape[0]
+    L = tiles.shape[1]
+    for j in range(L - L % d):
+        m = j % d
+        tiles[0, j] = T[m]
+        tiles[1, j] = N[m]
+        tiles[2, j] = mu[m]
+        tiles[3, j] = v[m]
+
+
+@njit(**LEAF)
+def slab_rows(X, S, r0, r1, mu, v, slab, c, jb, jq, js):
+    """A slab's per-row quantities broadcast to its sites: slab[c, jb, j] = x.mu - x_m mu_m (the
+    rest of f at the posterior means), slab[c, jq, j] = sum_{l != m} x_l^2 v_l (>= 0; CEP-2's q),
+    slab[c, js, j] = the row's sign, for the sites j = b d + m of rows r0..r1-1."""
+    d = X.shape[1]
+    for b in range(r1 - r0):
+        i = r0 + b
+        xmu = 0.0
+        xxv = 0.0
+        for m in range(d):
+            xmu += X[i, m] * mu[m]
+            xxv += X[i, m] * X[i, m] * v[m]
+        s = S[i]
+        for m in range(d):
+            j = b * d + m
+            slab[c, jb, j] = xmu - X[i, m] * mu[m]
+            slab[c, jq, j] = max(xxv - X[i, m] * X[i, m] * v[m], 0.0)
+            slab[c, js, j] = s
+
+
+@njit(**LEAF)
+def slab_damp(tauf, nuf, j0, nsite, slab, c, jt, jn, jok, rho, pT, pN, d):
+    """Damp a slab's sites (flat j0..j0+nsite-1) towards the new messages in slab[c, jt], [c, jn]
+    where slab[c, jok] is 1 (else keep the old message); then add them to the partial sums
+    pT[c], pN[c] row after row, as the row functions do. Returns the number skipped."""
+    k = 0
+    for j in range(nsite):
+        ok = slab[c, jok, j] != 0.0
+        w = rho if ok else 0.0
+        tn = slab[c, jt, j] if ok else 0.0
+        nn = slab[c, jn, j] if ok else 0.0
+        t = (1.0 - w) * tauf[j0 + j] + w * tn
+        n = (1.0 - w) * nuf[j0 + j] + w * nn
+        tauf[j0 + j] = t
+        nuf[j0 + j] = n
+        slab[c, jt, j] = t
+        slab[c, jn, j] = n
+        k += 0 if ok else 1
+    for b in range(nsite // d):
+        for m in range(d):
+            pT[c, m] += slab[c, jt, b * d + m]
+            pN[c, m] += slab[c, jn, b * d + m]
+    return k

@@ -1,0 +1,606 @@
+"""The option table of ``fastcep.fit`` and ``fastcep.stream``, checked by one validator.
+
+``OPTIONS`` declares every option once, as scikit-learn's ``_parameter_constraints``: its name, a
+one-line doc and, per family, its constraint and default (``fastcep._validation.Spec``). The
+families are "regression" (``fit`` with model "probit" or "logistic"), "cp" (``fit`` with a CP
+model: methods "cep1", "cep2" and "lp" in the message engine, the baselines "vmp" and
+"cp_wopt") and "stream" (``fastcep.stream``). A spec is looked up under "family/method" first,
+then under "family" (within its ``methods``); ``Refused`` marks an option that does not apply to
+a method, and a name with no spec is unknown there. ``RULES`` holds the checks that involve more
+than one option.
+
+``validate`` is the one check of every entry point (``fit_regression``, ``fit_cp``, ``fit_vmp``,
+``fit_cp_wopt``, ``stream``), whose signature defaults come from ``defaults``; the estimators
+take their defaults, the command line its choices and help strings, and ``fit`` and ``stream``
+the "Options" section of their docstrings (``document``) from the same table.
+"""
+
+import textwrap
+
+from . import _validation as V
+from ._validation import (
+    REQUIRED,
+    Bool,
+    ByModel,
+    Callable,
+    Choice,
+    DataCheck,
+    Either,
+    Int,
+    Maybe,
+    Option,
+    PathLike,
+    Real,
+    Refused,
+    Required,
+    ScalarOr,
+    Seed,
+    Spec,
+    Threads,
+)
+
+FAMILIES = ("regression", "cp", "stream")
+#: the CP methods of the message engine (``fastcep.tensor.engine.fit_cp``)
+CEP = ("cep1", "cep2", "lp")
+
+POSITIVE = Real(0.0, low_open=True)
+NON_NEGATIVE = Real(0.0)
+DAMPING = Real(0.0, 1.0, low_open=True)
+CP_MODEL = Choice("cp_gaussian", "cp_probit")
+CP_SCHEDULE = Choice("parallel", "block", "sequential")
+#: why the Bayesian options do not apply to CP-WOPT (its refusal names them all, ``REFUSALS``)
+POINT_ESTIMATE = "a point estimate by L-BFGS"
+
+OPTIONS = (
+    Option("model", "The likelihood: regression of binary labels, or CP of real or binary entries.", {
+        "regression": Spec(Choice("probit", "logistic"), "probit"),
+        "cp": Spec(CP_MODEL, note="'cp_gaussian': real values, Gaussian noise; 'cp_probit': binary"),
+        "stream": Spec(CP_MODEL),
+    }),
+    Option("method", "The inference method (the paper's CEP, or a baseline).", {
+        "regression": Spec(
+            Choice("cep1", "cep2", "ep", "lp", "is", "vb", "kjit"), "cep1",
+            "see the method parameter above",
+        ),
+        "cp": Spec(
+            Choice(*CEP, "vmp", "cp_wopt"), "cep1",
+            "'cep2' is refused (the paper found it worse than CEP-1 for tensors); 'lp' Laplace "
+            "propagation, 'vmp' mean-field VMP, 'cp_wopt' CP-WOPT by L-BFGS",
+        ),
+        "stream": Spec(
+            Choice("cep1", "post"), "cep1",
+            "ADF-CEP, or POST: streaming variational Bayes, each batch fitted by VMP",
+        ),
+    }),
+    Option("shape", "Tensor shape, K ints (default: 1 + the largest index of each mode).", {
+        "cp": Spec(DataCheck("sequence of K ints or None"), None),
+        "stream": Spec(DataCheck("sequence of K ints or None"), None, "arrays only: a file has its own"),
+    }),
+    Option("rank", "Rank R of the decomposition.", {
+        "cp": Spec(Required(Int(1, 1000), "an int >= 1"), None),
+        "stream": Spec(Int(1, 1000)),
+    }),
+    Option("prior_var", "Variance of the zero-mean Gaussian prior of each weight or embedding.", {
+        "regression": Spec(
+            ScalarOr(POSITIVE, "array of d floats > 0"), 1.0, "an array gives each weight its own"
+        ),
+        "cp": Spec(POSITIVE, 1.0, "the prior N(0, prior_var I) of every embedding"),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+        "stream": Spec(POSITIVE, 1.0),
+    }),
+    Option("a0", "Shape of the Gamma(a0, b0) prior of the noise precision (cp_gaussian).", {
+        "cp": Spec(POSITIVE, 1e-3),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+        "stream": Spec(POSITIVE, 1e-3),
+    }),
+    Option("b0", "Rate of the Gamma(a0, b0) prior of the noise precision (cp_gaussian).", {
+        "cp": Spec(POSITIVE, 1e-3),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+        "stream": Spec(POSITIVE, 1e-3),
+    }),
+    Option("damping", "Message damping: msg <- (1 - damping) msg + damping new.", {
+        "regression": Spec(
+            Either(Choice("auto"), DAMPING, "a float in (0, 1] or 'auto'"), "auto",
+            "'auto' runs undamped (0.5 if the means oscillate) and, if the change stalls, starts "
+            "again at 0.1, halved down to 0.005 while it stalls (``fastcep.glm.engine``); "
+            "ignored by 'vb'",
+        ),
+        "cp": Spec(DAMPING, 0.5, "in natural parameters", methods=CEP),
+        "cp/vmp": Refused("VMP takes exact coordinate steps (no damping)"),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+        "stream": Spec(
+            Maybe(DAMPING), None,
+            "the exception to fit's default: per batch (the inner iterations) and per model, "
+            "because a batch is few entries on top of a posterior that later batches refine: on "
+            "DBLP (cp_probit, batch 1000) 3 undamped parallel sweeps a batch reach AUC 0.80 in 12 s "
+            "a pass, 10 sweeps at damping 0.5 0.79 in 37 s; undamped parallel sweeps can overshoot "
+            "on dense continuous data",
+            none=ByModel(cp_probit=1.0, cp_gaussian=0.5),
+        ),
+        "stream/post": Refused("VMP takes exact coordinate steps", value=1.0),
+    }),
+    Option("max_iter", "Cap on the iterations (sweeps, VMP rounds or L-BFGS iterations).", {
+        "regression": Spec(Int(1), 5000),
+        "cp": Spec(Int(1), 500),
+        "stream": Spec(
+            Maybe(Int(1)), None,
+            "the exception to fit's default: per batch and per model, for the reason given for damping",
+            none=ByModel(cp_probit=3, cp_gaussian=50),
+        ),
+        "stream/post": Spec(
+            Maybe(Int(1)), None,
+            "VMP iterations per batch, measured: on a 20 x 15 x 10 rank-2 binary tensor "
+            "(1,200 entries in 3 batches, 5 seeds) median test AUC 0.55 with 20, 0.72 with 50",
+            none=ByModel(cp_probit=50, cp_gaussian=50),
+        ),
+    }),
+    Option("tol", "Stopping threshold on each iteration's change.", {
+        "regression": Spec(
+            NON_NEGATIVE, 1e-5,
+            "stopping='posterior': the largest change of a posterior mean (in posterior sds) or "
+            "variance (relative) over a sweep; 'paper': the mean over rows of the summed squared "
+            "change of the sites' precision-times-means (use a tol such as 1e-5 with it)",
+        ),
+        "cp": Spec(NON_NEGATIVE, 1e-4, "relative RMS change of the training entries' predictive means"),
+        "cp/cp_wopt": Spec(
+            NON_NEGATIVE, 1e-9, "the objective's decrease relative to that of the all-zero factors"
+        ),
+        "stream": Spec(
+            NON_NEGATIVE, 1e-3,
+            "the exception to fit's default: per batch, the relative change of the batch's "
+            "predictions, looser than a whole fit's because later batches refine the posterior",
+        ),
+    }),
+    Option("schedule", "Order of the message updates.", {
+        "regression": Spec(
+            Choice("parallel", "sequential"), "parallel",
+            "'parallel': all messages from one posterior (multi-threaded); 'sequential': the "
+            "posterior refreshed after every row",
+        ),
+        "cp": Spec(
+            CP_SCHEDULE, "parallel",
+            "'block': mode by mode, stable for any damping; 'sequential': entries in a seeded random "
+            "order (see ``fastcep.tensor.fit_cp``)",
+            methods=CEP,
+        ),
+        "cp/vmp": Refused("VMP updates mode by mode, each mode's objects in parallel (no other schedule)"),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+        "stream": Spec(Maybe(CP_SCHEDULE), None, "the inner fits'", none="parallel"),
+        "stream/post": Refused("VMP updates mode by mode", value="parallel"),
+    }),
+    Option("stopping", "Stopping rule: the posterior's change, or the sites' (the authors' code).", {
+        "regression": Spec(
+            Choice("posterior", "paper"), "posterior",
+            "'paper' can stop long before convergence (see tol)",
+        ),
+    }),
+    Option("covariance", "Posterior covariance of each embedding: full R x R, or diagonal.", {
+        "cp": Spec(Choice("full", "diag"), "full", "'diag': fully factorised, for large R", methods=CEP),
+        "cp/vmp": Spec(
+            Choice("full", what="'full' for method='vmp' (diagonal covariances are CEP only)"), "full"
+        ),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+        "stream": Spec(Choice("full", "diag"), "full"),
+        "stream/post": Spec(
+            Choice("full", what="'full' for method='post' (diagonal covariances are CEP only)"), "full"
+        ),
+    }),
+    Option("n_nodes", "Gauss-Hermite nodes of the logistic moments (per dimension for EP).", {
+        "regression": Spec(Int(2, 200), 9),
+    }),
+    Option("n_samples", "Importance samples per row and sweep of methods 'is' and 'kjit'.", {
+        "regression": Spec(Int(2), 10_000, "the paper used 500,000"),
+    }),
+    Option("threshold", "'kjit': operator variance above which a row asks the sampling oracle.", {
+        "regression": Spec(NON_NEGATIVE, 1e-3, "0: every row does, which reproduces method 'is'"),
+    }),
+    Option("n_features", "'kjit': random Fourier features of the message operator.", {
+        "regression": Spec(Int(1, 5000), 200),
+    }),
+    Option("reg", "'cp_wopt': weight of the L2 penalty on the factors.", {
+        "cp/cp_wopt": Spec(
+            NON_NEGATIVE, 0.0, "0 is Acar et al.'s objective, which overfits sparse noisy data"
+        ),
+    }),
+    Option("init", "Initial means: leading singular vectors of the unfoldings, or random (seeded).", {
+        "cp": Spec(Choice("svd", "random"), "svd"),
+    }),
+    Option("init_scale", "Scale of the initial means (the sd of random ones).", {
+        "cp": Spec(NON_NEGATIVE, 1.0),
+        "stream": Spec(
+            Maybe(NON_NEGATIVE), None,
+            "the sd of the random initial means of new objects with a zero prior mean (None: "
+            "(mean(y^2) / R)^(1 / 2K) of the first batch, 2.0 for cp_probit)",
+        ),
+    }),
+    Option("noise_warmup", "cp_gaussian: iterations with the noise precision held fixed.", {
+        "cp": Spec(Int(0), 10, "held at warmup_snr / Var(values)", methods=CEP),
+        "cp/vmp": Refused("VMP updates q(tau) every iteration (see 'init_snr' for its starting point)"),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+    }),
+    Option("warmup_snr", "cp_gaussian: signal-to-noise ratio of the warm-up's noise precision.", {
+        "cp": Spec(POSITIVE, 10.0, methods=CEP),
+        "cp/vmp": Refused("VMP has no noise warm-up (see 'init_snr')"),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+    }),
+    Option("init_snr", "'vmp', cp_gaussian: q(tau) starts with mean init_snr / Var(values).", {
+        "cp/vmp": Spec(Maybe(POSITIVE), 10.0, "None: the prior mean a0 / b0"),
+    }),
+    Option("prior_mean", "Positive: prior means m = |N(0, prior_mean^2)| (seeded), the fit starts at m.", {
+        "cp": Spec(
+            NON_NEGATIVE, 0.0,
+            "breaks the sign symmetry of sparse binary data; choose it on held-out entries",
+        ),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+        "stream": Spec(
+            Maybe(NON_NEGATIVE), None,
+            "for objects first seen mid-stream, per model: on DBLP a zero prior mean collapsed "
+            "every embedding to 0 (AUC 0.50 at batch 1000), positive means gave 0.76-0.80",
+            none=ByModel(cp_probit=0.1, cp_gaussian=0.0),
+        ),
+    }),
+    Option("lp_indefinite", "'lp': what to do with a message whose precision is not PSD.", {
+        "cp": Spec(
+            Choice("skip", "apply", "clip"), "clip",
+            "'clip': its eigenvalues clipped at 0; 'skip': left flat; 'apply': as is",
+            methods=CEP,
+        ),
+    }),
+    Option("init_state", "Resume from res.state of an earlier run on the same data.", {
+        "regression": Spec(DataCheck("RegressionState or None"), None),
+        "regression/vb": Refused("it has no site messages"),
+        "cp": Spec(DataCheck("CPState or None"), None, methods=CEP),
+        "cp/vmp": Refused("VMP has no messages to resume from (start from a result's moments instead)"),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+        "stream": Spec(DataCheck("StreamState or None"), None, "of a stream of the same tensor and settings"),
+    }),
+    Option("probit_curvature", "cp_probit, 'cep1': the message's curvature, E[z z^T] or E[z] E[z]^T.", {
+        "cp": Spec(Choice("full", "rank1"), "full", methods=CEP),
+        "cp/vmp": Refused("VMP has no CEP probit messages (it augments the probit likelihood)"),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+        "stream": Spec(Choice("full", "rank1"), "full"),
+    }),
+    Option("expect_under", "'cep1': the other modes' moments under the posterior or the cavity.", {
+        "cp": Spec(
+            Choice("posterior", "cavity"), "posterior",
+            "'cavity': full covariances and the parallel or block schedule only",
+            methods=CEP,
+        ),
+        "cp/vmp": Refused("VMP's updates are expectations under the posterior (there are no cavities)"),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+        "stream": Spec(Choice("posterior", "cavity"), "posterior"),
+    }),
+    Option("eval_set", "Test entries whose RMSE or AUC goes to trace.eval_metric.", {
+        "cp": Spec(DataCheck("(coords, values) or None"), None, "after every iteration"),
+        "stream": Spec(DataCheck("(coords, values) or None"), None, "at every checkpoint and at the end"),
+    }),
+    Option("batch_size", "Entries per batch (the last may be smaller).", {
+        "stream": Spec(Int(1), 1000),
+    }),
+    Option("shuffle", "Visit the entries in a seeded random order.", {
+        "stream": Spec(Bool(), False, "files: random blocks of whole chunks, random within each"),
+    }),
+    Option("checkpoint", "HDF5 file written atomically every checkpoint_every batches and at the end.", {
+        "stream": Spec(Maybe(PathLike()), None),
+    }),
+    Option("checkpoint_every", "Batches between checkpoints.", {
+        "stream": Spec(Int(1), 10),
+    }),
+    Option("resume", "Continue from the checkpoint if it exists (the settings must match).", {
+        "stream": Spec(Bool(), False),
+    }),
+    Option("max_batches", "Stop after this many batches in this call (None: no limit).", {
+        "stream": Spec(Maybe(Int(0)), None),
+    }),
+    Option("n_threads", "Threads for this call (None: numba's setting); results do not depend on it.", {
+        family: Spec(Threads(), None) for family in FAMILIES
+    }),
+    Option("callback", "callback(info) after every iteration (an IterationInfo); True stops the run.", {
+        "regression": Spec(Callable(), None),
+        "cp": Spec(Callable(), None),
+        "stream": Spec(Callable(), None, "after every batch"),
+    }),
+    Option("seed", "Seeds the random draws: the same seed, the same result on any thread count.", {
+        "regression": Spec(Seed(), 0, "draws of methods 'is' and 'kjit'; the others are deterministic"),
+        "cp": Spec(Seed(), 0, "the initial means and the sequential schedule's order"),
+        "stream": Spec(
+            Int(0), 0,
+            "an int: it seeds the shuffle and each batch's new objects (as [seed, batch]) and is "
+            "recorded in checkpoints",
+        ),
+    }),
+    Option("verbose", "Print one line per iteration to stderr.", {
+        "regression": Spec(Bool(), False),
+        "cp": Spec(Bool(), False),
+        "stream": Spec(Bool(), False, "one line per batch"),
+    }),
+    Option("progress", "Keep a status line on stderr, rewritten in place.", {
+        "regression": Spec(Bool(), False),
+        "cp": Spec(Bool(), False),
+        "stream": Spec(Bool(), False, "a progress bar over the entries"),
+    }),
+)  # fmt: skip
+
+BY_NAME = {opt.name: opt for opt in OPTIONS}
+#: the rows that pick the family's options rather than being options (``validate``'s arguments)
+_SELECTORS = ("model", "method")
+#: the arguments of an entry point that are data or its selectors, not options
+_NOT_OPTIONS = ("X", "y", "coords", "values", *_SELECTORS, "unknown")
+
+
+def spec(name, family, method=None):
+    """The spec of option ``name`` for ``family`` and ``method``: a ``Spec``, a ``Refused`` or
+    None (unknown there)."""
+    specs = BY_NAME[name].specs
+    if method is not None and f"{family}/{method}" in specs:
+        return specs[f"{family}/{method}"]
+    found = specs.get(family)
+    if found is not None and method is not None and found.methods is not None and method not in found.methods:
+        return None
+    return found
+
+
+def choices(name, family, method=None):
+    """The values of a ``Choice`` option (a tuple; None if it is not one), e.g.
+    ``choices("model", "cp")``."""
+    check = spec(name, family, method).constraint
+    check = check.inner if isinstance(check, V.Maybe) else check
+    return check.values if isinstance(check, V.Choice) else None
+
+
+def defaults(family, method):
+    """{name: default} of every option (and model and method) that applies to ``method`` of
+    ``family``: the signature defaults of the entry points."""
+    out = {}
+    for opt in OPTIONS:
+        found = spec(opt.name, family, method)
+        if isinstance(found, Spec) and found.default is not REQUIRED:
+            out[opt.name] = found.default
+    return out
+
+
+def arguments(call_locals):
+    """The options of an entry point's call, from its ``locals()`` taken first thing: every
+    named option and the catch-all ``**unknown``, without the data, model and method."""
+    out = {k: v for k, v in call_locals.items() if k not in _NOT_OPTIONS}
+    out.update(call_locals.get("unknown", {}))
+    return out
+
+
+# ------------------------------------------------------------------------------ refusals
+def _refuse_vb(func, name, value, reason, names):
+    return ValueError(f"{func}: {name} is not supported with method='vb' ({reason}).")
+
+
+def _refuse_vmp(func, name, value, reason, names):
+    return ValueError(
+        f"{func}: the {name!r} option does not apply to method='vmp': {reason}. "
+        f"Got {name}={value!r}; leave it out."
+    )
+
+
+def _refuse_post(func, name, value, reason, names):
+    return ValueError(
+        f"{func}: the {name!r} option does not apply to method='post' ({reason}). "
+        f"Got {name}={value!r}; leave it out."
+    )
+
+
+def _refuse_cp_wopt(func, name, value, reason, names):
+    return V.param_error(
+        name,
+        func,
+        "left unset with method='cp_wopt', a point estimate by L-BFGS without messages, "
+        "posterior covariances, prior or noise model (the options "
+        + ", ".join(repr(a) for a in names)
+        + " do not apply; 'reg' sets the L2 penalty)",
+        value,
+    )
+
+
+#: how each method refuses an option that does not apply to it (a ``Refused`` spec) and is not None
+REFUSALS = {"vb": _refuse_vb, "vmp": _refuse_vmp, "post": _refuse_post, "cp_wopt": _refuse_cp_wopt}
+
+
+# --------------------------------------------------------------------- cross-option rules
+def _kjit_is_logistic(func, model, method, o):
+    if method == "kjit" and model != "logistic":
+        raise ValueError(
+            f"{func}: method='kjit' is not available for model={model!r}: "
+            "kjit is implemented for the logistic model, as in the paper."
+        )
+
+
+def _no_cp_cep2(func, model, method, o):
+    if method == "cep2":
+        raise ValueError(
+            f"{func}: method='cep2' is not implemented for model={model!r}: its second-order term "
+            "needs derivatives of the R x R conditional moments with respect to the other modes' "
+            "embeddings for every message, and the paper reports that it is worse than CEP-1 for "
+            "tensors (section 5.2). Use method='cep1'."
+        )
+
+
+def _probit_curvature(func, model, method, o):
+    """ "rank1" is a rule of the cp_probit CEP-1 message."""
+    value = o.get("probit_curvature", "full")
+    if value != "full" and (model != "cp_probit" or method != "cep1"):
+        raise ValueError(
+            f"{func}: probit_curvature={value!r} applies to model='cp_probit' with "
+            f"method='cep1' only (got model={model!r}, method={method!r})."
+        )
+
+
+def _expect_under(func, model, method, o):
+    """The cavity sweep exists for CEP-1 with full covariances and the parallel or block schedule."""
+    if o.get("expect_under", "posterior") != "cavity":
+        return
+    covariance, schedule = o["covariance"], o["schedule"]
+    if not (method == "cep1" and covariance == "full" and schedule in ("parallel", "block")):
+        raise ValueError(
+            f"{func}: expect_under='cavity' supports method='cep1' with covariance='full' and "
+            f"schedule='parallel' or 'block' only (got method={method!r}, covariance={covariance!r}, "
+            f"schedule={schedule!r})."
+        )
+
+
+def _lp_needs_full_parallel(func, model, method, o):
+    """Laplace propagation's sweeps exist for full covariances, parallel or block."""
+    if method == "lp" and (o["schedule"] not in ("parallel", "block") or o["covariance"] != "full"):
+        raise ValueError(
+            f"{func}: method='lp' supports schedule='parallel' or 'block' with covariance='full' only. "
+            f"Got schedule={o['schedule']!r}, covariance={o['covariance']!r} instead."
+        )
+
+
+def _resume_needs_checkpoint(func, model, method, o):
+    if o["resume"] and o["checkpoint"] is None:
+        raise ValueError(f"{func}: resume=True needs a checkpoint path.")
+    if o["resume"] and o["init_state"] is not None:
+        raise ValueError(f"{func}: give init_state or resume=True with a checkpoint, not both.")
+
+
+#: the checks that involve more than one option, per family, in order (after each option's own)
+RULES = {
+    "regression": (_kjit_is_logistic,),
+    "cp": (_no_cp_cep2, _probit_curvature, _expect_under, _lp_needs_full_parallel),
+    "stream": (_probit_curvature, _expect_under, _resume_needs_checkpoint),
+}
+
+
+# ------------------------------------------------------------------------------ validate
+def validate(func, family, model, method, given):
+    """Check the options of one call: the one validator of every entry point.
+
+    Parameters
+    ----------
+    func : str
+        The public name the messages give ("fit" or "stream").
+    family : {"regression", "cp", "stream"}
+    model, method : str
+        Checked first (the options depend on them).
+    given : dict
+        The call's options (``arguments(locals())``): names the table does not know for this
+        method raise TypeError listing the valid ones; a ``Refused`` option that is not None
+        raises the method's refusal (``REFUSALS``).
+
+    Returns
+    -------
+    dict
+        Every option that applies to the method, checked, with the defaults filled in and None
+        replaced where the table says what it stands for (per model); a refused option with a
+        ``Refused.value`` gets that value. Then ``RULES`` are checked on it.
+    """
+    model = spec("model", family).constraint.check(model, "model", func)
+    method = spec("method", family).constraint.check(method, "method", func)
+    table = [(opt.name, spec(opt.name, family, method)) for opt in OPTIONS if opt.name not in _SELECTORS]
+    table = [(name, found) for name, found in table if found is not None]
+    unknown = sorted(set(given) - {name for name, _ in table})
+    if unknown:
+        valid = ", ".join(name for name, found in table if isinstance(found, Spec))
+        raise TypeError(
+            f"{func}() got an unexpected keyword argument {unknown[0]!r} for method={method!r}. "
+            f"The options of model={model!r}, method={method!r}: {valid}."
+        )
+    refused = [name for name, found in table if isinstance(found, Refused)]
+    out = {}
+    for name, found in table:
+        if isinstance(found, Refused):
+            if given.get(name) is not None:
+                raise REFUSALS[method](func, name, given[name], found.reason, refused)
+            if found.value is not None:
+                out[name] = found.value
+            continue
+        value = given.get(name, found.default)
+        if value is REQUIRED:
+            raise TypeError(f"{func}() missing the required keyword argument {name!r}.")
+        if value is None and found.none is not None:
+            value = found.none[model] if isinstance(found.none, ByModel) else found.none
+        out[name] = found.constraint.check(value, name, func)
+    for rule in RULES[family]:
+        rule(func, model, method, out)
+    return out
+
+
+# ---------------------------------------------------------------------------------- docs
+_FAMILY_TEXT = {
+    "regression": "regression: ``fit`` with model 'probit' or 'logistic'",
+    "cp": "cp: ``fit`` with model 'cp_gaussian' or 'cp_probit'",
+    "stream": "stream: ``fastcep.stream``",
+}
+
+
+def _default_text(found):
+    if found.default is REQUIRED or isinstance(found.constraint, Required):
+        return "required"
+    if found.none is not None and found.default is None:
+        values = found.none if isinstance(found.none, ByModel) else {None: found.none}
+        if len(set(values.values())) == 1:
+            return f"default None: {next(iter(values.values()))!r}"
+        return "default None: " + ", ".join(f"{v!r} for {m}" for m, v in values.items())
+    return f"default {found.default!r}"
+
+
+def _spec_lines(opt, families):
+    """(where, text) per spec of ``families``; consecutive equal texts share one line."""
+    lines = []
+    for family in families:
+        for key, found in opt.specs.items():
+            fam, _, method = key.partition("/")
+            if fam != family:
+                continue
+            where = fam if not method else f"{fam}, method {method!r}"
+            if isinstance(found, Refused):
+                lines.append((where, f"does not apply: {found.reason}"))
+                continue
+            if found.methods is not None:
+                where += " (methods " + ", ".join(found.methods) + ")"
+            text = f"{found.constraint.describe()}, {_default_text(found)}"
+            lines.append((where, text + (f"; {found.note}" if found.note else "")))
+    merged = []
+    for where, text in lines:
+        if merged and merged[-1][1] == text:
+            merged[-1] = (f"{merged[-1][0]}, {where}", text)
+        else:
+            merged.append((where, text))
+    return [f"{where}: {text}" for where, text in merged]
+
+
+def document(families, indent="    ", width=92):
+    """The "Options" section of a docstring indented by ``indent``: every option of
+    ``families`` (name, one-line doc, then per family its constraint, default and what differs),
+    from ``OPTIONS``."""
+    intro = (
+        "Every option, its constraint and its default per family ("
+        + "; ".join(_FAMILY_TEXT[f] for f in families)
+        + "), from the one option table ``fastcep._options.OPTIONS``, checked once by "
+        "``fastcep._options.validate``. An option that does not apply to a method is refused by "
+        "name unless it is None; an unknown name raises TypeError listing the valid ones."
+    )
+    out = ["", "Options", "-------", *textwrap.wrap(intro, width), ""]
+    for opt in OPTIONS:
+        lines = _spec_lines(opt, families)
+        if not lines:
+            continue
+        out.append(opt.name)
+        out.extend(textwrap.wrap(opt.doc, width, initial_indent="    ", subsequent_indent="    "))
+        for line in lines:
+            out.extend(textwrap.wrap(line, width, initial_indent="    - ", subsequent_indent="      "))
+    return "\n".join(indent + line if line else line for line in out) + "\n"
+
+
+def cli_help(name, family):
+    """A command-line help string for an option of ``family``: its doc and default, with the
+    methods whose default differs (``%`` escaped for argparse)."""
+    found = spec(name, family)
+    text = BY_NAME[name].doc.rstrip(".") + f" ({_default_text(found)}"
+    for key, other in BY_NAME[name].specs.items():
+        fam, _, method = key.partition("/")
+        if (
+            fam == family
+            and method
+            and isinstance(other, Spec)
+            and _default_text(other) != _default_text(found)
+        ):
+            text += f"; method {method}: {_default_text(other).removeprefix('default ')}"
+    return (text + ")").replace("%", "%%")
