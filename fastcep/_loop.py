@@ -96,6 +96,7 @@ class StepReport(NamedTuple):
     skipped: int = 0  #: messages not applied
     accept: bool = True  #: False: the step is no evidence of convergence (e.g. a guard undid part of it)
     values: dict | None = None  #: other trace columns for this iteration, by name
+    stop: str | None = None  #: the step's own stopping rule was met: its stop reason (converged)
 
 
 class Outcome(NamedTuple):
@@ -178,6 +179,8 @@ class Recorder:
             )
         if rep.accept and rep.change < self.tol:
             self.converged, self.stop_reason = True, self.stop_rule
+        elif rep.stop is not None:
+            self.converged, self.stop_reason = True, rep.stop
         if self.callback is not None:
             info = IterationInfo(it, float(rep.change), now, int(rep.skipped), result)
             if self.callback(info) and not self.converged:

@@ -103,7 +103,8 @@ OPTIONS = (
             Either(Choice("auto"), DAMPING, "a float in (0, 1] or 'auto'"), "auto",
             "'auto' runs undamped (0.5 if the means oscillate) and, if the change stalls, starts "
             "again at 0.1, halved down to 0.005 while it stalls (``fastcep.glm.engine``); "
-            "ignored by 'vb'",
+            "'is' and 'kjit' start at 0.1 (damping averages their Monte Carlo noise) and stop at "
+            "their noise floor (stop reason 'mc_noise'); ignored by 'vb'",
         ),
         "cp": Spec(DAMPING, 0.5, "in natural parameters", methods=CEP),
         "cp/vmp": Refused("VMP takes exact coordinate steps (no damping)"),

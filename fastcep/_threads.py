@@ -1,6 +1,7 @@
 """The ``n_threads`` option: numba's thread count for one call, restored afterwards."""
 
 import contextlib
+import statistics
 
 import numba
 
@@ -23,14 +24,31 @@ def num_threads(n_threads):
         numba.set_num_threads(old)
 
 
+#: work (entries x modes x R^2 of a CP fit or batch) below which a run without an ``n_threads``
+#: uses one thread: its parallel regions are short, and on a machine with a busy core each can
+#: wait a whole scheduler quantum (measured on a DBLP stream, batches of 1,000 at rank 8: 2.3 s
+#: for 100 batches on one thread, 6.8 s on two with the other core busy)
+SERIAL_WORK = 1 << 20
+
+
+def plan(n_threads, work):
+    """Threads and governor of a run of the given work: ``n_threads`` if given (governed when
+    > 1); else one thread for small work, else numba's setting, governed."""
+    if n_threads is None and work < SERIAL_WORK:
+        return 1, None
+    if n_threads == 1:
+        return 1, None
+    return n_threads, ThreadGovernor(n_threads)
+
+
 #: iterations of each thread count at the start (alternating, from iteration 2)
 FIRST_PROBES = 3
 #: iterations between two probes of the thread count not in use
 PROBE_EVERY = 20
-#: iteration times kept per thread count (their mean decides)
+#: iteration times kept per thread count (their median decides)
 WINDOW = 8
-#: one thread is chosen only when its mean iteration time is below this times the others'
-ONE_FASTER = 0.8
+#: more threads are kept only when their mean iteration time is below this times one thread's
+MANY_FASTER = 0.9
 
 
 class ThreadGovernor:
@@ -41,10 +59,12 @@ class ThreadGovernor:
     on a quiet machine short parallel regions stall now and then too. The governor times
     iterations run with ``n_threads`` and with one thread (iterations 2 to 7 alternate; then the
     count not in use is tried again every PROBE_EVERY iterations) and runs the others with the
-    count whose mean time over its last WINDOW iterations is lower, falling back on one thread
-    only when it is clearly faster (ONE_FASTER): the mean, not the median, because the stalls are
-    what make many threads slow. Results do not depend on the thread count (fixed chunking), so
-    switching changes only the time. ``n_threads`` None: numba's current setting.
+    count whose median time over its last WINDOW iterations is lower, keeping more threads only
+    when they are clearly faster (MANY_FASTER): the median, because single slow iterations (the
+    first ones touch fresh memory; a thread descheduled once) would otherwise decide for many
+    iterations, while a busy core slows every parallel iteration. Results do not depend on the
+    thread count (fixed chunking), so switching changes only the time. ``n_threads`` None:
+    numba's current setting.
     """
 
     def __init__(self, n_threads=None):
@@ -56,7 +76,7 @@ class ThreadGovernor:
         many, one = self.times[self.n_max], self.times[1]
         if not many or not one:
             return self.n_max
-        return 1 if sum(one) / len(one) < ONE_FASTER * sum(many) / len(many) else self.n_max
+        return self.n_max if statistics.median(many) < MANY_FASTER * statistics.median(one) else 1
 
     def before(self, it):
         """Set the thread count of iteration ``it``."""

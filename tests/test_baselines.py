@@ -244,3 +244,16 @@ def test_parallel_sweeps_never_leave_the_posterior_improper(method):
         again = fastcep.fit(X, y, seed=seed, n_threads=1, **kw)
         np.testing.assert_array_equal(again.posterior.mean, res.posterior.mean)
         np.testing.assert_array_equal(again.trace.skipped, res.trace.skipped)
+
+
+def test_sampling_methods_stop_at_their_noise_floor_with_the_defaults():
+    """With the default options "is" and "kjit" stop by themselves: damped from the start (damping
+    averages the draws' noise) and, when the change no longer falls, with stop reason "mc_noise"
+    (before: 5,000 sweeps of 10,000 draws a row). The posterior is then within the noise of EP's."""
+    X, y, _ = make_regression_simulation("logistic", "gaussian", n=300, d=3, seed=5)
+    ep = fastcep.fit(X, y, model="logistic", method="ep", tol=1e-10)
+    res = fastcep.fit(X, y, model="logistic", method="is", n_samples=2000)
+    assert res.converged and res.stop_reason == "mc_noise" and res.n_iter < 200
+    assert res.trace.damping[0] == 0.1
+    z = np.abs(res.posterior.mean - ep.posterior.mean) / np.sqrt(ep.posterior.var)
+    assert np.max(z) < 0.1, z

@@ -401,3 +401,24 @@ def test_rank_one_curvature_reaches_a_fixed_point_on_enron():
     assert res.converged and res.stop_reason == "tol"
     assert int(np.sum(res.trace.skipped)) == 0
     assert res.auc(test.coords, test.values) > 0.82
+
+
+def test_small_fits_run_on_one_thread_unless_told_otherwise():
+    """A small CP fit (entries x modes x R^2 below fastcep._threads.SERIAL_WORK) runs on one
+    thread when n_threads is not given: its parallel regions would be short, and with a busy core
+    each could wait a scheduler quantum; the result is the same bits on any thread count."""
+    import numba
+
+    from fastcep._threads import SERIAL_WORK
+
+    T, _ = make_cp_tensor((20, 15, 10), rank=2, n_obs=1500, noise_sd=0.1, seed=0)
+    assert 1500 * 3 * 2 * 2 < SERIAL_WORK
+    seen = []
+    kw = dict(model="cp_gaussian", shape=T.shape, rank=2, max_iter=5, tol=0.0, seed=0)
+    auto = fastcep.fit(T.coords, T.values, callback=lambda info: seen.append(numba.get_num_threads()), **kw)
+    assert set(seen) == {1}
+    if numba.config.NUMBA_NUM_THREADS > 1:
+        two = fastcep.fit(T.coords, T.values, n_threads=2, **kw)
+        for a, b in zip(auto.posterior.means, two.posterior.means, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS  # restored

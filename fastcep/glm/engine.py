@@ -46,6 +46,8 @@ AUTO_UNDAMPED_WINDOW = 3
 AUTO_DAMPING_START = 0.1
 AUTO_DAMPING_FLOOR = 0.005
 AUTO_WINDOW = 50
+#: methods "is" and "kjit" stop when the change has not reached a new minimum for this many sweeps
+MC_WINDOW = 10
 #: a parallel sweep over fewer sites (n d) than this runs without threads (``parallel_step_serial``):
 #: a parallel region costs microseconds on a quiet machine and a scheduler quantum on a busy one
 SERIAL_SITES = 1 << 17
@@ -100,10 +102,15 @@ def _sweep_key(base_key, it):
 class _Damping:
     """The damping of a fit: fixed, or "auto" (the rule above AUTO_OSCILLATION). Fixed points do
     not depend on the damping, only the path to them does. ``undamped``: still in the first,
-    fast phase (damping 1 or 0.5), before any restart."""
+    fast phase (damping 1 or 0.5), before any restart. ``noisy`` (the sampling methods "is" and
+    "kjit"): "auto" starts at AUTO_DAMPING_START, because damping averages the Monte Carlo noise of
+    successive sweeps' messages (measured, logistic IS on a 2,000 x 4 simulation, largest distance
+    of a posterior mean from EP's: 0.54 sd undamped, 0.024 at 0.5, 0.003 at 0.1)."""
 
-    def __init__(self, damping):
-        if damping == "auto":
+    def __init__(self, damping, noisy=False):
+        if damping == "auto" and noisy:
+            self.rho, self.adaptive, self.undamped = AUTO_DAMPING_START, True, False
+        elif damping == "auto":
             self.rho, self.adaptive, self.undamped = 1.0, True, True
         else:
             self.rho, self.adaptive, self.undamped = damping, False, False
@@ -138,6 +145,23 @@ class _Damping:
             self.rho = max(0.5 * self.rho, AUTO_DAMPING_FLOOR)
             self.best, self.since = np.inf, 0
         return False
+
+
+class _NoiseFloor:
+    """The stopping rule of the sampling methods ("is", "kjit"): stop, stop reason "mc_noise",
+    when the change has not reached a new minimum for MC_WINDOW sweeps: the fit is then at its
+    Monte Carlo noise floor, and further sweeps only draw the noise again (before: 5,000 sweeps of
+    10,000 draws a row with the defaults)."""
+
+    def __init__(self):
+        self.best, self.since = np.inf, 0
+
+    def update(self, change):
+        if change < self.best:
+            self.best, self.since = change, 0
+        else:
+            self.since += 1
+        return "mc_noise" if self.since >= MC_WINDOW else None
 
 
 def _step_parallel(problem, state, scratch, rho, key):
@@ -211,7 +235,7 @@ def fit_regression(
     s = V.check_labels(y, "y", func, X.shape[0])
     n, d = X.shape
     prior_T = _prior(o["prior_var"], d, func)
-    damp = _Damping(o["damping"])
+    damp = _Damping(o["damping"], noisy=method in ("is", "kjit"))
     max_iter, tol, schedule, stopping = o["max_iter"], o["tol"], o["schedule"], o["stopping"]
     n_nodes, n_samples, threshold, n_features = o["n_nodes"], o["n_samples"], o["threshold"], o["n_features"]
     n_threads, callback, init_state = o["n_threads"], o["callback"], o.get("init_state")
@@ -299,7 +323,12 @@ def fit_regression(
         # the stopping rule's measure; a sweep whose update the guard undid, in part, or after
         # which the fit starts again is no evidence of convergence
         measure = values["site_change"] if stopping == "paper" else change
-        return _loop.StepReport(measure, int(skipped), n_restored == 0 and not restart, values)
+        stop = noise.update(change) if noise is not None else None
+        return _loop.StepReport(measure, int(skipped), n_restored == 0 and not restart, values, stop)
+
+    # methods "is" and "kjit" never settle below a small tol: their messages carry Monte Carlo
+    # noise; they stop when the change has stopped falling (``_NoiseFloor``)
+    noise = _NoiseFloor() if method in ("is", "kjit") else None
 
     def snapshot(it, trace):
         post = GaussianPosterior(state.mu.copy(), state.v.copy())

@@ -25,7 +25,7 @@ from .. import _loop
 from .. import _options as O
 from .. import _validation as V
 from .._loop import IterationInfo, Trace
-from .._threads import num_threads
+from .._threads import ThreadGovernor, num_threads
 from ..io.checkpoint import read_checkpoint, write_checkpoint
 from ..results import StreamState
 from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, _exact_sum
@@ -235,9 +235,12 @@ def stream(
             "expect_under", "init_state",
         )},
     )  # fmt: skip
+    # the batches' thread count is governed from their times (one thread when it is clearly faster:
+    # a busy core makes every short parallel region of a batch wait)
+    governor = ThreadGovernor(o["n_threads"]) if o["n_threads"] != 1 else None
     try:
         with num_threads(o["n_threads"]):
-            return _run(src, **run)
+            return _run(src, **run, governor=governor)
     finally:
         src.close()
 
@@ -249,7 +252,7 @@ if stream.__doc__ is not None:  # (None under python -OO)
 def _run(
     src, *, model, R, batch_size, shuffle, seed, pv, a0, b0, damping, tol, max_iter, covariance, schedule,
     init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set, callback, progress, verbose,
-    max_batches, func, method, probit_curvature, expect_under, init_state,
+    max_batches, func, method, probit_curvature, expect_under, init_state, governor=None,
 ):  # fmt: skip
     shape = tuple(int(d) for d in src.shape)
     Kmodes = len(shape)
@@ -310,6 +313,9 @@ def _run(
         if max_batches is not None and done_here >= max_batches:
             stop_reason = "max_batches"
             break
+        if governor is not None:
+            governor.before(done_here + 1)
+        t_batch = time.perf_counter()
         # local problem: the batch's objects, renumbered per mode
         local = np.empty_like(coords)
         glob = []
@@ -387,6 +393,8 @@ def _run(
         trace["eval_metric"].append(evaluate() if eval_set is not None and at_checkpoint else np.nan)
         if at_checkpoint:
             write_checkpoint(checkpoint, current(), options, trace)
+        if governor is not None:
+            governor.after(done_here + 1, time.perf_counter() - t_batch)
         bar.update(rows_done, f"batch {b + 1}")
         if verbose:
             print(

@@ -14,7 +14,7 @@ import numpy as np
 from .. import _loop
 from .. import _options as O
 from .. import _validation as V
-from .._threads import ThreadGovernor, num_threads
+from .._threads import num_threads, plan
 from ..kernels import tensor as K
 from ..kernels.tensor import lp as KLP
 from .init import svd_init
@@ -160,7 +160,9 @@ class CPEngine:
             self.code = K.MODEL_PROBIT_RANK1 if probit_curvature == "rank1" else K.MODEL_PROBIT
         self.lp_rule = LP_INDEFINITE[lp_indefinite]
         self._scratch(expect_under)
-        self.sweep = SWEEPS[_sweep_kind(method, covariance, schedule, expect_under)].__get__(self)
+        # (the function, not a bound method: an engine must not reference itself, or its arrays
+        # wait for the cyclic garbage collector and every fit takes fresh pages)
+        self.sweep = SWEEPS[_sweep_kind(method, covariance, schedule, expect_under)]
         self.resumed = messages is not None
         self.rebuild()
         if messages is None:
@@ -439,7 +441,7 @@ class CPEngine:
         """One iteration (the sweep, the posterior, the noise, the change); its ``StepReport``."""
         M, S = self.M, self.S
         M_old, var_old = M.copy(), _variances(S, self.covariance).copy()
-        n_skipped = self.sweep(it)
+        n_skipped = self.sweep(self, it)
         if self.with_sums:  # posterior = prior + the sweep's per-group sums of the messages
             K.reduce_object_sums(
                 self.prior_Lam, self.prior_eta, self.part_L[: self.n_groups], self.part_e[: self.n_groups],
@@ -722,7 +724,8 @@ def fit_cp(
     n_obj = int(lay.offsets[-1])
     messages = _check_state(init_state, n, Kmodes, R, covariance, func) if init_state is not None else None
     prior_Lam, prior_eta, m0 = default_prior(n_obj, R, covariance, pv, prior_mean, rng)
-    with num_threads(n_threads):
+    threads, governor = plan(n_threads, n * Kmodes * R * R)
+    with num_threads(threads):
         init_means = None
         if init_state is None:
             if m0 is not None:  # start from the prior's means
@@ -750,7 +753,7 @@ def fit_cp(
         out = _loop.run(
             engine.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, evaluate=evaluate,
             finite=engine.finite, verbose=verbose, progress=progress, label=f"{model}/{method}", start=start,
-            governor=ThreadGovernor(n_threads),
+            governor=governor,
         )  # fmt: skip
     return engine.result(shape, out.n_iter, out.converged, out.stop_reason, out.trace, options, copy=False)
 

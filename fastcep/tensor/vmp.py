@@ -18,7 +18,7 @@ from scipy.special import digamma, gammaln
 from .. import _loop
 from .. import _options as O
 from .. import _validation as V
-from .._threads import num_threads
+from .._threads import num_threads, plan
 from ..kernels.tensor import vmp as K
 from .engine import ENTRY_CHUNK, INIT_VAR_FRACTION, _change, _exact_var, default_prior
 from .init import svd_init
@@ -188,7 +188,8 @@ def fit_vmp(
     lay = make_layout(coords, shape)
     n_obj = int(lay.offsets[-1])
     prior_Lam, prior_eta, m0 = default_prior(n_obj, R, "full", pv, prior_mean, rng)
-    with num_threads(n_threads):
+    threads, governor = plan(n_threads, len(y) * lay.gidx.shape[1] * R * R)
+    with num_threads(threads):
         # symmetry breaking as in fit_cp: initial means from the data or random (seeded), small
         # covariances, so that the first update of mode 1 sees E[z z^T] ~ E[z] E[z]^T
         if m0 is not None:
@@ -214,7 +215,7 @@ def fit_vmp(
         out = _loop.run(
             engine.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, evaluate=evaluate,
             finite=engine.finite, verbose=verbose, progress=progress, label=f"{model}/vmp", start=start,
-            hint="check the scale of the values and the priors",
+            hint="check the scale of the values and the priors", governor=governor,
         )  # fmt: skip
     return engine.result(shape, out.n_iter, out.converged, out.stop_reason, out.trace, options, copy=False)
 
