@@ -312,56 +312,55 @@ class CPEngine:
         K_ = self.Kmodes
         return [(0, K_)] if self.schedule == "parallel" else [(k, k + 1) for k in range(K_)]
 
-    def _sweep_full(self, it):
+    def _by_blocks(self, sweep_block):
+        """``sweep_block(k_lo, k_hi, etau)`` over the schedule's blocks of modes (the block
+        schedule rebuilds each block's objects before the next), then the noise messages; returns
+        the number of skipped messages."""
         lay, etau = self.lay, self.noise[2]
         self.skipped[:] = 0
         for k_lo, k_hi in self._blocks():
+            sweep_block(k_lo, k_hi, etau)
+            if self.schedule == "block":
+                self.rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
+        if self.model == "cp_gaussian" and not self.fused_noise:
+            K.noise_messages_full(lay.gidx, self.y, self.alpha, self.beta, self.M, self.E2, self.rho)
+        return int(self.skipped.sum())
+
+    def _sweep_full(self, it):
+        def block(k_lo, k_hi, etau):
             K.sweep_full(
-                self.code, lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
+                self.code, self.lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
                 self.E2, etau, self.rho, k_lo, k_hi, self.sweep_chunk,
                 self.skipped[: self.n_groups if self.with_sums else self.n_chunks], self.work, self.scr,
                 self.fused_noise, self.alpha, self.beta, self.with_sums, self.part_L[: self.n_groups],
                 self.part_e[: self.n_groups],
             )  # fmt: skip
-            if self.schedule == "block":
-                self.rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
-        self._noise_messages_full()
-        return int(self.skipped.sum())
+
+        return self._by_blocks(block)
 
     def _sweep_cavity(self, it):
         if it == 1 and not self.resumed:  # (no messages to remove yet: the initial moments)
             return self._sweep_full(it)
-        lay, etau = self.lay, self.noise[2]
-        self.skipped[:] = 0
-        for k_lo, k_hi in self._blocks():
+
+        def block(k_lo, k_hi, etau):
             K.sweep_cavity_full(
-                self.code, lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
+                self.code, self.lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
                 self.E2, etau, self.rho, k_lo, k_hi, self.cav_chunk, self.skipped[: self.cav_units],
                 self.work, self.scr, *self.cav_scratch, self.fused_noise, self.alpha, self.beta,
                 self.with_sums, self.part_L[: self.n_groups], self.part_e[: self.n_groups],
             )  # fmt: skip
-            if self.schedule == "block":
-                self.rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
-        self._noise_messages_full()
-        return int(self.skipped.sum())
+
+        return self._by_blocks(block)
 
     def _sweep_lp(self, it):
-        lay, etau = self.lay, self.noise[2]
-        self.skipped[:] = 0
-        for k_lo, k_hi in self._blocks():
+        def block(k_lo, k_hi, etau):
             KLP.sweep_lp(
-                self.code, lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
+                self.code, self.lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
                 self.E2, etau, self.rho, self.lp_rule, k_lo, k_hi, ENTRY_CHUNK, self.skipped,
                 *self.lp_scratch, self.fused_noise, self.alpha, self.beta,
             )  # fmt: skip
-            if self.schedule == "block":
-                self.rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
-        self._noise_messages_full()
-        return int(self.skipped.sum())
 
-    def _noise_messages_full(self):
-        if self.model == "cp_gaussian" and not self.fused_noise:
-            K.noise_messages_full(self.lay.gidx, self.y, self.alpha, self.beta, self.M, self.E2, self.rho)
+        return self._by_blocks(block)
 
     def _sweep_diag(self, it):
         """Block coordinate schedule: mode by mode, coordinate by coordinate."""
@@ -385,56 +384,15 @@ class CPEngine:
         """Entries in a seeded random order, the posterior refreshed after each."""
         order = self.rng.permutation(self.n).astype(np.int64)
         fix_tau = self.warm and it <= self.noise_warmup
-        lay, R, Km = self.lay, self.R, self.Kmodes
+        R, Km = self.R, self.Kmodes
+        args = (
+            self.code, order, self.lay.gidx, self.y, self.s, self.Lam, self.eta, self.alpha, self.beta,
+            self.P_Lam, self.P_eta, self.M, self.S, self.E2, self.noise, fix_tau, self.rho,
+        )  # fmt: skip
         if self.covariance == "full":
-            return int(
-                K.sequential_full(
-                    self.code,
-                    order,
-                    lay.gidx,
-                    self.y,
-                    self.s,
-                    self.Lam,
-                    self.eta,
-                    self.alpha,
-                    self.beta,
-                    self.P_Lam,
-                    self.P_eta,
-                    self.M,
-                    self.S,
-                    self.E2,
-                    self.noise,
-                    fix_tau,
-                    self.rho,
-                    self.work[0],
-                    self.scr[0],
-                    np.empty((Km, R, R)),
-                    np.empty((Km, R)),
-                    np.empty((R, R)),
-                )  # fmt: skip
-            )
-        return int(
-            K.sequential_diag(
-                self.code,
-                order,
-                lay.gidx,
-                self.y,
-                self.s,
-                self.Lam,
-                self.eta,
-                self.alpha,
-                self.beta,
-                self.P_Lam,
-                self.P_eta,
-                self.M,
-                self.S,
-                self.E2,
-                self.noise,
-                fix_tau,
-                self.rho,
-                self.scr[0],
-            )  # fmt: skip
-        )
+            scratch = (self.work[0], self.scr[0], np.empty((Km, R, R)), np.empty((Km, R)), np.empty((R, R)))
+            return int(K.sequential_full(*args, *scratch))
+        return int(K.sequential_diag(*args, self.scr[0]))
 
     # ------------------------------------------------------------------------------ one step
     def step(self, it):
@@ -693,7 +651,7 @@ def fit_cp(
     verbose, progress, seed = o["verbose"], o["progress"], o["seed"]
     rng = V.rng_from(seed)
     if eval_set is not None:
-        ev_coords, ev_values = check_eval_set(eval_set, shape, model, func)
+        eval_set = check_eval_set(eval_set, shape, model, func)
     options = dict(
         shape=shape,
         rank=R,
@@ -726,35 +684,50 @@ def fit_cp(
     prior_Lam, prior_eta, m0 = default_prior(n_obj, R, covariance, pv, prior_mean, rng)
     threads, governor = plan(n_threads, n * Kmodes * R * R)
     with num_threads(threads):
-        init_means = None
-        if init_state is None:
-            if m0 is not None:  # start from the prior's means
-                init_means = m0
-            elif init == "svd":
-                init_means = svd_init(coords, y, shape, R, init_scale, rng)
-            else:
-                init_means = init_scale * rng.standard_normal((n_obj, R))
+        init_means = (
+            initial_means(coords, y, shape, R, init, init_scale, m0, rng) if init_state is None else None
+        )
         engine = CPEngine(
             lay, y, s, model, method, R, covariance, schedule, rho, prior_Lam=prior_Lam, prior_eta=prior_eta,
             a0=a0, b0=b0, probit_curvature=probit_curvature, expect_under=expect_under,
             lp_indefinite=lp_indefinite, init_means=init_means, messages=messages, noise_warmup=noise_warmup,
             warmup_snr=warmup_snr, rng=rng,
         )  # fmt: skip
-
-        def snapshot(it, trace):
-            return engine.result(shape, it, False, "running", trace, options)
-
-        evaluate = None
-        if eval_set is not None:
-
-            def evaluate(result):
-                return eval_metric(result, ev_coords, ev_values)
-
-        out = _loop.run(
-            engine.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, evaluate=evaluate,
-            finite=engine.finite, verbose=verbose, progress=progress, label=f"{model}/{method}", start=start,
-            governor=governor,
+        return run_engine(
+            engine, shape, options, max_iter=max_iter, tol=tol, callback=callback, eval_set=eval_set,
+            verbose=verbose, progress=progress, label=f"{model}/{method}", start=start, governor=governor,
         )  # fmt: skip
+
+
+def initial_means(coords, y, shape, R, init, init_scale, m0, rng):
+    """A fresh CP fit's initial posterior means (n_obj, R): the prior's means ``m0`` when they
+    are not zero, else from the data (init="svd", ``tensor.init``) or N(0, init_scale^2) draws,
+    seeded (symmetry breaking)."""
+    if m0 is not None:
+        return m0.copy()
+    if init == "svd":
+        return svd_init(coords, y, shape, R, init_scale, rng)
+    return init_scale * rng.standard_normal((int(np.sum(shape)), R))
+
+
+def run_engine(engine, shape, options, *, max_iter, tol, callback, eval_set, governor, **loop_options):
+    """A CP engine's iterations in the one loop (``fastcep._loop``) and the fit's result: what
+    ``fit_cp`` and ``fit_vmp`` share. ``eval_set`` is a checked (coords, values) pair or None;
+    ``loop_options`` go to ``_loop.run`` (verbose, progress, label, start, hint)."""
+
+    def snapshot(it, trace):
+        return engine.result(shape, it, False, "running", trace, options)
+
+    evaluate = None
+    if eval_set is not None:
+
+        def evaluate(result):
+            return eval_metric(result, *eval_set)
+
+    out = _loop.run(
+        engine.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, evaluate=evaluate,
+        finite=engine.finite, governor=governor, **loop_options,
+    )  # fmt: skip
     return engine.result(shape, out.n_iter, out.converged, out.stop_reason, out.trace, options, copy=False)
 
 

@@ -20,10 +20,17 @@ from .. import _options as O
 from .. import _validation as V
 from .._threads import num_threads, plan
 from ..kernels.tensor import vmp as K
-from .engine import ENTRY_CHUNK, INIT_VAR_FRACTION, _change, _exact_var, default_prior
-from .init import svd_init
+from .engine import (
+    ENTRY_CHUNK,
+    INIT_VAR_FRACTION,
+    _change,
+    _exact_var,
+    default_prior,
+    initial_means,
+    run_engine,
+)
 from .layout import check_coords, check_eval_set, check_values, make_layout
-from .result import CPResult, eval_metric, second_moments
+from .result import CPResult, second_moments
 
 #: objects per parallel work unit of the mode updates (results do not depend on it)
 OBJECT_CHUNK = 16
@@ -166,7 +173,7 @@ def fit_vmp(
     verbose, progress = o["verbose"], o["progress"]
     rng = V.rng_from(seed)
     if eval_set is not None:
-        ev_coords, ev_values = check_eval_set(eval_set, shape, model, func)
+        eval_set = check_eval_set(eval_set, shape, model, func)
     options = dict(
         shape=shape,
         rank=R,
@@ -192,32 +199,16 @@ def fit_vmp(
     with num_threads(threads):
         # symmetry breaking as in fit_cp: initial means from the data or random (seeded), small
         # covariances, so that the first update of mode 1 sees E[z z^T] ~ E[z] E[z]^T
-        if m0 is not None:
-            init_means = m0.copy()
-        elif init == "svd":
-            init_means = svd_init(coords, y, shape, R, init_scale, rng)
-        else:
-            init_means = init_scale * rng.standard_normal((n_obj, R))
+        init_means = initial_means(coords, y, shape, R, init, init_scale, m0, rng)
         engine = VMPEngine(
             lay, y, s, model, R, prior_Lam=prior_Lam, prior_eta=prior_eta, a0=a0, b0=b0,
             init_means=init_means, init_snr=init_snr, func=func,
         )  # fmt: skip
-
-        def snapshot(it, trace):
-            return engine.result(shape, it, False, "max_iter", trace, options)
-
-        evaluate = None
-        if eval_set is not None:
-
-            def evaluate(result):
-                return eval_metric(result, ev_coords, ev_values)
-
-        out = _loop.run(
-            engine.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, evaluate=evaluate,
-            finite=engine.finite, verbose=verbose, progress=progress, label=f"{model}/vmp", start=start,
+        return run_engine(
+            engine, shape, options, max_iter=max_iter, tol=tol, callback=callback, eval_set=eval_set,
+            verbose=verbose, progress=progress, label=f"{model}/vmp", start=start,
             hint="check the scale of the values and the priors", governor=governor,
         )  # fmt: skip
-    return engine.result(shape, out.n_iter, out.converged, out.stop_reason, out.trace, options, copy=False)
 
 
 class VMPEngine:
