@@ -41,7 +41,11 @@ def plan(n_threads, work):
     return n_threads, ThreadGovernor(n_threads)
 
 
-#: iterations of each thread count at the start (alternating, from iteration 2)
+#: the first iteration timed: the earlier ones are not typical (fresh memory, caches; measured on
+#: Alog at rank 8 with two threads: iterations 1-10 alternate between 5 and 10-20 ms, later ones
+#: take 4.4-5 ms)
+FIRST_PROBE = 11
+#: iterations of each thread count at the start (alternating, from FIRST_PROBE)
 FIRST_PROBES = 3
 #: iterations between two probes of the thread count not in use
 PROBE_EVERY = 20
@@ -57,7 +61,7 @@ class ThreadGovernor:
     On a machine with a busy core, a parallel region waits at its barrier for a thread that the
     scheduler has descheduled (a quantum, milliseconds), and many threads can be slower than one;
     on a quiet machine short parallel regions stall now and then too. The governor times
-    iterations run with ``n_threads`` and with one thread (iterations 2 to 7 alternate; then the
+    iterations run with ``n_threads`` and with one thread (iterations 11 to 16 alternate; then the
     count not in use is tried again every PROBE_EVERY iterations) and runs the others with the
     count whose median time over its last WINDOW iterations is lower, keeping more threads only
     when they are clearly faster (MANY_FASTER): the median, because single slow iterations (the
@@ -82,9 +86,9 @@ class ThreadGovernor:
         """Set the thread count of iteration ``it``."""
         if self.n_max <= 1:
             return
-        if 2 <= it < 2 + 2 * FIRST_PROBES:
-            n = self.n_max if it % 2 == 0 else 1
-        elif it >= 2 + 2 * FIRST_PROBES and it % PROBE_EVERY == 0:
+        if FIRST_PROBE <= it < FIRST_PROBE + 2 * FIRST_PROBES:
+            n = 1 if (it - FIRST_PROBE) % 2 else self.n_max
+        elif it >= FIRST_PROBE + 2 * FIRST_PROBES and it % PROBE_EVERY == 0:
             n = 1 if self._choice() == self.n_max else self.n_max
         else:
             n = self._choice()
@@ -92,8 +96,8 @@ class ThreadGovernor:
         numba.set_num_threads(n)
 
     def after(self, it, seconds):
-        """Record the time of iteration ``it`` (the first, with start-up costs, is not used)."""
-        if it >= 2 and self.n_max > 1:
+        """Record the time of iteration ``it`` (the first ones, with start-up costs, are not used)."""
+        if it >= FIRST_PROBE and self.n_max > 1:
             window = self.times[self.current]
             window.append(seconds)
             del window[:-WINDOW]
