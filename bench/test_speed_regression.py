@@ -24,6 +24,7 @@ from fastcep.kernels import chunk_rows
 from fastcep.kernels._config import FASTMATH
 from fastcep.kernels.glm import schedules as S
 from fastcep.kernels.glm.state import GLMProblem, GLMScratch, GLMState
+from fastcep.kernels.likelihoods import REGISTRY
 
 from ._peak import CLEAR_REFS, run_script
 
@@ -88,6 +89,7 @@ def test_sweep_throughput(benchmark, big, triad_bandwidth, name):
     chunk = chunk_rows(d)
     n_chunks = -(-n // chunk)
     code = S.METHOD_CODES[(model, method)]
+    lik = REGISTRY[model]()
     problem = GLMProblem(X, s, np.ones(d), np.zeros(d), nodes, weights, code, chunk, 0)
     state = GLMState(np.full((n, d), FLAT_PRECISION), np.zeros((n, d)), *(np.empty(d) for _ in range(4)))
     scratch = GLMScratch.allocate(n, d, chunk, n_chunks)
@@ -95,7 +97,7 @@ def test_sweep_throughput(benchmark, big, triad_bandwidth, name):
     tau, mu, v = state.tau, state.mu, state.v
 
     def one_sweep():  # (the fit's driver: sweep, posterior and change in one call)
-        S.parallel_step(problem, state, scratch, 0.5, np.uint64(0))
+        S.parallel_step(problem, lik, state, scratch, 0.5, np.uint64(0))
 
     for _ in range(3):  # compile, then move away from the flat start
         one_sweep()

@@ -43,7 +43,17 @@ def drop_stale_caches(folder, extra=()):
 
 drop_stale_caches(pathlib.Path(__file__).parent)
 
-from . import glm, linalg, special, tensor  # noqa: E402 (after the cache check)
+from . import glm, likelihoods, linalg, special, tensor  # noqa: E402 (after the cache check)
 from ._config import CHUNK_ROWS, FASTMATH, chunk_rows  # noqa: E402
 
-__all__ = ["CHUNK_ROWS", "FASTMATH", "chunk_rows", "drop_stale_caches", "glm", "linalg", "special", "tensor"]
+__all__ = [
+    "CHUNK_ROWS",
+    "FASTMATH",
+    "chunk_rows",
+    "drop_stale_caches",
+    "glm",
+    "likelihoods",
+    "linalg",
+    "special",
+    "tensor",
+]

@@ -180,8 +180,9 @@ def test_parallel_sweep_matches_naive(rng, model, method):
     copies = []
     for driver in (S.parallel_step, S.parallel_step_serial):
         t, nn = tau.copy(), nu.copy()
-        problem, state, scratch = setup(X, s, t, nn, prior_T, model, method, chunk, NODES, WEIGHTS, N_SAMPLES)
-        change, k = driver(problem, state, scratch, rho, np.uint64(KEY))
+        args = (X, s, t, nn, prior_T, model, method, chunk, NODES, WEIGHTS, N_SAMPLES)
+        problem, lik, state, scratch = setup(*args)
+        change, k = driver(problem, lik, state, scratch, rho, np.uint64(KEY))
         np.testing.assert_allclose(t, tau_ref, rtol=RTOL)
         np.testing.assert_allclose(nn, nu_ref, rtol=RTOL, atol=1e-13)
         assert k == skipped_ref
@@ -232,7 +233,7 @@ def test_probit_cep_rows_long_enough_for_taylor_match_naive(rng, schedule, metho
     tau_ref, nu_ref, skipped_ref = sweep_ref(
         "probit", method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS, N_SAMPLES, KEY
     )
-    problem, state, scratch = setup(
+    problem, lik, state, scratch = setup(
         X, s, tau, nu, prior_T, "probit", method, CHUNK_ROWS, NODES, WEIGHTS, N_SAMPLES
     )
     used = _taylor_rows(
@@ -243,7 +244,7 @@ def test_probit_cep_rows_long_enough_for_taylor_match_naive(rng, schedule, metho
     if x_scale > 1.0:
         assert 0 < used.sum() < n
     driver = S.parallel_step if schedule == "parallel" else S.sequential_step
-    _, k = driver(problem, state, scratch, rho, np.uint64(KEY))
+    _, k = driver(problem, lik, state, scratch, rho, np.uint64(KEY))
     np.testing.assert_allclose(tau, tau_ref, rtol=RTOL)
     np.testing.assert_allclose(nu, nu_ref, rtol=RTOL, atol=1e-13)
     assert k == skipped_ref
@@ -258,10 +259,10 @@ def test_sequential_sweep_matches_naive(rng, model, method):
     tau_ref, nu_ref, skipped_ref = naive.sequential_sweep(
         model, method, X, s, tau, nu, prior_T, rho, NODES, WEIGHTS, N_SAMPLES, KEY
     )
-    problem, state, scratch = setup(
+    problem, lik, state, scratch = setup(
         X, s, tau, nu, prior_T, model, method, CHUNK_ROWS, NODES, WEIGHTS, N_SAMPLES
     )
-    _, k = S.sequential_step(problem, state, scratch, rho, np.uint64(KEY))
+    _, k = S.sequential_step(problem, lik, state, scratch, rho, np.uint64(KEY))
     np.testing.assert_allclose(tau, tau_ref, rtol=1e-9)
     np.testing.assert_allclose(nu, nu_ref, rtol=1e-9, atol=1e-12)
     assert k == skipped_ref

@@ -19,6 +19,7 @@ from .._threads import ThreadGovernor, num_threads
 from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
+from ..kernels.likelihoods import REGISTRY
 from ..results import GaussianPosterior, RegressionSites, RegressionState
 from .kjit import KJITSweeps
 from .result import RegressionResult
@@ -164,10 +165,10 @@ class _NoiseFloor:
         return "mc_noise" if self.since >= MC_WINDOW else None
 
 
-def _step_parallel(problem, state, scratch, rho, key):
+def _step_parallel(problem, lik, state, scratch, rho, key):
     if problem.X.shape[0] * problem.X.shape[1] < SERIAL_SITES:
-        return S.parallel_step_serial(problem, state, scratch, rho, key)
-    return S.parallel_step(problem, state, scratch, rho, key)
+        return S.parallel_step_serial(problem, lik, state, scratch, rho, key)
+    return S.parallel_step(problem, lik, state, scratch, rho, key)
 
 
 #: the sweep of each schedule, chosen once per fit
@@ -273,6 +274,7 @@ def fit_regression(
     code = S.METHOD_CODES.get((model, method), -1)  # (kjit: its own sweep)
     chunk = chunk_rows(d)
     n_chunks = -(-n // chunk)
+    lik = REGISTRY[model]()
     problem = GLMProblem(X, s, prior_T, np.zeros(d), nodes, weights, code, chunk, n_samples)
     state = GLMState(tau, nu, *(np.empty(d) for _ in range(4)))
     scratch = GLMScratch.allocate(n, d, chunk, n_chunks if schedule == "parallel" else 1)
@@ -302,7 +304,7 @@ def fit_regression(
         if kjit is not None:
             change, skipped = kjit.step(problem, state, scratch, rho, key, schedule)
         else:
-            change, skipped = sweep(problem, state, scratch, rho, key)
+            change, skipped = sweep(problem, lik, state, scratch, rho, key)
         n_restored = 0
         if guard:
             S.restore_improper(state.T, tau, nu, old_t, old_n, restored)

@@ -1,6 +1,17 @@
 """Kernels of fully factorised regression (GLM): row functions per likelihood and method, the
 parallel and sequential schedules that run them, and the baselines' kernels (LP, IS, KJIT, VB)."""
 
-from . import importance, kjit, laplace, logistic, probit, schedules, state, sweep, vb
+from . import generic, importance, kjit, laplace, logistic, probit, schedules, state, sweep, vb
 
-__all__ = ["importance", "kjit", "laplace", "logistic", "probit", "schedules", "state", "sweep", "vb"]
+__all__ = [
+    "generic",
+    "importance",
+    "kjit",
+    "laplace",
+    "logistic",
+    "probit",
+    "schedules",
+    "state",
+    "sweep",
+    "vb",
+]

@@ -1,7 +1,8 @@
 """Probit regression factor f(w) = Phi(s x.w), fully factorised Gaussian messages.
 
 Leaves: ``probit_cep_site`` (CEP-1 / CEP-2 conditional moments of one site) and the
-row functions of EP and CEP (``sweep`` gives their signature; ``schedules`` runs them); the
+row functions of CEP (EP is the generic one, ``generic.ep_rows``, with the closed-form tilted of
+``likelihoods.probit``) (``sweep`` gives their signature; ``schedules`` runs them); the
 predictive distribution. DESIGN.md section 3.1 has the formulas.
 """
 
@@ -25,7 +26,6 @@ from .sweep import (
     apply_row_change,
     damp_site,
     message_from_moments,
-    row_cavity,
     save_row,
     slab_damp,
     slab_rows,
@@ -210,37 +210,6 @@ def cep_slab(X, S, lo, hi, tau, nu, T, N, mu, v, rho, second, pT, pN, c, slab, t
             nnb[j] = n_new
             okb[j] = 1.0 if ok else 0.0
         k += slab_damp(tauf, nuf, j0, nsite, slab, c, _STN, _SNN, _SOK, rho, pT, pN, d)
-    return k
-
-
-@njit(**LEAF)
-def ep_rows(X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, pT, pN, c, work, old):
-    """Analytic factorised EP update of rows order[lo..hi-1]: moments of each w_m under the joint
-    tilted (``sweep`` gives the arguments)."""
-    k = 0
-    for ii in range(lo, hi):
-        i = order[ii]
-        s = S[i]
-        if seq:
-            save_row(tau, nu, i, old)
-        d = X.shape[1]
-        m_eta, v_eta, n_improper = row_cavity(X, i, tau, nu, T, N, work, c, 0, 1)
-        idn2 = 1.0 / (1.0 + v_eta)
-        idn = math.sqrt(idn2)
-        z = s * m_eta * idn
-        r = inv_mills(z)
-        kappa = r * (z + r) * idn2
-        if n_improper > 0:  # an improper cavity makes the whole row's tilted distribution invalid
-            kappa = math.nan
-        for m in range(d):
-            xm = X[i, m]
-            vc = work[c, 0, m]
-            t_new, n_new, ok = message_from_moments(
-                T[m] - tau[i, m], N[m] - nu[i, m], s * xm * vc * r * idn, xm * xm * vc * kappa
-            )
-            k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
-        if seq:
-            apply_row_change(tau, nu, i, old, T, N, mu, v)
     return k
 
 

@@ -1,9 +1,11 @@
 """Schedules of fully factorised regression: one call runs one whole sweep.
 
 Every (likelihood, method) is a row function (``sweep`` gives the signature) chosen by an integer
-``code`` (``METHOD_CODES``) once per chunk of rows, so each driver compiles once and is cached on
-disk. The drivers take the fit's ``GLMProblem``, ``GLMState`` and ``GLMScratch`` (``state``)
-whole and return ``(change, skipped)``: the stopping rule's measure (``sweep.posterior_change``)
+``code`` (``METHOD_CODES``) once per chunk of rows. Likelihoods without hand-written rows go
+through the generic row functions of ``generic`` (``GENERIC_CODES``), which take the problem's
+likelihood (``kernels.likelihoods``); each driver compiles once per likelihood class and is cached
+on disk. The drivers take the fit's ``GLMProblem``, likelihood, ``GLMState`` and ``GLMScratch``
+(``state``) whole and return ``(change, skipped)``: the stopping rule's measure (``sweep.posterior_change``)
 and the number of messages not applied.
 
 parallel_step: damped parallel schedule. All messages are computed from one posterior; chunks of
@@ -28,7 +30,7 @@ import types
 from numba import njit, prange
 
 from .._config import LEAF, PARALLEL_CACHED, SERIAL
-from . import importance, laplace, logistic, probit
+from . import generic, importance, laplace, logistic, probit
 from .sweep import SLAB_D, posterior_change, rebuild_posterior, reduce_posterior, tile_posterior
 
 METHOD_CODES = {
@@ -43,10 +45,12 @@ METHOD_CODES = {
     ("probit", "is"): 8,
     ("logistic", "is"): 9,
 }
+#: row functions of any likelihood (``generic``); probit's EP is the generic one
+GENERIC_CODES = {"ep": 2, "cep1": 10}
 
 
 @njit(**LEAF)
-def run_rows(code, problem, state, scratch, order, lo, hi, seq, rho, pT, pN, c, key):
+def run_rows(code, problem, lik, state, scratch, order, lo, hi, seq, rho, pT, pN, c, key):
     """Rows order[lo..hi-1] by the rows function of ``code`` (one call per chunk, the loop over
     rows inside it); with ``seq`` the posterior is refreshed after every row. Rows of fewer than
     SLAB_D features in the parallel schedule (rows in order) go through the slab functions.
@@ -66,7 +70,9 @@ def run_rows(code, problem, state, scratch, order, lo, hi, seq, rho, pT, pN, c, 
     if code == 0 or code == 1:
         return probit.cep_rows(*rows, code == 1, pT, pN, c, work, old)
     if code == 2:
-        return probit.ep_rows(*rows, pT, pN, c, work, old)
+        return generic.ep_rows(lik, *rows, nodes, weights, pT, pN, c, work, old)
+    if code == 10:
+        return generic.cep1_rows(lik, *rows, nodes, weights, pT, pN, c, work, old)
     if code == 3 or code == 4:
         return logistic.cep_rows(*rows, code == 4, nodes, weights, pT, pN, c, work, old)
     if code == 5:
@@ -109,7 +115,7 @@ def finish_sequential(problem, state, scratch):
     return posterior_change(state.mu, state.v, scratch.mu_old, scratch.v_old)
 
 
-def _parallel_step(problem, state, scratch, rho, key):
+def _parallel_step(problem, lik, state, scratch, rho, key):
     """One damped parallel sweep, the posterior rebuilt from its partial sums, and the change."""
     pT, pN, skipped = scratch.pT, scratch.pN, scratch.skipped
     n, d = problem.X.shape
@@ -124,7 +130,7 @@ def _parallel_step(problem, state, scratch, rho, key):
             pT[c, m] = 0.0
             pN[c, m] = 0.0
         skipped[c] = run_rows(
-            problem.code, problem, state, scratch, scratch.order, lo, hi, False, rho, pT, pN, c, key
+            problem.code, problem, lik, state, scratch, scratch.order, lo, hi, False, rho, pT, pN, c, key
         )
     return finish_parallel(problem, state, scratch)
 
@@ -143,12 +149,12 @@ parallel_step_serial = njit(**SERIAL)(_renamed(_parallel_step, "_parallel_step_s
 
 
 @njit(**SERIAL)
-def sequential_step(problem, state, scratch, rho, key):
+def sequential_step(problem, lik, state, scratch, rho, key):
     """One sequential sweep over ``scratch.order`` (the posterior refreshed after every row), the
     exact rebuild of the posterior, and the change (arguments as ``parallel_step``)."""
     begin_sweep(state, scratch)
     k = run_rows(
-        problem.code, problem, state, scratch, scratch.order, 0, scratch.order.shape[0], True, rho,
+        problem.code, problem, lik, state, scratch, scratch.order, 0, scratch.order.shape[0], True, rho,
         scratch.row_t, scratch.row_n, 0, key,
     )  # fmt: skip
     return finish_sequential(problem, state, scratch), k

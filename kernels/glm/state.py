@@ -2,7 +2,8 @@
 
 ``GLMProblem`` holds what does not change during a fit, ``GLMState`` the messages and the
 posterior that a sweep changes, ``GLMScratch`` the work space a sweep needs (allocated once per
-fit, never inside the loop).
+fit, never inside the loop). The likelihood (``kernels.likelihoods``) goes beside them as an
+argument of its own: a tuple inside a tuple cannot enter a numba parallel loop.
 """
 
 from typing import NamedTuple
@@ -17,7 +18,7 @@ class GLMProblem(NamedTuple):
     """What does not change during a regression fit."""
 
     X: np.ndarray  #: (n, d) float64 features, C-contiguous
-    s: np.ndarray  #: (n,) float64 label signs +-1
+    s: np.ndarray  #: (n,) float64 values y (label signs +-1 for binary likelihoods)
     prior_T: np.ndarray  #: (d,) prior precisions
     prior_N: np.ndarray  #: (d,) prior precision-times-means
     nodes: np.ndarray  #: (J,) probabilists' Gauss-Hermite nodes

@@ -1,0 +1,83 @@
+"""Row functions for any likelihood of the seam (``kernels.likelihoods``), by its ``tilted`` leaf.
+
+The site of row i depends on the weights only through a = x.w, so both methods need only the
+one-dimensional tilted distribution p(y | a) N(a | m_a, v_a) (DESIGN.md section 7):
+
+- ``ep_rows``, EP: the cavity of the whole row, m_a = x.mc and v_a = sum x_m^2 vc_m (one tilted
+  per row); each weight's moments follow by Gaussian conditioning, E[w_m] = mc_m + x_m vc_m alpha
+  and Var[w_m] = vc_m - (x_m vc_m)^2 beta.
+- ``cep1_rows``, CEP-1: for weight m the other weights are held at their posterior means (section
+  3.1), so a = x_m w_m + b_m, b_m = sum_{l != m} x_l mu_l, with w_m from its cavity: m_a = x_m mc_m
+  + b_m, v_a = x_m^2 vc_m (one tilted per site).
+
+(alpha, beta) are the tilted leaf's derivatives of log Z in m_a (``likelihoods.seam``). The
+arguments are those of the hand-written row functions (``sweep``), the likelihood first and the
+row's value y = Y[i].
+"""
+
+import math
+
+from numba import njit
+
+from .._config import LEAF
+from ..likelihoods import tilted
+from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity, save_row
+
+
+@njit(**LEAF)
+def ep_rows(lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, weights, pT, pN, c, work, old):
+    """EP update of rows order[lo..hi-1] through the one-dimensional reduction; returns the
+    number of messages not applied."""
+    k = 0
+    d = X.shape[1]
+    for ii in range(lo, hi):
+        i = order[ii]
+        if seq:
+            save_row(tau, nu, i, old)
+        m_a, v_a, n_improper = row_cavity(X, i, tau, nu, T, N, work, c, 0, 1)
+        alpha = 0.0  # a row of zeros involves no weight: flat messages
+        beta = 0.0
+        if v_a != 0.0:
+            log_z, alpha, beta = tilted(lik, Y[i], m_a, v_a, nodes, weights)
+        if n_improper > 0:  # an improper cavity makes the whole row's tilted distribution invalid
+            beta = math.nan
+        for m in range(d):
+            xm = X[i, m]
+            vc = work[c, 0, m]
+            t_new, n_new, ok = message_from_moments(
+                T[m] - tau[i, m], N[m] - nu[i, m], xm * vc * alpha, xm * xm * vc * beta
+            )
+            k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
+        if seq:
+            apply_row_change(tau, nu, i, old, T, N, mu, v)
+    return k
+
+
+@njit(**LEAF)
+def cep1_rows(lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, weights, pT, pN, c, work, old):
+    """CEP-1 update of the d sites of rows order[lo..hi-1]; returns the number of messages not
+    applied."""
+    k = 0
+    d = X.shape[1]
+    for ii in range(lo, hi):
+        i = order[ii]
+        if seq:
+            save_row(tau, nu, i, old)
+        xmu = 0.0
+        for m in range(d):
+            xmu += X[i, m] * mu[m]
+        for m in range(d):
+            xm = X[i, m]
+            tc = T[m] - tau[i, m]
+            nc = N[m] - nu[i, m]
+            vc = 1.0 / tc
+            alpha = 0.0  # x_m = 0: the site does not involve w_m, a flat message
+            beta = 0.0
+            if xm != 0.0:
+                b = xmu - xm * mu[m]
+                log_z, alpha, beta = tilted(lik, Y[i], xm * nc * vc + b, xm * xm * vc, nodes, weights)
+            t_new, n_new, ok = message_from_moments(tc, nc, xm * vc * alpha, xm * xm * vc * beta)
+            k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
+        if seq:
+            apply_row_change(tau, nu, i, old, T, N, mu, v)
+    return k
