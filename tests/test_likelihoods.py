@@ -21,6 +21,7 @@ from fastcep.kernels.likelihoods import (
     derivative_tilted,
     log_lik,
     log_lik_derivs,
+    log_predictive,
     quadrature_tilted,
     tilted,
 )
@@ -44,6 +45,11 @@ def call_tilted(lik, y, m, v, nodes, weights):
 @njit
 def call_log_lik_derivs(lik, y, f):
     return log_lik_derivs(lik, y, f)
+
+
+@njit
+def call_log_predictive(lik, y, m, v, nodes, weights):
+    return log_predictive(lik, y, m, v, nodes, weights)
 
 
 @njit
@@ -114,6 +120,15 @@ def test_tilted_matches_a_fine_trapezoid_rule(lik, y, m, v):
     want = reference_tilted(lik, y, m, v)
     for g, w in zip(got, want, strict=True):
         assert g == pytest.approx(w, rel=1e-9, abs=1e-11)
+
+
+@pytest.mark.parametrize("lik, y", LIKELIHOODS)
+@pytest.mark.parametrize("m, v", MOMENTS)
+def test_log_predictive_matches_a_fine_trapezoid_rule(lik, y, m, v):
+    """The predictive density: probit's and logistic's own leaves, the Gaussian's by the log Z of
+    its closed-form tilted (the fallback)."""
+    got = call_log_predictive(lik, y, m, v, *gauss_hermite(200))
+    assert got == pytest.approx(reference_tilted(lik, y, m, v)[0], rel=1e-10, abs=1e-11)
 
 
 def test_the_plain_rule_needs_more_nodes_for_wide_cavities():

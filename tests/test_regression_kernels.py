@@ -13,12 +13,16 @@ from fastcep._quadrature import gauss_hermite
 from fastcep.kernels import CHUNK_ROWS
 from fastcep.kernels.glm import logistic, probit
 from fastcep.kernels.glm import schedules as S
+from fastcep.kernels.glm.generic import predictive
 from fastcep.kernels.glm.schedules import METHOD_CODES, restore_improper
 from fastcep.kernels.glm.sweep import rebuild_posterior, reduce_posterior
+from fastcep.kernels.likelihoods import Logistic, Probit
 from fastcep.kernels.special import MILLS_TAYLOR_TERMS, inv_mills_taylor, inv_mills_taylor_ok
 
 RTOL = 1e-10
 NODES, WEIGHTS = gauss_hermite(9)
+#: the predictive kernels of the built-ins use no quadrature rule
+NO_RULE = (np.empty(0), np.empty(0))
 #: importance sampling in the sweep tests: draws per row and the sweep's random key
 N_SAMPLES = 200
 KEY = 0x0123456789ABCDEF
@@ -317,11 +321,11 @@ def test_predictive_matches_naive(rng):
     v = np.exp(rng.uniform(-3, 1, 4))
     p, logp = np.empty(50), np.empty(50)
     y = rng.choice([-1.0, 1.0], 50)
-    probit.predictive(X, mu, v, p, logp, y)
+    predictive(Probit(), X, mu, v, *NO_RULE, p, logp, y)
     ref = naive.probit_predictive(X, mu, v)
     np.testing.assert_allclose(p, ref, rtol=1e-12)
     np.testing.assert_allclose(logp, np.log(np.where(y > 0, ref, 1 - ref)), rtol=1e-10)
-    logistic.predictive(X, mu, v, p, logp, y)
+    predictive(Logistic(), X, mu, v, *NO_RULE, p, logp, y)
     ref = naive.logistic_predictive(X, mu, v, n_quad=2000)
     np.testing.assert_allclose(p, ref, rtol=1e-11)
     np.testing.assert_allclose(logp, np.log(np.where(y > 0, ref, 1 - ref)), rtol=1e-10)
@@ -334,7 +338,7 @@ def test_logistic_predictive_extreme_variance_and_margin():
     for mean, sd in ((-3.0, 20.0), (40.0, 0.5), (-40.0, 3.0), (8.0, 9.0), (0.0, 1e-9)):
         X = np.array([[1.0]])
         p, logp = np.empty(1), np.empty(1)
-        logistic.predictive(X, np.array([mean]), np.array([sd * sd]), p, logp, np.array([-1.0]))
+        predictive(Logistic(), X, np.array([mean]), np.array([sd * sd]), *NO_RULE, p, logp, np.array([-1.0]))
         with mpmath.workdps(30):
             f = lambda a, mean=mean, sd=sd: mpmath.npdf(a, mean, sd) / (1 + mpmath.exp(a))
             ref = float(

@@ -4,9 +4,14 @@ resumable state."""
 import numpy as np
 
 from .. import _validation as V
+from .._quadrature import gauss_hermite
 from .._threads import num_threads
-from ..kernels.glm import logistic, probit
+from ..kernels.glm import generic
+from ..kernels.likelihoods import REGISTRY
 from ..metrics import auc as _auc
+
+#: nodes of the rule for the predictive density of likelihoods without a closed form
+PREDICTIVE_NODES = 60
 
 
 class RegressionResult:
@@ -56,10 +61,10 @@ class RegressionResult:
         ys = y_sign if y_sign is not None else np.empty(0)
         mu, v = self.posterior
         with num_threads(self.options.get("n_threads")):
-            if self.model == "probit":
-                probit.predictive(X, mu, v, p, logp, ys)
-            else:
-                logistic.predictive(X, mu, v, p, logp, ys)
+            # (the built-ins' predictive densities are closed forms or their own rules: the
+            # Gauss-Hermite rule serves likelihoods without one)
+            nodes, weights = gauss_hermite(PREDICTIVE_NODES)
+            generic.predictive(REGISTRY[self.model](), X, mu, v, nodes, weights, p, logp, ys)
         return p, logp
 
     def predict_proba(self, X):

@@ -17,10 +17,10 @@ row's value y = Y[i].
 
 import math
 
-from numba import njit
+from numba import njit, prange
 
-from .._config import LEAF
-from ..likelihoods import tilted
+from .._config import LEAF, PARALLEL_CACHED
+from ..likelihoods import log_predictive, tilted
 from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity, save_row
 
 
@@ -81,3 +81,22 @@ def cep1_rows(lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, w
         if seq:
             apply_row_change(tau, nu, i, old, T, N, mu, v)
     return k
+
+
+@njit(**PARALLEL_CACHED)
+def predictive(lik, X, mu, v, nodes, weights, out_p, out_logp, y):
+    """The posterior predictive of each row of X (n, d) under the factorised posterior mu, v (d,):
+    a = x.w ~ N(x.mu, sum x^2 v); out_p (n,) receives p(y = 1 | x) (binary likelihoods: labels
+    +-1) and, when y (n,) is given (length n, else 0), out_logp (n,) log p(y_i | x_i), both from
+    the likelihood's ``log_predictive`` leaf."""
+    n, d = X.shape
+    with_y = y.shape[0] == n
+    for i in prange(n):
+        mean = 0.0
+        var = 0.0
+        for m in range(d):
+            mean += X[i, m] * mu[m]
+            var += X[i, m] * X[i, m] * v[m]
+        out_p[i] = math.exp(log_predictive(lik, 1.0, mean, var, nodes, weights))
+        if with_y:
+            out_logp[i] = log_predictive(lik, y[i], mean, var, nodes, weights)

@@ -3,18 +3,17 @@
 CEP-1/CEP-2 take the conditional moments of w_m by 1-D Gauss-Hermite quadrature over the
 cavity of w_m (nodes and weights are arguments: probabilists' nodes, weights summing to 1);
 EP takes the moments of the 2-D projection (eta_1 = x_m w_m, eta_2 = the rest) by a 2-D
-product rule, as in the paper's supplement (section 1.2.1).
+product rule, as in the paper's supplement (section 1.2.1). The predictive distribution is the
+generic one (``generic.predictive``) with ``likelihoods.logistic.log_predictive``.
 """
 
 import math
 
-from numba import njit, prange
+from numba import njit
 
-from .._config import LEAF, PARALLEL_CACHED
+from .._config import LEAF
 from ..special import (
-    LOG_SQRT_2PI,
     SIGMOID_BOUNDED_LIMIT,
-    log_sigmoid,
     sigmoid_pair,
     sigmoid_pair_bounded,
 )
@@ -442,52 +441,3 @@ def ep_rows(X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, weights,
         if seq:
             apply_row_change(tau, nu, i, old, T, N, mu, v)
     return k
-
-
-@njit(**LEAF)
-def log_predictive_1d(mean, var, s):
-    """log E[sigmoid(s a)] for a ~ N(mean, var), accurate for any variance.
-
-    Trapezoid rule on the Gaussian-weighted log integrand, in log space: with spacing
-    h <= 1/2 its error is about exp(-2 pi^2 / h) < 1e-17 (the sigmoid's poles are at +-i pi),
-    and the range mean +- (10 sd + var) covers the mass even where the sigmoid shifts it by var.
-    """
-    if var <= 1e-24:
-        return log_sigmoid(s * mean)
-    sd = math.sqrt(var)
-    h = min(0.5, 0.25 * sd)
-    half = 10.0 * sd + min(var, 1e4)
-    k = min(int(2.0 * half / h) + 1, 400_001)
-    h = 2.0 * half / (k - 1)
-    lo = mean - half
-    lmax = -math.inf
-    acc = 0.0
-    for j in range(k):
-        a = lo + j * h
-        u = (a - mean) / sd
-        lt = -0.5 * u * u + log_sigmoid(s * a)
-        if lt > lmax:
-            acc = acc * math.exp(lmax - lt) + 1.0
-            lmax = lt
-        else:
-            acc += math.exp(lt - lmax)
-    return lmax + math.log(acc * h / sd) - LOG_SQRT_2PI
-
-
-@njit(**PARALLEL_CACHED)
-def predictive(X, mu, v, out_p, out_logp, y_sign):
-    """P(y=1 | x) = E[sigmoid(a)], a = x.w ~ N(x.mu, sum x^2 v), per row.
-
-    X (n, d); mu, v (d,); out_p, out_logp (n,); y_sign (n,) of +-1 (ignored if of length 0).
-    """
-    n, d = X.shape
-    with_y = y_sign.shape[0] == n
-    for i in prange(n):
-        mean = 0.0
-        var = 0.0
-        for m in range(d):
-            mean += X[i, m] * mu[m]
-            var += X[i, m] * X[i, m] * v[m]
-        out_p[i] = math.exp(log_predictive_1d(mean, var, 1.0))
-        if with_y:
-            out_logp[i] = log_predictive_1d(mean, var, y_sign[i])

@@ -1,16 +1,16 @@
 """Probit regression factor f(w) = Phi(s x.w), fully factorised Gaussian messages.
 
 Leaves: ``probit_cep_site`` (CEP-1 / CEP-2 conditional moments of one site) and the
-row functions of CEP (EP is the generic one, ``generic.ep_rows``, with the closed-form tilted of
-``likelihoods.probit``) (``sweep`` gives their signature; ``schedules`` runs them); the
-predictive distribution. DESIGN.md section 3.1 has the formulas.
+row functions of CEP (``sweep`` gives their signature; ``schedules`` runs them). EP and the
+predictive distribution are the generic ones (``generic``) with the closed forms of
+``likelihoods.probit``. DESIGN.md section 3.1 has the formulas.
 """
 
 import math
 
-from numba import njit, prange
+from numba import njit
 
-from .._config import LEAF, PARALLEL_CACHED
+from .._config import LEAF
 from ..special import (
     MILLS_TABLE_RANGE,
     MILLS_TAYLOR_TERMS,
@@ -20,7 +20,6 @@ from ..special import (
     inv_mills_tabulated,
     inv_mills_taylor,
     inv_mills_taylor_ok,
-    log_ndtr,
 )
 from .sweep import (
     apply_row_change,
@@ -211,23 +210,3 @@ def cep_slab(X, S, lo, hi, tau, nu, T, N, mu, v, rho, second, pT, pN, c, slab, t
             okb[j] = 1.0 if ok else 0.0
         k += slab_damp(tauf, nuf, j0, nsite, slab, c, _STN, _SNN, _SOK, rho, pT, pN, d)
     return k
-
-
-@njit(**PARALLEL_CACHED)
-def predictive(X, mu, v, out_p, out_logp, y_sign):
-    """P(y=1 | x) = Phi(x.mu / sqrt(1 + sum x^2 v)) per row; log P(y | x) too when y_sign given.
-
-    X (n, d); mu, v (d,); out_p, out_logp (n,); y_sign (n,) of +-1 (ignored if of length 0).
-    """
-    n, d = X.shape
-    with_y = y_sign.shape[0] == n
-    for i in prange(n):
-        mean = 0.0
-        var = 1.0
-        for m in range(d):
-            mean += X[i, m] * mu[m]
-            var += X[i, m] * X[i, m] * v[m]
-        z = mean / math.sqrt(var)
-        out_p[i] = math.exp(log_ndtr(z))
-        if with_y:
-            out_logp[i] = log_ndtr(y_sign[i] * z)

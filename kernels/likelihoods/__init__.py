@@ -5,7 +5,15 @@ from . import gaussian, logistic, probit, seam
 from .gaussian import Gaussian
 from .logistic import Logistic
 from .probit import Probit
-from .seam import derivative_tilted, log_lik, log_lik_derivs, quadrature_tilted, register, tilted
+from .seam import (
+    derivative_tilted,
+    log_lik,
+    log_lik_derivs,
+    log_predictive,
+    quadrature_tilted,
+    register,
+    tilted,
+)
 
 #: the likelihood classes by the names the options use (one entry per likelihood)
 REGISTRY = {"probit": Probit, "logistic": Logistic, "gaussian": Gaussian}
@@ -19,6 +27,7 @@ __all__ = [
     "gaussian",
     "log_lik",
     "log_lik_derivs",
+    "log_predictive",
     "logistic",
     "probit",
     "quadrature_tilted",

@@ -38,3 +38,4 @@ def tilted(lik, y, m, v, nodes, weights):
 
 
 register(Gaussian, log_lik=log_lik, log_lik_derivs=log_lik_derivs, tilted=tilted)
+# (its predictive density is the closed-form log Z of ``tilted``)

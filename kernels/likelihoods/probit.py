@@ -39,4 +39,10 @@ def tilted(lik, y, m, v, nodes, weights):
     return log_ndtr(z), y * r * idn, r * (z + r) * idn2
 
 
-register(Probit, log_lik=log_lik, log_lik_derivs=log_lik_derivs, tilted=tilted)
+@njit(**LEAF)
+def log_predictive(lik, y, m, v):
+    """log Phi(y m / sqrt(1 + v))."""
+    return log_ndtr(y * (m / math.sqrt(1.0 + v)))
+
+
+register(Probit, log_lik=log_lik, log_lik_derivs=log_lik_derivs, tilted=tilted, log_predictive=log_predictive)

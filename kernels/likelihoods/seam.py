@@ -5,7 +5,9 @@ has none), and scalar ``@njit`` leaves registered for that class with ``register
 - ``log_lik(lik, y, f)``: log p(y | f) for scalar f (required);
 - ``log_lik_derivs(lik, y, f)``: (d/df, d^2/df^2) of log p(y | f) (optional);
 - ``tilted(lik, y, m, v, nodes, weights)``: closed-form moments of the tilted distribution
-  p(y | f) N(f | m, v) (optional).
+  p(y | f) N(f | m, v) (optional);
+- ``log_predictive(lik, y, m, v)``: log int p(y | f) N(f | m, v) df, the predictive density of y
+  (optional; else the log Z of ``tilted``).
 
 Drivers call the generic functions below with the likelihood as an argument. numba resolves them
 at compile time by the argument's type (``numba.extending.overload``), so one driver serves every
@@ -34,12 +36,12 @@ from .._config import LEAF
 
 #: (likelihood class, leaf name) -> the registered @njit leaf
 _LEAVES = {}
-LEAF_NAMES = ("log_lik", "log_lik_derivs", "tilted")
+LEAF_NAMES = ("log_lik", "log_lik_derivs", "tilted", "log_predictive")
 
 
 def register(cls, **leaves):
-    """Register the @njit leaves of likelihood class ``cls`` (``log_lik`` required,
-    ``log_lik_derivs`` and ``tilted`` optional) and return ``cls``."""
+    """Register the @njit leaves of likelihood class ``cls`` (``log_lik`` required, the others
+    optional) and return ``cls``."""
     unknown = set(leaves) - set(LEAF_NAMES)
     if unknown:
         raise TypeError(f"register: unknown leaves {sorted(unknown)}; the leaves are {LEAF_NAMES}")
@@ -87,6 +89,12 @@ def _pointwise(name):
     return resolve
 
 
+def log_predictive(lik, y, m, v, nodes, weights):
+    """log int p(y | f) N(f | m, v) df (in compiled code only): the registered leaf, else the log Z
+    of ``tilted`` with the given rule."""
+    raise TypeError("log_predictive is resolved by numba inside compiled code")
+
+
 overload(log_lik)(_pointwise("log_lik"))
 overload(log_lik_derivs)(_pointwise("log_lik_derivs"))
 
@@ -100,6 +108,16 @@ def _tilted(lik, y, m, v, nodes, weights):
         return lambda lik, y, m, v, nodes, weights: mixed_tilted(lik, y, m, v, nodes, weights)
     if _leaf(lik, "log_lik") is not None:
         return lambda lik, y, m, v, nodes, weights: quadrature_tilted(lik, y, m, v, nodes, weights)
+    return None
+
+
+@overload(log_predictive)
+def _log_predictive(lik, y, m, v, nodes, weights):
+    leaf = _leaf(lik, "log_predictive")
+    if leaf is not None:
+        return lambda lik, y, m, v, nodes, weights: leaf(lik, y, m, v)
+    if _leaf(lik, "log_lik") is not None:
+        return lambda lik, y, m, v, nodes, weights: tilted(lik, y, m, v, nodes, weights)[0]
     return None
 
 
