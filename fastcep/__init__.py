@@ -9,7 +9,10 @@ read a fitted CP model. scikit-learn style estimators
 ``BayesianProbitClassifier`` and ``BayesianLogisticClassifier`` need scikit-learn.
 """
 
-from . import metrics
+from . import (
+    _checkout,  # noqa: F401 (first: completes the package path in a checkout)
+    metrics,
+)
 from .api import fit
 from .glm import RegressionResult
 from .io import (

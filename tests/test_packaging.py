@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -80,20 +81,46 @@ def test_wheel_imports_in_a_fresh_venv(wheel, tmp_path):
     assert out.stdout.strip() == "fastcep.kernels.glm.probit"
 
 
-def test_stale_kernel_caches_are_dropped_when_a_source_changes(tmp_path):
-    """numba re-validates a cache against its own file only: a changed leaf must drop them all."""
-    from fastcep.kernels import drop_stale_caches
+def test_kernel_caches_are_keyed_by_every_kernel_source(tmp_path):
+    """numba re-validates a cache against its own file only: a changed leaf of another module
+    must lead to another cache folder, and the older folders are removed."""
+    from fastcep.kernels._cache import cache_folder, drop_stale_caches
 
-    (tmp_path / "a.py").write_text("x = 1\n")
-    cache = tmp_path / "__pycache__"
-    cache.mkdir()
-    (cache / "a.f-1.py311.nbi").write_bytes(b"index")
-    (cache / "a.f-1.py311.1.nbc").write_bytes(b"code")
-    assert drop_stale_caches(tmp_path)  # no stamp yet: dropped, stamped
-    assert not list(cache.glob("*.nb?"))
-    (cache / "a.f-1.py311.nbi").write_bytes(b"index")
-    assert not drop_stale_caches(tmp_path)  # sources unchanged: kept
-    assert (cache / "a.f-1.py311.nbi").exists()
-    (tmp_path / "b.py").write_text("y = 2\n")  # another module changed
-    assert drop_stale_caches(tmp_path)
-    assert not (cache / "a.f-1.py311.nbi").exists()
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.py").write_text("x = 1\n")
+    tree, first = cache_folder(src, root=tmp_path / "cache")
+    assert cache_folder(src, root=tmp_path / "cache") == (tree, first)  # unchanged: the same
+    first.mkdir(parents=True)
+    (first / "a.f-1.py311.nbi").write_bytes(b"index")
+    (src / "sub" / "b.py").write_text("y = 2\n")  # another module changed
+    tree2, second = cache_folder(src, root=tmp_path / "cache")
+    assert tree2 == tree and second != first
+    second.mkdir()
+    assert drop_stale_caches(tree, second) == 1
+    assert not first.exists() and second.exists()
+    # another checkout of the same sources does not share the folders
+    other = tmp_path / "other"
+    shutil.copytree(src, other)
+    assert cache_folder(other, root=tmp_path / "cache")[0] != tree
+
+
+def test_kernel_caches_are_not_written_beside_the_sources(tmp_path):
+    """Caches inside an installed package outlive its uninstall and shadow a later install."""
+    code = (
+        "import numpy as np, fastcep, fastcep.kernels as K;"
+        "X = np.random.default_rng(0).normal(size=(50, 2)); y = np.where(X[:, 0] > 0, 1, -1);"
+        "fastcep.fit(X, y, model='probit', method='cep1', max_iter=3);"
+        "print(K.CACHE_FOLDER)"
+    )
+    import fastcep.kernels
+
+    beside = pathlib.Path(fastcep.kernels.__file__).parent
+    before = set(beside.rglob("*.nb?"))
+    env = dict(os.environ, FASTCEP_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    folder = pathlib.Path(out.stdout.strip())
+    assert folder.is_relative_to(tmp_path / "cache")
+    assert list(folder.rglob("*.nbi")) and list(folder.rglob("*.nbc"))
+    assert set(beside.rglob("*.nb?")) <= before

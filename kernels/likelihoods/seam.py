@@ -18,9 +18,9 @@ quadrature: ``mixed_tilted`` when it has ``log_lik_derivs``, else ``quadrature_t
 
 Adding a likelihood: one module here (its class, its leaves, one ``register`` call) and one entry
 in ``REGISTRY`` (``__init__``); the drivers do not change. Only this package's likelihoods may go
-through the cached drivers: the stale-cache check (``kernels.drop_stale_caches``) covers the
-sources below ``kernels/`` only, so a driver cached with a leaf from elsewhere would keep that
-leaf's old code after it changed.
+through the cached drivers: their caches are keyed by a digest of the sources below ``kernels/``
+only (``kernels._cache``), so a driver cached with a leaf from elsewhere would keep that leaf's old
+code after it changed.
 
 ``tilted`` returns ``(log_z, alpha, beta)``: log Z = log int p(y | f) N(f | m, v) df, alpha =
 d log Z / dm and beta = -d^2 log Z / dm^2, so that the tilted mean is m + v alpha and its variance
