@@ -23,7 +23,15 @@ RTOL = 1e-8
 
 def _fastcep(X, y, model, sweeps):
     return fastcep.fit(
-        X, y, model=model, method="cep1", damping=0.5, max_iter=sweeps, tol=0.0, schedule="parallel"
+        X,
+        y,
+        model=model,
+        method="cep1",
+        damping=0.5,
+        max_iter=sweeps,
+        tol=0.0,
+        schedule="parallel",
+        fit_intercept=False,
     )
 
 

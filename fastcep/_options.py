@@ -88,6 +88,14 @@ OPTIONS = (
         "cp/cp_wopt": Refused(POINT_ESTIMATE),
         "stream": Spec(POSITIVE, 1.0),
     }),
+    Option("fit_intercept", "Fit an intercept b: p(y | x) through x.w + b (as scikit-learn's default).", {
+        "regression": Spec(
+            Bool(), True, "b has its own prior N(0, intercept_var); the paper's models have none"
+        ),
+    }),
+    Option("intercept_var", "Variance of the intercept's zero-mean Gaussian prior.", {
+        "regression": Spec(POSITIVE, 100.0, "broad: an offset of a few units costs the prior nothing"),
+    }),
     Option("a0", "Shape of the Gamma(a0, b0) prior of the noise precision (cp_gaussian).", {
         "cp": Spec(POSITIVE, 1e-3),
         "cp/cp_wopt": Refused(POINT_ESTIMATE),

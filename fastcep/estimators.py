@@ -27,6 +27,8 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
         self,
         method=DEFAULTS["method"],
         prior_var=DEFAULTS["prior_var"],
+        fit_intercept=DEFAULTS["fit_intercept"],
+        intercept_var=DEFAULTS["intercept_var"],
         damping=DEFAULTS["damping"],
         max_iter=DEFAULTS["max_iter"],
         tol=DEFAULTS["tol"],
@@ -36,6 +38,8 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
     ):
         self.method = method
         self.prior_var = prior_var
+        self.fit_intercept = fit_intercept
+        self.intercept_var = intercept_var
         self.damping = damping
         self.max_iter = max_iter
         self.tol = tol
@@ -73,6 +77,8 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
             model=self._model,
             method=self.method,
             prior_var=self.prior_var,
+            fit_intercept=self.fit_intercept,
+            intercept_var=self.intercept_var,
             damping=self.damping,
             max_iter=self.max_iter,
             tol=self.tol,
@@ -82,6 +88,9 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
         )
         self.coef_ = self.result_.posterior.mean.copy()
         self.coef_var_ = self.result_.posterior.var.copy()
+        b = self.result_.intercept
+        self.intercept_ = b.mean if b is not None else 0.0
+        self.intercept_var_ = b.var if b is not None else 0.0
         self.n_iter_ = self.result_.n_iter
         return self
 
@@ -109,9 +118,11 @@ class BayesianProbitClassifier(_BayesianBinaryClassifier):
     """Bayesian probit regression with fully factorised Gaussian posterior (CEP / EP).
 
     Parameters are those of ``fastcep.fit``, with its defaults (the option table): method
-    ("cep1", "cep2", "ep", ...), prior_var, damping, max_iter, tol, schedule, n_nodes, n_threads.
-    Fitted attributes: ``classes_``, ``coef_``
-    (posterior means), ``coef_var_`` (posterior variances), ``n_iter_``, ``result_``.
+    ("cep1", "cep2", "ep", ...), prior_var, fit_intercept, intercept_var, damping, max_iter, tol,
+    schedule, n_nodes, n_threads.
+    Fitted attributes: ``classes_``, ``coef_`` (posterior means), ``coef_var_`` (posterior
+    variances), ``intercept_`` and ``intercept_var_`` (the intercept's; 0.0 without one),
+    ``n_iter_``, ``result_``.
     """
 
     _model = "probit"

@@ -25,11 +25,16 @@ def test_fit_contract_and_invariants(sim, model, method):
     assert np.all(np.isfinite(mean)) and np.all(var > 0)
     # the truth lies within a few posterior standard deviations
     assert np.all(np.abs(mean - w) < 5 * np.sqrt(var))
-    # posterior = prior + sum of sites; all site precisions are non-negative
+    # the intercept (none in the simulation) within a few posterior standard deviations of 0
+    b = res.intercept
+    assert abs(b.mean) < 5 * np.sqrt(b.var) and 0 < b.var < res.options["intercept_var"]
+    # posterior = prior + sum of sites (the intercept: the last, constant feature); all site
+    # precisions are non-negative
     st = res.state
-    np.testing.assert_allclose(st.T, 1.0 + st.sites.tau.sum(0), rtol=1e-12)
+    prior_T = np.append(np.ones(4), 1 / res.options["intercept_var"])
+    np.testing.assert_allclose(st.T, prior_T + st.sites.tau.sum(0), rtol=1e-12)
     np.testing.assert_allclose(st.N, st.sites.nu.sum(0), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(var, 1 / st.T, rtol=1e-15)
+    np.testing.assert_allclose(np.append(var, b.var), 1 / st.T, rtol=1e-15)
     assert np.all(st.sites.tau >= 0)
     # trace
     tr = res.trace
@@ -78,9 +83,9 @@ def test_sequential_schedule_reaches_the_parallel_fixed_point(sim, model, method
 def test_cep_is_close_to_ep_on_the_simulation(sim):
     for model in ("probit", "logistic"):
         X, y, _ = sim[model]
-        ep = fastcep.fit(X, y, model=model, method="ep")
+        ep = fastcep.fit(X, y, model=model, method="ep", fit_intercept=False)  # the paper's model
         for method in ("cep1", "cep2"):
-            r = fastcep.fit(X, y, model=model, method=method)
+            r = fastcep.fit(X, y, model=model, method=method, fit_intercept=False)
             sd = np.sqrt(ep.posterior.var)
             assert np.all(np.abs(r.posterior.mean - ep.posterior.mean) < 0.05 * sd)
             np.testing.assert_allclose(r.posterior.var, ep.posterior.var, rtol=0.02)
@@ -140,7 +145,7 @@ def test_zero_column_keeps_the_prior_exactly(rng):
 def test_constant_nonzero_column_acts_as_intercept(rng):
     X = np.column_stack([np.ones(2000), rng.normal(size=2000)])
     y = (rng.random(2000) < 0.8).astype(int)  # mostly ones: positive intercept
-    res = fastcep.fit(X, y, model="probit")
+    res = fastcep.fit(X, y, model="probit", fit_intercept=False)
     assert res.converged and res.posterior.mean[0] > 0.5
 
 
@@ -175,7 +180,7 @@ def test_label_encodings_are_equivalent(sim):
 
 def test_initial_messages_are_flat():
     X = np.array([[1.0, 0.0], [2.0, 3.0]])
-    res = fastcep.fit(X, [0, 1], model="probit", max_iter=1, damping=1e-15)
+    res = fastcep.fit(X, [0, 1], model="probit", max_iter=1, damping=1e-15, fit_intercept=False)
     np.testing.assert_allclose(
         res.state.sites.tau, [[FLAT_PRECISION, 0], [FLAT_PRECISION, FLAT_PRECISION]], rtol=1e-6
     )
@@ -250,3 +255,48 @@ def test_bad_input_to_result_methods(sim):
         res.log_likelihood(X, y[:-1])
     with pytest.raises(ValueError, match="init_state|messages of shape"):
         fastcep.fit(X[:10], y[:10], init_state=res.state)
+
+
+# ------------------------------------------------------------------ the intercept
+def test_the_intercept_is_the_weight_of_a_constant_feature(rng):
+    """fit_intercept=True is, bitwise, the fit without one on X with a column of ones appended
+    whose weight has the prior N(0, intercept_var)."""
+    X = rng.normal(size=(1500, 3))
+    y = (X @ [1.0, -0.5, 0.2] + 1.5 + rng.normal(size=1500) > 0).astype(int)
+    Xb = np.column_stack([X, np.ones(1500)])
+    for model, method in ALL:
+        a = fastcep.fit(X, y, model=model, method=method, intercept_var=30.0)
+        b = fastcep.fit(Xb, y, model=model, method=method, fit_intercept=False, prior_var=[1, 1, 1, 30.0])
+        assert a.n_iter == b.n_iter
+        np.testing.assert_array_equal(np.append(a.posterior.mean, a.intercept.mean), b.posterior.mean)
+        np.testing.assert_array_equal(np.append(a.posterior.var, a.intercept.var), b.posterior.var)
+        np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(Xb), rtol=1e-13)
+        assert a.log_likelihood(X, y) == pytest.approx(b.log_likelihood(Xb, y), rel=1e-13)
+
+
+def test_an_offset_is_learned_by_default(rng):
+    """Data with an offset of +2 (about 80 % positives): without an intercept the mean predicted
+    P was 0.50; with the default it is the rate of positives, and the log loss that of
+    scikit-learn's LogisticRegression (which has an intercept by default)."""
+    sklearn = pytest.importorskip("sklearn.linear_model")
+    X = rng.normal(size=(5000, 3))
+    y = (X @ [0.8, -0.6, 0.3] + 2.0 + rng.logistic(size=5000) > 0).astype(int)
+    sk = sklearn.LogisticRegression().fit(X, y).predict_proba(X)[:, 1]
+    sk_loss = -np.mean(np.where(y == 1, np.log(sk), np.log1p(-sk)))
+    for model in ("probit", "logistic"):
+        res = fastcep.fit(X, y, model=model)
+        assert res.intercept.mean > 1.0
+        assert abs(res.predict_proba(X).mean() - y.mean()) < 0.01
+        assert -res.log_likelihood(X, y) < sk_loss + 0.01
+        none = fastcep.fit(X, y, model=model, fit_intercept=False)
+        assert none.intercept is None and -none.log_likelihood(X, y) > sk_loss + 0.1
+
+
+def test_estimators_have_an_intercept():
+    pytest.importorskip("sklearn")
+    X, y, _ = make_regression_simulation("probit", n=500, seed=2)
+    est = fastcep.BayesianProbitClassifier().fit(X, y)
+    res = fastcep.fit(X, y, model="probit")
+    assert est.intercept_ == res.intercept.mean and est.intercept_var_ == res.intercept.var
+    est = fastcep.BayesianProbitClassifier(fit_intercept=False).fit(X, y)
+    assert est.intercept_ == 0.0 and est.result_.intercept is None

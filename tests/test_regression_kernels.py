@@ -321,14 +321,22 @@ def test_predictive_matches_naive(rng):
     v = np.exp(rng.uniform(-3, 1, 4))
     p, logp = np.empty(50), np.empty(50)
     y = rng.choice([-1.0, 1.0], 50)
-    predictive(Probit(), X, mu, v, *NO_RULE, p, logp, y)
+    predictive(Probit(), X, mu, v, 0.0, 0.0, *NO_RULE, p, logp, y)
     ref = naive.probit_predictive(X, mu, v)
     np.testing.assert_allclose(p, ref, rtol=1e-12)
     np.testing.assert_allclose(logp, np.log(np.where(y > 0, ref, 1 - ref)), rtol=1e-10)
-    predictive(Logistic(), X, mu, v, *NO_RULE, p, logp, y)
+    predictive(Logistic(), X, mu, v, 0.0, 0.0, *NO_RULE, p, logp, y)
     ref = naive.logistic_predictive(X, mu, v, n_quad=2000)
     np.testing.assert_allclose(p, ref, rtol=1e-11)
     np.testing.assert_allclose(logp, np.log(np.where(y > 0, ref, 1 - ref)), rtol=1e-10)
+    # an intercept N(b_mean, b_var) is the weight of a constant feature
+    Xb = np.hstack([X, np.ones((50, 1))])
+    p2, logp2 = np.empty(50), np.empty(50)
+    for lik in (Probit(), Logistic()):
+        predictive(lik, X, mu, v, 0.7, 0.3, *NO_RULE, p, logp, y)
+        predictive(lik, Xb, np.append(mu, 0.7), np.append(v, 0.3), 0.0, 0.0, *NO_RULE, p2, logp2, y)
+        np.testing.assert_allclose(p, p2, rtol=1e-13)
+        np.testing.assert_allclose(logp, logp2, rtol=1e-12)
 
 
 def test_logistic_predictive_extreme_variance_and_margin():
@@ -338,7 +346,18 @@ def test_logistic_predictive_extreme_variance_and_margin():
     for mean, sd in ((-3.0, 20.0), (40.0, 0.5), (-40.0, 3.0), (8.0, 9.0), (0.0, 1e-9)):
         X = np.array([[1.0]])
         p, logp = np.empty(1), np.empty(1)
-        predictive(Logistic(), X, np.array([mean]), np.array([sd * sd]), *NO_RULE, p, logp, np.array([-1.0]))
+        predictive(
+            Logistic(),
+            X,
+            np.array([mean]),
+            np.array([sd * sd]),
+            0.0,
+            0.0,
+            *NO_RULE,
+            p,
+            logp,
+            np.array([-1.0]),
+        )
         with mpmath.workdps(30):
             f = lambda a, mean=mean, sd=sd: mpmath.npdf(a, mean, sd) / (1 + mpmath.exp(a))
             ref = float(

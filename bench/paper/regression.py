@@ -58,9 +58,13 @@ def method_options(method, model, args, schedule="parallel"):
     of the six sets, pima alone fine; the sequential schedule reaches EP's values), and at 0.1 it
     is still far from converged after 40 sweeps.
     """
+    # the paper's models have no intercept
     if method in ("is", "kjit"):
-        return dict(n_samples=args.is_samples, max_iter=args.is_iters, damping=0.5, schedule=schedule, seed=0)
-    return dict(tol=1e-8, max_iter=5000)
+        return dict(
+            n_samples=args.is_samples, max_iter=args.is_iters, damping=0.5, schedule=schedule, seed=0,
+            fit_intercept=False,
+        )  # fmt: skip
+    return dict(tol=1e-8, max_iter=5000, fit_intercept=False)
 
 
 def trajectory(X, y, model, method, args):

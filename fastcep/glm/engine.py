@@ -20,7 +20,7 @@ from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..kernels.likelihoods import REGISTRY
-from ..results import GaussianPosterior, RegressionSites, RegressionState
+from ..results import RegressionSites, RegressionState
 from .kjit import KJITSweeps
 from .result import RegressionResult
 from .vb import VBFit
@@ -181,17 +181,17 @@ def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, progress, st
     vb = VBFit(X, s, model, prior_T)
 
     def snapshot(it, trace):
-        post = GaussianPosterior(vb.mu.copy(), vb.v.copy())
-        return RegressionResult(model, "vb", post, it, False, "running", trace, None, options)
+        return RegressionResult.of(
+            model, "vb", vb.mu.copy(), vb.v.copy(), it, False, "running", trace, None, options
+        )
 
     out = _loop.run(
         vb.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, finite=vb.finite,
         verbose=verbose, progress=progress, label=f"{model}/vb", hint="check the scale of X and prior_var",
         start=start,
     )  # fmt: skip
-    post = GaussianPosterior(vb.mu, vb.v)
-    return RegressionResult(
-        model, "vb", post, out.n_iter, out.converged, out.stop_reason, out.trace, None, options
+    return RegressionResult.of(
+        model, "vb", vb.mu, vb.v, out.n_iter, out.converged, out.stop_reason, out.trace, None, options
     )
 
 
@@ -202,6 +202,8 @@ def fit_regression(
     method=DEFAULTS["method"],
     *,
     prior_var=DEFAULTS["prior_var"],
+    fit_intercept=DEFAULTS["fit_intercept"],
+    intercept_var=DEFAULTS["intercept_var"],
     damping=DEFAULTS["damping"],
     max_iter=DEFAULTS["max_iter"],
     tol=DEFAULTS["tol"],
@@ -236,6 +238,11 @@ def fit_regression(
     s = V.check_labels(y, "y", func, X.shape[0])
     n, d = X.shape
     prior_T = _prior(o["prior_var"], d, func)
+    intercept = o["fit_intercept"]
+    if intercept:  # the intercept is the weight of a last, constant feature
+        X = np.hstack([X, np.ones((n, 1))])
+        prior_T = np.append(prior_T, 1.0 / o["intercept_var"])
+        d += 1
     damp = _Damping(o["damping"], noisy=method in ("is", "kjit"))
     max_iter, tol, schedule, stopping = o["max_iter"], o["tol"], o["schedule"], o["stopping"]
     n_nodes, n_samples, threshold, n_features = o["n_nodes"], o["n_samples"], o["threshold"], o["n_features"]
@@ -246,6 +253,8 @@ def fit_regression(
     base_key = int(rng.integers(0, 2**63))
     options = dict(
         prior_var=o["prior_var"],
+        fit_intercept=intercept,
+        intercept_var=o["intercept_var"],
         damping=damp.rho,
         max_iter=max_iter,
         tol=tol,
@@ -333,8 +342,8 @@ def fit_regression(
     noise = _NoiseFloor() if method in ("is", "kjit") else None
 
     def snapshot(it, trace):
-        post = GaussianPosterior(state.mu.copy(), state.v.copy())
-        return RegressionResult(model, method, post, it, False, "running", trace, None, options)
+        mu, v = state.mu.copy(), state.v.copy()
+        return RegressionResult.of(model, method, mu, v, it, False, "running", trace, None, options)
 
     def finite():
         return bool(np.all(np.isfinite(state.mu)) and np.all(np.isfinite(state.v)))
@@ -348,9 +357,8 @@ def fit_regression(
         )  # fmt: skip
     if kjit is not None:
         options["oracle_calls"] = list(kjit.oracle_calls)
-    trace = out.trace
     state_out = RegressionState(RegressionSites(tau, nu), state.T, state.N)
-    post = GaussianPosterior(state.mu, state.v)
-    return RegressionResult(
-        model, method, post, out.n_iter, out.converged, out.stop_reason, trace, state_out, options
-    )
+    return RegressionResult.of(
+        model, method, state.mu, state.v, out.n_iter, out.converged, out.stop_reason, out.trace,
+        state_out, options,
+    )  # fmt: skip

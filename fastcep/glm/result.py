@@ -9,6 +9,7 @@ from .._threads import num_threads
 from ..kernels.glm import generic
 from ..kernels.likelihoods import REGISTRY
 from ..metrics import auc as _auc
+from ..results import GaussianPosterior
 
 #: nodes of the rule for the predictive density of likelihoods without a closed form
 PREDICTIVE_NODES = 60
@@ -20,7 +21,10 @@ class RegressionResult:
     Attributes
     ----------
     posterior : GaussianPosterior
-        ``mean`` and ``var``, arrays of shape (d,).
+        ``mean`` and ``var`` of the weights, arrays of shape (d,).
+    intercept : GaussianPosterior or None
+        ``mean`` and ``var`` (floats) of the intercept; None if the fit had none
+        (``fit_intercept=False``).
     model, method : str
     n_iter : int
         Iterations (sweeps over all messages) run.
@@ -36,16 +40,29 @@ class RegressionResult:
         The options the fit ran with.
     """
 
-    def __init__(self, model, method, posterior, n_iter, converged, stop_reason, trace, state, options):
+    def __init__(
+        self, model, method, posterior, n_iter, converged, stop_reason, trace, state, options, intercept=None
+    ):
         self.model = model
         self.method = method
         self.posterior = posterior
+        self.intercept = intercept
         self.n_iter = n_iter
         self.converged = converged
         self.stop_reason = stop_reason
         self.trace = trace
         self.state = state
         self.options = options
+
+    @classmethod
+    def of(cls, model, method, mu, v, n_iter, converged, stop_reason, trace, state, options):
+        """The result of a fit whose posterior over (weights, intercept if fitted) is mu, v."""
+        intercept = None
+        if options.get("fit_intercept"):
+            intercept = GaussianPosterior(float(mu[-1]), float(v[-1]))
+            mu, v = mu[:-1], v[:-1]
+        post = GaussianPosterior(mu, v)
+        return cls(model, method, post, n_iter, converged, stop_reason, trace, state, options, intercept)
 
     def __repr__(self):
         return (
@@ -60,11 +77,12 @@ class RegressionResult:
         logp = np.empty(n if y_sign is not None else 0)
         ys = y_sign if y_sign is not None else np.empty(0)
         mu, v = self.posterior
+        b = self.intercept if self.intercept is not None else (0.0, 0.0)
         with num_threads(self.options.get("n_threads")):
             # (the built-ins' predictive densities are closed forms or their own rules: the
             # Gauss-Hermite rule serves likelihoods without one)
             nodes, weights = gauss_hermite(PREDICTIVE_NODES)
-            generic.predictive(REGISTRY[self.model](), X, mu, v, nodes, weights, p, logp, ys)
+            generic.predictive(REGISTRY[self.model](), X, mu, v, *b, nodes, weights, p, logp, ys)
         return p, logp
 
     def predict_proba(self, X):

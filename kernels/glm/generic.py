@@ -84,16 +84,17 @@ def cep1_rows(lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, w
 
 
 @njit(**PARALLEL_CACHED)
-def predictive(lik, X, mu, v, nodes, weights, out_p, out_logp, y):
-    """The posterior predictive of each row of X (n, d) under the factorised posterior mu, v (d,):
-    a = x.w ~ N(x.mu, sum x^2 v); out_p (n,) receives p(y = 1 | x) (binary likelihoods: labels
+def predictive(lik, X, mu, v, b_mean, b_var, nodes, weights, out_p, out_logp, y):
+    """The posterior predictive of each row of X (n, d) under the factorised posterior mu, v (d,)
+    of the weights and N(b_mean, b_var) of an intercept (0, 0: none): a = x.w + b ~ N(x.mu +
+    b_mean, sum x^2 v + b_var); out_p (n,) receives p(y = 1 | x) (binary likelihoods: labels
     +-1) and, when y (n,) is given (length n, else 0), out_logp (n,) log p(y_i | x_i), both from
     the likelihood's ``log_predictive`` leaf."""
     n, d = X.shape
     with_y = y.shape[0] == n
     for i in prange(n):
-        mean = 0.0
-        var = 0.0
+        mean = b_mean
+        var = b_var
         for m in range(d):
             mean += X[i, m] * mu[m]
             var += X[i, m] * X[i, m] * v[m]
