@@ -13,6 +13,7 @@ from . import (
     _checkout,  # noqa: F401 (first: completes the package path in a checkout)
     metrics,
 )
+from ._loop import ConvergenceWarning
 from .api import fit
 from .glm import RegressionResult
 from .io import (
@@ -38,6 +39,7 @@ __all__ = [
     "CPPosterior",
     "CPResult",
     "CPState",
+    "ConvergenceWarning",
     "FileFormatError",
     "GaussianPosterior",
     "IterationInfo",

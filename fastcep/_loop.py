@@ -9,8 +9,10 @@ callables, so regression, CP CEP, VMP, CP-WOPT, VB and each batch of a stream sh
 """
 
 import math
+import os
 import sys
 import time
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -30,6 +32,22 @@ TRACE_FIELDS = (
     "objective",
     "inner_iter",
 )
+
+
+class ConvergenceWarning(UserWarning):
+    """A fit stopped at ``max_iter`` before its stopping rule was met (as scikit-learn's)."""
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _outside_the_package():
+    """The ``stacklevel`` that points a warning at the first frame outside fastcep: the user's
+    call, however deep the package's own calls are."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 class Trace(NamedTuple):
@@ -134,12 +152,12 @@ class Recorder:
 
     def __init__(
         self, *, tol, callback=None, snapshot=None, evaluate=None, finite=None, verbose=False, progress=False,
-        label="fit", func="fit", hint="try a smaller 'damping'", start=None, stop_rule="tol",
+        label="fit", func="fit", hint="try a smaller 'damping'", start=None, stop_rule="tol", warn=True,
     ):  # fmt: skip
         self.tol, self.callback, self.snapshot, self.evaluate = tol, callback, snapshot, evaluate
         self.finite, self.verbose, self.label, self.func, self.hint = finite, verbose, label, func, hint
         self.progress = ProgressLine(label) if progress else None
-        self.stop_rule = stop_rule
+        self.stop_rule, self.warn = stop_rule, warn
         self.start = time.perf_counter() if start is None else start
         self.cols = {"elapsed": [], "change": [], "skipped": []}
         self.n_iter = 0
@@ -198,6 +216,15 @@ class Recorder:
         reason = self.stop_reason if stop_reason is None else stop_reason
         if self.progress is not None:
             self.progress.close(f"{self.n_iter} iterations, {reason}")
+        # (tol=0 asks for max_iter iterations: nothing to warn of)
+        if reason == "max_iter" and self.warn and self.tol > 0 and self.n_iter > 0:
+            last = self.cols["change"][-1]
+            warnings.warn(
+                f"{self.func}: {self.label} stopped at max_iter={self.n_iter} before converging (last "
+                f"change {last:.2e}, tol {self.tol:.1e}); raise max_iter, or see res.trace.change",
+                ConvergenceWarning,
+                stacklevel=_outside_the_package(),
+            )
         return Outcome(self.n_iter, self.converged, reason, self.trace())
 
 
@@ -236,6 +263,9 @@ def run(step, *, max_iter, governor=None, **options):
     start : float or None
         ``time.perf_counter()`` at the start of the fit (default: now), so that the trace's
         elapsed times include the set-up.
+    warn : bool
+        Warn (``ConvergenceWarning``) when ``max_iter`` ends the run with ``tol > 0`` (default
+        True; a stream's batches run a budget of inner iterations and do not).
     stop_rule : str
         The stop reason recorded when ``change < tol`` ("tol"; "paper" for the paper's rule).
 

@@ -16,10 +16,12 @@ import argparse
 import json
 import sys
 import time
+import warnings
 
 import numpy as np
 
 from . import _options as O
+from ._loop import ConvergenceWarning
 
 
 class UserError(Exception):
@@ -38,9 +40,11 @@ def _warm_up(fit, quiet):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((40, 3))
     y = (X[:, 0] > 0).astype(float)
-    for model in ("probit", "logistic"):
-        for method in DEMO_METHODS:
-            fit(X, y, model=model, method=method, max_iter=2)
+    with warnings.catch_warnings():  # (two iterations on purpose)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for model in ("probit", "logistic"):
+            for method in DEMO_METHODS:
+                fit(X, y, model=model, method=method, max_iter=2)
 
 
 def _compare(data, model, Xtr, ytr, Xte, yte, fit):

@@ -1,11 +1,13 @@
 """The fastcep command line: convert, info, fit, stream, evaluate; exit status 2 on user errors."""
 
 import json
+import warnings
 
 import h5py
 import numpy as np
 import pytest
 
+import fastcep
 from fastcep import load_model
 from fastcep.cli import main
 from fastcep.data_tools import make_cp_tensor
@@ -186,7 +188,8 @@ def test_empty_and_truncated_files(workdir, capsys):
 def test_demo_table(capsys):
     """The README's first command: the regression comparison table, as JSON. On the paper's
     probit simulation CEP-1, CEP-2 and EP reach the same test log-likelihood; every row is a
-    finished fit with a plausible AUC."""
+    finished fit with a plausible AUC, and nothing warns (the warm-up stops early on purpose)."""
+    warnings.simplefilter("error", fastcep.ConvergenceWarning)
     assert main(["demo", "--json", "--quiet"]) == 0
     rows = json.loads(capsys.readouterr().out)
     sim = [r for r in rows if r["data"].startswith("simulation")]

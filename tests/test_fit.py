@@ -1,5 +1,7 @@
 """fastcep.fit for regression: invariants, determinism, edge data and bad input."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -300,3 +302,31 @@ def test_estimators_have_an_intercept():
     assert est.intercept_ == res.intercept.mean and est.intercept_var_ == res.intercept.var
     est = fastcep.BayesianProbitClassifier(fit_intercept=False).fit(X, y)
     assert est.intercept_ == 0.0 and est.result_.intercept is None
+
+
+# ------------------------------------------------------------------ not converged
+def test_a_fit_stopped_by_max_iter_warns(sim):
+    X, y, _ = sim["probit"]
+    with pytest.warns(fastcep.ConvergenceWarning, match=r"max_iter=3 before converging.*tol 1.0e-05") as rec:
+        res = fastcep.fit(X, y, model="probit", max_iter=3)
+    assert not res.converged and res.stop_reason == "max_iter"
+    assert rec[0].filename == __file__  # it points at the caller's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fastcep.fit(X, y, model="probit")  # converged: silent
+        fastcep.fit(X, y, model="probit", max_iter=3, tol=0.0)  # a fixed number of sweeps: silent
+        fastcep.fit(X, y, model="probit", max_iter=3, callback=lambda info: info.iteration == 2)
+
+
+def test_cp_fits_and_vb_warn_too():
+    from fastcep.data_tools import make_cp_tensor
+
+    T, _ = make_cp_tensor((8, 7, 6), 2, 200, noise_sd=0.1, seed=0)
+    for method in ("cep1", "lp", "vmp", "cp_wopt"):
+        with pytest.warns(fastcep.ConvergenceWarning, match=f"cp_gaussian/{method}"):
+            fastcep.fit(
+                T.coords, T.values, model="cp_gaussian", shape=T.shape, rank=2, method=method, max_iter=2
+            )
+    X, y, _ = make_regression_simulation("logistic", n=300, d=3, seed=0)
+    with pytest.warns(fastcep.ConvergenceWarning, match="logistic/vb"):
+        fastcep.fit(X, y, model="logistic", method="vb", max_iter=2)

@@ -375,6 +375,7 @@ def _run(
             tol=tol,
             finite=engine.finite,
             label=f"{model}/{method}, batch {b}",
+            warn=False,  # (a batch's inner iterations are a budget, not a convergence promise)
         )
         P_Lam[glob], P_eta[glob] = engine.P_Lam, engine.P_eta
         M[glob], S[glob] = engine.M, engine.S
