@@ -130,6 +130,7 @@ def _shape_arg(text):
 def cmd_convert(args):
     from .io import text_to_tensor
 
+    _check_output(args, args.dst, args.src)
     delim = {"comma": ",", "tab": "\t", "space": " ", "auto": None}.get(args.delimiter, args.delimiter)
     t0 = time.perf_counter()
     shape = text_to_tensor(
@@ -214,6 +215,14 @@ def cmd_info(args):
     return 0
 
 
+def _check_output(args, path, *inputs):
+    """Before the work: refuse an output that is one of the inputs (the same file, however
+    named) or that cannot be written (``io.files.check_output``)."""
+    from .io.files import check_output
+
+    check_output(path, inputs, "output")
+
+
 def _options(args, names):
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
 
@@ -245,6 +254,7 @@ def cmd_fit(args):
     from .api import fit
     from .io import TensorReader
 
+    _check_output(args, args.output, args.tensor)
     with TensorReader(args.tensor) as r:
         if r.n > args.max_entries:
             raise UserError(
@@ -275,6 +285,7 @@ def cmd_fit(args):
 def cmd_stream(args):
     from .streaming import stream
 
+    _check_output(args, args.output, args.tensor, args.checkpoint)
     names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")
     opts = _options(args, (*names, "a0", "b0", "probit_curvature", "expect_under"))
     t0 = time.perf_counter()

@@ -4,8 +4,11 @@ A model file holds, under the root group, the attributes ``format`` ("fastcep-cp
 ``format_version``, ``model``, ``method``, ``covariance``, ``rank``, ``shape``, ``n_iter``,
 ``converged``, ``stop_reason``, ``seed`` and ``options`` (JSON), and the datasets ``means/<k>``
 (d_k, R), ``covs/<k>`` (d_k, R, R) or (d_k, R), ``noise`` (a, b) for cp_gaussian, and the trace
-under ``trace/``. Files are written to a temporary file beside the target and renamed over it,
-so a killed writer never leaves a half-written model behind.
+under ``trace/``, and (version 3) the digest of all of it in the attribute ``sha256``. Files are
+written to a temporary file beside the target and renamed over it, so a killed writer never
+leaves a half-written model behind. Reading checks the digest and every field (``_check``): a
+model, method and covariance fastcep knows, shapes, finite numbers, positive (semi)definite
+covariances and a positive noise posterior.
 """
 
 import json
@@ -16,13 +19,17 @@ import numpy as np
 
 from .._loop import TRACE_FIELDS, Trace
 from ..tensor.result import POINT_METHODS, CPResult
-from .files import atomic_h5, bad_file, json_default
+from .files import atomic_h5, bad_file, json_default, sign, verify
 
 MODEL_FORMAT = "fastcep-cp-model"
-#: version 2: the trace's columns named for what they hold (``fastcep._loop.TRACE_FIELDS``)
-MODEL_FORMAT_VERSION = 2
-#: versions this fastcep reads
-READABLE_VERSIONS = (1, 2)
+#: version 2: the trace's columns named for what they hold (``fastcep._loop.TRACE_FIELDS``);
+#: version 3: the digest of the contents (``files.sign``)
+MODEL_FORMAT_VERSION = 3
+#: versions this fastcep reads (1 and 2 have no digest)
+READABLE_VERSIONS = (1, 2, 3)
+MODELS = ("cp_gaussian", "cp_probit")
+METHODS = ("cep1", "cep2", "lp", "vmp", "cp_wopt", "post")
+COVARIANCES = ("full", "diag")
 #: version 1's trace columns: "paper_change" held CEP's and VMP's largest parameter change,
 #: CP-WOPT's change of the reconstructions and a stream's inner iterations; "elbo" held CP-WOPT's
 #: objective (it may be missing in files written before it existed)
@@ -57,6 +64,7 @@ def save_model(result, path):
         gt = f.create_group("trace")
         for name in TRACE_FIELDS:
             gt.create_dataset(name, data=np.asarray(getattr(result.trace, name)))
+        sign(f)
 
     atomic_h5(path, write)
 
@@ -79,57 +87,103 @@ def load_model(path):
     except OSError as exc:
         raise bad_file("model", path, f"cannot be opened as HDF5 ({exc})") from exc
     with f:
-        if f.attrs.get("format") != MODEL_FORMAT:
-            raise bad_file(
-                "model", path, f"format attribute is {f.attrs.get('format')!r}, not {MODEL_FORMAT!r}"
-            )
-        version = int(f.attrs.get("format_version", -1))
-        if version not in READABLE_VERSIONS:
-            raise bad_file(
-                "model", path, f"format version {version}, this fastcep reads {MODEL_FORMAT_VERSION}"
-            )
         try:
-            shape = tuple(int(d) for d in f.attrs["shape"])
-            rank = int(f.attrs["rank"])
-            covariance = str(f.attrs["covariance"])
-            model = str(f.attrs["model"])
-            means = [np.asarray(f["means"][str(k)], dtype=np.float64) for k in range(len(shape))]
-            covs = [np.asarray(f["covs"][str(k)], dtype=np.float64) for k in range(len(shape))]
-            noise = tuple(float(v) for v in f["noise"][()]) if "noise" in f else None
-            options = json.loads(f.attrs["options"])
-            names = TRACE_FIELDS if version >= 2 else _V1_TRACE_FIELDS
-            columns = {name: np.asarray(f["trace"][name]) for name in names if name in f["trace"]}
-            if version < 2:
-                columns = _v1_trace(columns, str(f.attrs["method"]), bool(options.get("stream")))
-            trace = Trace.from_columns(len(columns["elapsed"]), **columns)
-            attrs = {k: f.attrs[k] for k in ("method", "n_iter", "converged", "stop_reason")}
-        except (KeyError, OSError, ValueError) as exc:
+            fields = _read(f, path)
+        except (KeyError, OSError, ValueError, TypeError, RuntimeError, IndexError) as exc:
+            if isinstance(exc, ValueError) and "not a valid fastcep model file" in str(exc):
+                raise
             raise bad_file("model", path, f"missing or unreadable content ({exc})") from exc
+    _check(fields, path)
+    options = fields["options"]
+    options["shape"] = fields["shape"]
+    return CPResult(
+        fields["model"], fields["method"], fields["covariance"], fields["rank"], fields["shape"],
+        np.concatenate(fields["means"]), np.concatenate(fields["covs"]), fields["noise"], fields["n_iter"],
+        fields["converged"], fields["stop_reason"], fields["trace"], None, options,
+    )  # fmt: skip
+
+
+def _read(f, path):
+    """The fields of an open model file, its format, version and digest checked."""
+    if f.attrs.get("format") != MODEL_FORMAT:
+        raise bad_file("model", path, f"format attribute is {f.attrs.get('format')!r}, not {MODEL_FORMAT!r}")
+    version = int(f.attrs.get("format_version", -1))
+    if version not in READABLE_VERSIONS:
+        raise bad_file("model", path, f"format version {version}, this fastcep reads {MODEL_FORMAT_VERSION}")
+    if not verify(f, "model", path) and version >= 3:
+        raise bad_file("model", path, "its checksum is missing")
+    shape = tuple(_int(d, "shape") for d in f.attrs["shape"])
+    options = json.loads(f.attrs["options"])
+    if not isinstance(options, dict):
+        raise ValueError("options are not a JSON object")
+    names = TRACE_FIELDS if version >= 2 else _V1_TRACE_FIELDS
+    columns = {name: np.asarray(f["trace"][name], dtype=np.float64) for name in names if name in f["trace"]}
+    method = str(f.attrs["method"])
+    if version < 2:
+        columns = _v1_trace(columns, method, bool(options.get("stream")))
+    return dict(
+        model=str(f.attrs["model"]), method=method, covariance=str(f.attrs["covariance"]),
+        rank=_int(f.attrs["rank"], "rank"), shape=shape, options=options,
+        means=[np.asarray(f["means"][str(k)], dtype=np.float64) for k in range(len(shape))],
+        covs=[np.asarray(f["covs"][str(k)], dtype=np.float64) for k in range(len(shape))],
+        noise=tuple(float(v) for v in f["noise"][()]) if "noise" in f else None,
+        trace=Trace.from_columns(len(columns["elapsed"]), **columns),
+        n_iter=_int(f.attrs["n_iter"], "n_iter"), converged=bool(f.attrs["converged"]),
+        stop_reason=str(f.attrs["stop_reason"]),
+    )  # fmt: skip
+
+
+def _int(value, name):
+    """An integer attribute (a float or a string is refused)."""
+    arr = np.asarray(value)
+    if arr.shape != () or arr.dtype.kind not in "iu":
+        shown = arr.tolist() if arr.ndim else arr.item()
+        raise ValueError(f"{name} is {shown!r}, not an integer")
+    return int(arr)
+
+
+def _check(fields, path):
+    """Every field of a model read from ``path``: FileFormatError naming the first bad one."""
+
+    def bad(why):
+        return bad_file("model", path, why)
+
+    model, method, covariance, rank, shape = (
+        fields[k] for k in ("model", "method", "covariance", "rank", "shape")
+    )
+    if model not in MODELS:
+        raise bad(f"unknown model {model!r} (fastcep knows {', '.join(MODELS)})")
+    if method not in METHODS:
+        raise bad(f"unknown method {method!r}")
+    if covariance not in COVARIANCES:
+        raise bad(f"unknown covariance {covariance!r}")
+    if rank < 1 or len(shape) < 2 or min(shape) < 1:
+        raise bad(f"rank {rank} and shape {shape} (rank >= 1, >= 2 modes of size >= 1 expected)")
+    if fields["n_iter"] < 0 or fields["trace"].elapsed.size != fields["n_iter"]:
+        raise bad(f"n_iter {fields['n_iter']} does not match its trace of {fields['trace'].elapsed.size}")
+    point = method in POINT_METHODS
     cov_shape = (rank, rank) if covariance == "full" else (rank,)
     for k, d in enumerate(shape):
-        if means[k].shape != (d, rank) or covs[k].shape != (d, *cov_shape):
-            raise bad_file("model", path, f"mode {k} arrays have shapes {means[k].shape}, {covs[k].shape}")
-        if not (np.all(np.isfinite(means[k])) and np.all(np.isfinite(covs[k]))):
-            raise bad_file("model", path, f"mode {k} holds non-finite numbers")
-    if model == "cp_gaussian" and noise is None and str(attrs["method"]) not in POINT_METHODS:
-        raise bad_file("model", path, "cp_gaussian model without a noise posterior")
-    options["shape"] = shape
-    return CPResult(
-        model,
-        str(attrs["method"]),
-        covariance,
-        rank,
-        shape,
-        np.concatenate(means),
-        np.concatenate(covs),
-        noise,
-        int(attrs["n_iter"]),
-        bool(attrs["converged"]),
-        str(attrs["stop_reason"]),
-        trace,
-        None,
-        options,
-    )
+        m, c = fields["means"][k], fields["covs"][k]
+        if m.shape != (d, rank) or c.shape != (d, *cov_shape):
+            raise bad(f"mode {k} arrays have shapes {m.shape}, {c.shape}")
+        if not (np.all(np.isfinite(m)) and np.all(np.isfinite(c))):
+            raise bad(f"mode {k} holds non-finite numbers")
+        if point:
+            continue
+        if covariance == "diag":
+            ok = np.all(c > 0)
+        else:
+            ok = np.allclose(c, np.swapaxes(c, 1, 2), rtol=1e-10, atol=0) and np.all(
+                np.linalg.eigvalsh(c)[:, 0] > 0
+            )
+        if not ok:
+            raise bad(f"mode {k} holds a covariance that is not positive definite")
+    noise = fields["noise"]
+    if model == "cp_gaussian" and noise is None and not point:
+        raise bad("cp_gaussian model without a noise posterior")
+    if noise is not None and (len(noise) != 2 or not all(np.isfinite(v) and v > 0 for v in noise)):
+        raise bad(f"noise posterior {noise} (two finite numbers > 0 expected)")
 
 
 def _v1_trace(columns, method, stream):

@@ -9,12 +9,11 @@ every block it reads, and yields blocks aligned to the chunking.
 """
 
 import os
-import tempfile
 
 import h5py
 import numpy as np
 
-from .files import bad_file
+from .files import AtomicH5, bad_file
 
 TENSOR_FORMAT = "fastcep-tensor"
 TENSOR_FORMAT_VERSION = 1
@@ -43,13 +42,11 @@ class TensorWriter:
         self.n = 0
         self._max = None
         self._file = None
-        self._tmp = None
+        self._atomic = None
 
     def __enter__(self):
-        folder = os.path.dirname(os.path.abspath(self.path))
-        fd, self._tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".h5", dir=folder)
-        os.close(fd)
-        self._file = h5py.File(self._tmp, "w")
+        self._atomic = AtomicH5(self.path)
+        self._file = self._atomic.__enter__()
         return self
 
     def _create(self, K):
@@ -115,32 +112,25 @@ class TensorWriter:
         dv.resize((self.n + m,))
         dc[self.n :] = coords
         dv[self.n :] = values
+        self._atomic.check()  # (a full disk: stop at once)
         self.n += m
         np.maximum(self._max, coords.max(0), out=self._max)
 
     def __exit__(self, exc_type, exc, tb):
-        try:
-            if exc_type is None:
-                if self.n == 0:
-                    raise ValueError(f"TensorWriter: no entries written to {self.path!r}.")
-                shape = self.shape if self.shape is not None else tuple(int(v) + 1 for v in self._max)
-                f = self._file
-                f.attrs["format"] = TENSOR_FORMAT
-                f.attrs["format_version"] = TENSOR_FORMAT_VERSION
-                f.attrs["shape"] = np.asarray(shape, dtype=np.int64)
-                f.attrs["index_base"] = 0
-                f.attrs["n"] = self.n
-                f.attrs["binary"] = self.binary
-                self.shape = shape
-            self._file.close()
-            if exc_type is None:
-                with open(self._tmp, "rb") as fh:
-                    os.fsync(fh.fileno())
-                os.replace(self._tmp, self.path)
-        finally:
-            if os.path.exists(self._tmp):
-                os.remove(self._tmp)
-        return False
+        if exc_type is None and self.n == 0:
+            self._atomic.__exit__(ValueError, None, None)  # (removes the temporary file)
+            raise ValueError(f"TensorWriter: no entries written to {self.path!r}.")
+        if exc_type is None:
+            shape = self.shape if self.shape is not None else tuple(int(v) + 1 for v in self._max)
+            f = self._file
+            f.attrs["format"] = TENSOR_FORMAT
+            f.attrs["format_version"] = TENSOR_FORMAT_VERSION
+            f.attrs["shape"] = np.asarray(shape, dtype=np.int64)
+            f.attrs["index_base"] = 0
+            f.attrs["n"] = self.n
+            f.attrs["binary"] = self.binary
+            self.shape = shape
+        return self._atomic.__exit__(exc_type, exc, tb)  # (renames, or removes the temporary file)
 
 
 def write_tensor(path, coords, values, shape=None, binary=False, chunk_rows=TENSOR_CHUNK_ROWS):

@@ -27,6 +27,7 @@ from .. import _validation as V
 from .._loop import IterationInfo, Trace
 from .._threads import ThreadGovernor, num_threads
 from ..io.checkpoint import read_checkpoint, write_checkpoint
+from ..io.files import check_output
 from ..results import StreamState
 from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, _exact_sum
 from ..tensor.layout import check_coords, check_values, make_layout
@@ -225,6 +226,9 @@ def stream(
         raise V.param_error(
             "init_state", func, "a StreamState (res.state of a stream) or None", init_state, TypeError
         )
+    if o["checkpoint"] is not None:  # (before any work: never over the input, a folder it can write)
+        source_file = coords if isinstance(coords, (str, os.PathLike)) else None
+        check_output(o["checkpoint"], [source_file], "checkpoint", func)
     src = open_source(coords, values, o["shape"], model, o["batch_size"], func)
     run = dict(
         model=model, R=o["rank"], pv=o["prior_var"], func=func, method=method,

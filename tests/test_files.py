@@ -1,0 +1,291 @@
+"""Files: no input overwritten, nothing half-written, a full disk reported in one line, stale
+temporary files removed, permissions by the umask."""
+
+import hashlib
+import os
+import resource
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+import fastcep
+from fastcep.cli import main
+from fastcep.data_tools import make_cp_tensor
+from fastcep.io.files import TMP_PREFIX, AtomicH5, NoRoomError, check_output, remove_stale_temporaries
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    T, _ = make_cp_tensor((12, 10, 8), 2, 600, noise_sd=0.1, seed=0)
+    fastcep.write_tensor("X.h5", T.coords, T.values, shape=T.shape)
+    with open("a.txt", "w") as f:
+        for c, v in zip(T.coords, T.values, strict=True):
+            f.write("\t".join(str(int(i) + 1) for i in c) + f"\t{v:.6f}\n")
+    os.symlink("X.h5", "link.h5")
+    os.link("X.h5", "hard.h5")
+    return tmp_path
+
+
+# ------------------------------------------------------------------ inputs are never outputs
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fit", "X.h5", "-o", "X.h5"],
+        ["fit", "X.h5", "-o", "link.h5"],
+        ["fit", "X.h5", "-o", "hard.h5"],
+        ["stream", "X.h5", "-o", "X.h5"],
+        ["stream", "X.h5", "-o", "m.h5", "--checkpoint", "X.h5"],
+        ["stream", "X.h5", "-o", "m.h5", "--checkpoint", "./link.h5"],
+    ],
+)
+def test_an_output_that_is_the_input_is_refused(workdir, capsys, argv):
+    before = digest("X.h5")
+    assert main([*argv, "--model", "cp_gaussian", "--rank", "2", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is the input file" in err and "choose another path" in err
+    assert digest("X.h5") == before and not os.path.exists("m.h5")
+
+
+def test_convert_onto_its_input_is_refused(workdir, capsys):
+    before = digest("a.txt")
+    assert main(["convert", "a.txt", "a.txt"]) == 2
+    assert "is the input file" in capsys.readouterr().err
+    assert digest("a.txt") == before
+
+
+def test_the_output_folder_is_checked_before_the_work(workdir, capsys):
+    os.mkdir("ro")
+    os.chmod("ro", 0o500)
+    try:
+        folder = "ro"
+        if os.access("ro", os.W_OK):  # root writes into read-only folders, not into /proc
+            if not os.path.isdir("/proc/self"):
+                pytest.skip("this user writes into read-only folders")
+            folder = "/proc"
+        argv = ["fit", "X.h5", "-o", f"{folder}/m.h5", "--model", "cp_gaussian", "--rank", "2"]
+        assert main([*argv, "--max-iter", "100000", "--tol", "0"]) == 2  # (the fit would be long)
+        assert "cannot write the output" in capsys.readouterr().err
+    finally:
+        os.chmod("ro", 0o700)
+
+
+def test_check_output_refuses_folders_and_missing_folders(tmp_path):
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        check_output(tmp_path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        check_output(tmp_path / "none" / "m.h5")
+    check_output(tmp_path / "m.h5", [tmp_path / "other.h5"])  # fine: no file written
+    assert os.listdir(tmp_path) == []
+
+
+def test_stream_api_refuses_its_input_as_checkpoint(workdir):
+    with pytest.raises(ValueError, match="checkpoint 'hard.h5' is the input file"):
+        fastcep.stream("X.h5", model="cp_gaussian", rank=2, checkpoint="hard.h5")
+
+
+# ------------------------------------------------------------------ a full disk
+#: each writes the file "out.h5" in the current folder
+WRITERS = {
+    "convert": "from fastcep.cli import main; sys.exit(main(['convert', 'a.txt', 'out.h5']))",
+    "text_to_tensor": "fastcep.text_to_tensor('a.txt', 'out.h5')",
+    "write_tensor": (
+        "c, v, s = fastcep.read_tensor('X.h5'); fastcep.write_tensor('out.h5', np.tile(c, (40, 1)), "
+        "np.tile(v, 40), shape=s)"
+    ),
+    "fit -o": (
+        "from fastcep.cli import main; "
+        "sys.exit(main(['fit', 'X.h5', '-o', 'out.h5', '--model', 'cp_gaussian', '--rank', '6', '--quiet']))"
+    ),
+    "stream checkpoint": (
+        "fastcep.stream('X.h5', model='cp_gaussian', rank=6, batch_size=200, checkpoint='out.h5')"
+    ),
+}
+
+
+def run_limited(code, limit, cwd):
+    """Run ``code`` in a subprocess whose files may not exceed ``limit`` bytes (RLIMIT_FSIZE)."""
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    prog = f"import sys, numpy as np, fastcep\n{code}\n"
+    return subprocess.run(
+        [sys.executable, "-c", prog], cwd=cwd, preexec_fn=limited, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_a_full_disk_is_one_clear_error_and_the_previous_file_survives(workdir, writer):
+    with h5py.File("out.h5", "w") as f:  # the previous file, smaller than the limit
+        f.attrs["previous"] = 1
+    before = digest("out.h5")
+    out = run_limited(WRITERS[writer], 20_000, workdir)
+    assert out.returncode in (1, 2), (out.returncode, out.stderr[-2000:])  # not a crash (-11)
+    lines = out.stderr.strip().splitlines()
+    assert "File too large" in lines[-1] and "ulimit -f" in lines[-1], out.stderr[-2000:]
+    if writer in ("convert", "fit -o"):
+        assert out.returncode == 2 and len(lines) == 1  # the command line: one line, status 2
+    else:
+        assert "NoRoomError" in lines[-1]
+    assert digest("out.h5") == before
+    assert not [n for n in os.listdir(workdir) if n.startswith(".tmp")]
+
+
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_the_writers_write_when_there_is_room(workdir, writer):
+    out = run_limited(WRITERS[writer], 1 << 30, workdir)
+    assert out.returncode == 0, out.stderr[-2000:]
+    with h5py.File("out.h5", "r") as f:
+        assert str(f.attrs["format"]).startswith("fastcep-")
+
+
+def test_no_room_error_is_an_os_error(tmp_path):
+    assert issubclass(NoRoomError, OSError)
+
+
+# ------------------------------------------------------------------ temporary files, permissions
+def test_temporaries_of_a_killed_writer_are_removed_by_the_next_write(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale = tmp_path / f"{TMP_PREFIX}{gone.pid}-abc.h5"
+    stale.write_bytes(b"half")
+    live = tmp_path / f"{TMP_PREFIX}{os.getppid()}-abc.h5"  # a running process's: kept
+    live.write_bytes(b"busy")
+    other = tmp_path / ".tmp-user.h5"  # not ours: kept
+    other.write_bytes(b"x")
+    fastcep.write_tensor(tmp_path / "t.h5", [[0, 0], [1, 1]], [1.0, 2.0])
+    assert not stale.exists() and live.exists() and other.exists()
+    assert remove_stale_temporaries(tmp_path) == 0
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_files_follow_the_umask(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        fastcep.write_tensor(tmp_path / "t.h5", [[0, 0], [1, 1]], [1.0, 2.0])
+        with AtomicH5(tmp_path / "a.h5") as f:
+            f.attrs["x"] = 1
+    finally:
+        os.umask(old)
+    for name in ("t.h5", "a.h5"):
+        assert os.stat(tmp_path / name).st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_an_error_inside_the_write_leaves_nothing(tmp_path):
+    target = tmp_path / "m.h5"
+    target.write_bytes(b"previous")
+    with pytest.raises(RuntimeError, match="boom"):
+        with AtomicH5(target) as f:
+            f.create_dataset("x", data=np.arange(10))
+            raise RuntimeError("boom")
+    assert target.read_bytes() == b"previous" and os.listdir(tmp_path) == ["m.h5"]
+
+
+# ------------------------------------------------------------------ model files are checked
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    T, _ = make_cp_tensor((9, 8, 7), 2, 400, noise_sd=0.1, seed=1)
+    res = fastcep.fit(T.coords, T.values, model="cp_gaussian", shape=T.shape, rank=2, max_iter=20)
+    path = tmp_path_factory.mktemp("model") / "m.h5"
+    fastcep.save_model(res, path)
+    return path
+
+
+def tampered(model_file, tmp_path, change, resign=True):
+    """A copy of the model file with ``change(h5py.File)`` applied (and signed again: only the
+    field checks can catch it)."""
+    from fastcep.io.files import sign
+
+    path = tmp_path / "t.h5"
+    path.write_bytes(model_file.read_bytes())
+    with h5py.File(path, "a") as f:
+        change(f)
+        if resign:
+            sign(f)
+    return path
+
+
+def _set(name, value):
+    def change(f):
+        if name in f:
+            del f[name]
+            f[name] = value
+        else:
+            f.attrs[name] = value
+
+    return change
+
+
+def _negative_definite(f):
+    c = np.array(f["covs/0"])
+    del f["covs/0"]
+    f["covs/0"] = -c
+
+
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (_set("noise", [np.nan, 1.0]), "noise posterior"),
+        (_set("noise", [0.0, 0.0]), "noise posterior"),
+        (_negative_definite, "not positive definite"),
+        (_set("model", "banana"), "unknown model 'banana'"),
+        (_set("covariance", "sparse"), "unknown covariance"),
+        (_set("rank", 2.5), "rank is 2.5, not an integer"),
+        (_set("shape", [9.0, 8.0, 7.0]), "shape is 9.0, not an integer"),
+        (_set("shape", [9, 8, 6]), "mode 2 arrays have shapes"),
+        (_set("means/1", np.full((8, 2), np.inf)), "mode 1 holds non-finite numbers"),
+        (_set("n_iter", 10**6), "does not match its trace"),
+        (_set("options", "[1, 2]"), "not a JSON object"),
+    ],
+)
+def test_every_field_of_a_model_file_is_checked(model_file, tmp_path, change, match):
+    with pytest.raises(fastcep.FileFormatError, match=match):
+        fastcep.load_model(tampered(model_file, tmp_path, change))
+
+
+def test_a_changed_model_file_fails_its_checksum(model_file, tmp_path):
+    path = tampered(model_file, tmp_path, _set("noise", [2.0, 3.0]), resign=False)
+    with pytest.raises(fastcep.FileFormatError, match="checksum does not match"):
+        fastcep.load_model(path)
+    path = tampered(model_file, tmp_path, lambda f: f.attrs.__delitem__("sha256"), resign=False)
+    with pytest.raises(fastcep.FileFormatError, match="checksum is missing"):
+        fastcep.load_model(path)
+
+
+def _numbers(res):
+    post = res.posterior
+    return [*post.means, *post.covs, np.asarray(post.noise), res.trace.change, res.options]
+
+
+def test_single_byte_flips_never_load_as_changed_numbers(model_file, tmp_path):
+    """Before the checksum, 24 of 200 flips loaded with changed numbers."""
+    good = model_file.read_bytes()
+    ref = fastcep.load_model(model_file)
+    rng = np.random.default_rng(0)
+    loaded = refused = 0
+    for pos in rng.choice(len(good), 200, replace=False):
+        data = bytearray(good)
+        data[pos] ^= 1 << int(rng.integers(8))
+        path = tmp_path / "flip.h5"
+        path.write_bytes(bytes(data))
+        try:
+            res = fastcep.load_model(path)
+        except fastcep.FileFormatError:
+            refused += 1
+            continue
+        loaded += 1  # (a flip in unused bytes): the same numbers
+        for a, b in zip(_numbers(res), _numbers(ref), strict=True):
+            if isinstance(a, dict):
+                assert a == b
+            else:
+                np.testing.assert_array_equal(a, b)
+    assert refused > 20 and loaded + refused == 200  # (measured: 83 refused, 117 unused bytes)
