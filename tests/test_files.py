@@ -289,3 +289,85 @@ def test_single_byte_flips_never_load_as_changed_numbers(model_file, tmp_path):
             else:
                 np.testing.assert_array_equal(a, b)
     assert refused > 20 and loaded + refused == 200  # (measured: 83 refused, 117 unused bytes)
+
+
+# ------------------------------------------------------------------ checkpoints
+STREAM = dict(model="cp_gaussian", rank=2, batch_size=100)
+
+
+@pytest.fixture
+def partial_checkpoint(workdir):
+    """A stream over X.h5 stopped after two of its six batches, with its checkpoint ck.h5."""
+    fastcep.stream("X.h5", checkpoint="ck.h5", max_batches=2, **STREAM)
+    return workdir / "ck.h5"
+
+
+def test_a_checkpoint_resumes_only_on_its_data(workdir, partial_checkpoint):
+    c, v, shape = fastcep.read_tensor("X.h5")
+    fastcep.write_tensor("other.h5", c, v + 0.5, shape=shape)  # same shape, length and options
+    with pytest.raises(fastcep.FileFormatError, match="written for other data"):
+        fastcep.stream("other.h5", checkpoint="ck.h5", resume=True, **STREAM)
+    with pytest.raises(fastcep.FileFormatError, match="written for other data"):
+        fastcep.stream(c, v + 0.5, shape=shape, checkpoint="ck.h5", resume=True, **STREAM)
+    # the same entries elsewhere: content, not path
+    os.rename("X.h5", "moved.h5")
+    res = fastcep.stream("moved.h5", checkpoint="ck.h5", resume=True, **STREAM)
+    assert res.state.batches_done == 6
+
+
+def _ck_set(name, value):
+    def change(f):
+        if name in f:
+            del f[name]
+            f[name] = value
+        else:
+            f.attrs[name] = value
+
+    return change
+
+
+def _ck_negative(f):
+    p = np.array(f["P_Lam"])
+    del f["P_Lam"]
+    f["P_Lam"] = -p
+
+
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (_ck_set("seen", np.ones(5, dtype=bool)), "seen has shape"),
+        (_ck_set("batches_done", 10**6), "batches_done 1000000 is outside 0..6"),
+        (_ck_set("rows_done", 150), "rows_done 150 does not match 2 batches of 100"),
+        (_ck_set("batches_done", 1.5), "batches_done is 1.5, not an integer"),
+        (_ck_set("noise", [np.nan, 1.0]), "non-finite"),
+        (_ck_set("noise", [0.0, 1.0]), "noise posterior"),
+        (_ck_negative, "P_Lam holds a matrix that is not positive definite"),
+        (_ck_set("options", "[]"), "not a JSON object"),
+    ],
+)
+def test_every_field_of_a_checkpoint_is_checked(partial_checkpoint, change, match):
+    from fastcep.io.files import sign
+
+    with h5py.File(partial_checkpoint, "a") as f:
+        change(f)
+        sign(f)
+    with pytest.raises(fastcep.FileFormatError, match=match):
+        fastcep.stream("X.h5", checkpoint="ck.h5", resume=True, **STREAM)
+
+
+def test_a_changed_checkpoint_fails_its_checksum(partial_checkpoint):
+    with h5py.File(partial_checkpoint, "a") as f:
+        f.attrs["batches_done"] = 1
+    with pytest.raises(fastcep.FileFormatError, match="checksum does not match"):
+        fastcep.stream("X.h5", checkpoint="ck.h5", resume=True, **STREAM)
+
+
+def test_a_version_1_checkpoint_resumes_with_a_warning(partial_checkpoint):
+    """Checkpoints written before the digests existed still resume, but say that their data
+    cannot be checked."""
+    with h5py.File(partial_checkpoint, "a") as f:
+        f.attrs["format_version"] = 1
+        del f.attrs["sha256"], f.attrs["data_sha256"]
+    with pytest.warns(UserWarning, match="predates data digests"):
+        res = fastcep.stream("X.h5", checkpoint="ck.h5", resume=True, **STREAM)
+    assert res.state.batches_done == 6

@@ -1,28 +1,40 @@
-"""Stream checkpoints: the stream's state and position, written atomically, checked on resume."""
+"""Stream checkpoints: the stream's state and position, written atomically, checked on resume.
+
+A checkpoint holds the arrays of the ``StreamState``, the per-batch trace, the run's settings
+(JSON), the digest of the data it was written for (``data_sha256``: the stream's
+``content_digest``, so that it resumes only on the same entries, wherever they are) and
+(version 2) the digest of its own contents (``files.sign``). Reading checks the digest, the
+settings, the data and every field: shapes, finite numbers, positive definite precisions and
+covariances, a positive noise posterior, a position within the stream.
+"""
 
 import json
 import os
+import warnings
 
 import h5py
 import numpy as np
 
 from ..results import StreamState
-from .files import FileFormatError, atomic_h5
+from .files import FileFormatError, atomic_h5, sign, verify
 
 CHECKPOINT_FORMAT = "fastcep-stream-checkpoint"
 #: arrays of the stream state in a checkpoint (the per-batch trace is stored beside them)
 _STATE_ARRAYS = ("P_Lam", "P_eta", "M", "S", "seen", "noise")
-CHECKPOINT_FORMAT_VERSION = 1
+#: version 2: the digests of the contents and of the data
+CHECKPOINT_FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
-def write_checkpoint(path, state, options, trace_lists):
-    """Write a stream's ``StreamState``, its settings and its per-batch trace to ``path``
-    (atomically: a killed run leaves the previous checkpoint)."""
+def write_checkpoint(path, state, options, trace_lists, data_digest):
+    """Write a stream's ``StreamState``, its settings, its per-batch trace and the digest of its
+    data to ``path`` (atomically: a killed run leaves the previous checkpoint)."""
 
     def write(f):
         f.attrs["format"] = CHECKPOINT_FORMAT
         f.attrs["format_version"] = CHECKPOINT_FORMAT_VERSION
         f.attrs["options"] = json.dumps(options)
+        f.attrs["data_sha256"] = data_digest
         f.attrs["batches_done"] = state.batches_done
         f.attrs["rows_done"] = state.rows_done
         f.attrs["init_sd"] = -1.0 if np.isnan(state.init_sd) else state.init_sd
@@ -31,13 +43,15 @@ def write_checkpoint(path, state, options, trace_lists):
         g = f.create_group("trace")
         for name, values in trace_lists.items():
             g.create_dataset(name, data=np.asarray(values, dtype=np.float64))
+        sign(f)
 
     atomic_h5(path, write)
 
 
-def read_checkpoint(path, options, resume_keys=()):
-    """A checkpoint's ``(StreamState, trace lists)``; with ``options`` (None: read without
-    comparing) the settings of ``resume_keys`` must match it."""
+def read_checkpoint(path, options, resume_keys=(), data_digest=None):
+    """A checkpoint's ``(StreamState, trace lists)``. With ``options`` (None: read without
+    comparing) the settings of ``resume_keys`` must match it, and with ``data_digest`` the data it
+    was written for."""
     path = os.fspath(path)
 
     def bad(why):
@@ -51,28 +65,86 @@ def read_checkpoint(path, options, resume_keys=()):
         if f.attrs.get("format") != CHECKPOINT_FORMAT:
             raise bad(f"format attribute {f.attrs.get('format')!r}, not {CHECKPOINT_FORMAT!r}")
         version = int(f.attrs.get("format_version", -1))
-        if version != CHECKPOINT_FORMAT_VERSION:
+        if version not in READABLE_VERSIONS:
             raise bad(f"format version {version}, this fastcep reads {CHECKPOINT_FORMAT_VERSION}")
         try:
+            if not verify(f, "checkpoint", path) and version >= 2:
+                raise bad("its checksum is missing")
             saved = json.loads(f.attrs["options"])
+            saved_data = f.attrs.get("data_sha256")
             arrays = {k: np.array(f[k]) for k in _STATE_ARRAYS}
             init_sd = float(f.attrs["init_sd"])
-            state = StreamState(
-                **arrays,
-                batches_done=int(f.attrs["batches_done"]),
-                rows_done=int(f.attrs["rows_done"]),
-                init_sd=np.nan if init_sd < 0 else init_sd,
-            )
-            trace = {k: list(np.array(v)) for k, v in f["trace"].items()}
-        except (KeyError, OSError, ValueError) as exc:
+            position = {k: np.asarray(f.attrs[k]) for k in ("batches_done", "rows_done")}
+            trace = {k: list(np.array(v, dtype=np.float64)) for k, v in f["trace"].items()}
+        except FileFormatError:
+            raise
+        except (KeyError, OSError, ValueError, TypeError, RuntimeError) as exc:
             raise bad(f"missing or unreadable content ({exc})") from exc
+    if not isinstance(saved, dict):
+        raise bad("its settings are not a JSON object")
     options = saved if options is None else options  # None: read without comparing
     diff = [k for k in resume_keys if json.dumps(saved.get(k)) != json.dumps(options.get(k))]
     if diff:
         detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {options.get(k)!r}" for k in diff)
         raise bad(f"it was written by a run with other settings ({detail})")
-    if state.M.shape != (int(np.sum(options["shape"])), options["rank"]):
-        raise bad(f"posterior of shape {state.M.shape} does not match the tensor")
-    if not all(np.all(np.isfinite(getattr(state, k))) for k in ("P_Lam", "P_eta", "M", "S")):
-        raise bad("it holds non-finite numbers")
+    if data_digest is not None:
+        if saved_data is None:
+            warnings.warn(
+                f"stream: checkpoint {path!r} predates data digests: fastcep cannot check that it "
+                "was written for this data",
+                UserWarning,
+                stacklevel=3,
+            )
+        elif saved_data != data_digest:
+            raise bad(
+                "it was written for other data (the entries differ from the run's that wrote it); "
+                "resume on the same data, or start again without resume"
+            )
+    for k, v in position.items():
+        if v.shape != () or v.dtype.kind not in "iu":
+            raise bad(f"{k} is {v.tolist()!r}, not an integer")
+    state = StreamState(
+        **arrays,
+        batches_done=int(position["batches_done"]),
+        rows_done=int(position["rows_done"]),
+        init_sd=np.nan if init_sd < 0 else init_sd,
+    )
+    why = _check(state, options)
+    if why:
+        raise bad(why)
     return state, trace
+
+
+def _check(state, options):
+    """What is wrong with a checkpoint's state for a stream with ``options`` (None if nothing)."""
+    n_obj, R = int(np.sum(options["shape"])), int(options["rank"])
+    cov = (R, R) if options.get("covariance", "full") == "full" else (R,)
+    shapes = {"P_Lam": (n_obj, *cov), "S": (n_obj, *cov), "P_eta": (n_obj, R), "M": (n_obj, R)}
+    shapes.update(seen=(n_obj,), noise=(2,))
+    for name, shape in shapes.items():
+        arr = getattr(state, name)
+        if arr.shape != shape:
+            return f"{name} has shape {arr.shape}, the stream needs {shape} (does the tensor match?)"
+        if name != "seen" and not np.all(np.isfinite(arr)):
+            return "it holds non-finite numbers"
+    if state.seen.dtype != bool:
+        return f"seen has dtype {state.seen.dtype}, not bool"
+    if not np.all(state.noise > 0):
+        return f"noise posterior {state.noise.tolist()} (two numbers > 0 expected)"
+    for name in ("P_Lam", "S"):
+        arr = getattr(state, name)
+        if len(cov) == 1:
+            ok = bool(np.all(arr > 0))
+        else:
+            ok = np.allclose(arr, np.swapaxes(arr, 1, 2), rtol=1e-8, atol=0) and bool(
+                np.all(np.linalg.eigvalsh(arr)[:, 0] > 0)
+            )
+        if not ok:
+            return f"{name} holds a matrix that is not positive definite"
+    n, batch = int(options["n"]), int(options["batch_size"])
+    n_batches = -(-n // batch)
+    if not 0 <= state.batches_done <= n_batches:
+        return f"batches_done {state.batches_done} is outside 0..{n_batches} (the stream's batches)"
+    if state.rows_done != min(n, state.batches_done * batch):
+        return f"rows_done {state.rows_done} does not match {state.batches_done} batches of {batch}"
+    return None

@@ -277,8 +277,10 @@ def _run(
         ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
         ev_values = check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
     trace = {k: [] for k in ("elapsed", "change", "skipped", "inner", "damping", "eval_metric")}
+    # a checkpoint is bound to its data by content, not by path (one pass over the data)
+    data_digest = src.identity() if checkpoint is not None else None
     if resume and os.path.exists(checkpoint):
-        state, trace = read_checkpoint(checkpoint, options, _RESUME_KEYS)
+        state, trace = read_checkpoint(checkpoint, options, _RESUME_KEYS, data_digest)
     elif init_state is not None:
         state = _check_stream_state(init_state, n_obj, R, covariance, func)
     else:
@@ -401,7 +403,7 @@ def _run(
         at_checkpoint = checkpoint is not None and batches_done % checkpoint_every == 0
         trace["eval_metric"].append(evaluate() if eval_set is not None and at_checkpoint else np.nan)
         if at_checkpoint:
-            write_checkpoint(checkpoint, current(), options, trace)
+            write_checkpoint(checkpoint, current(), options, trace, data_digest)
         if governor is not None:
             governor.after(done_here + 1, time.perf_counter() - t_batch)
         bar.update(rows_done, f"batch {b + 1}")
@@ -423,7 +425,7 @@ def _run(
     if eval_set is not None and trace["eval_metric"]:
         trace["eval_metric"][-1] = evaluate()
     if checkpoint is not None and last is not None:
-        write_checkpoint(checkpoint, current(), options, trace)
+        write_checkpoint(checkpoint, current(), options, trace, data_digest)
     return snapshot(stop_reason, copy=False)
 
 

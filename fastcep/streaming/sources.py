@@ -1,6 +1,7 @@
 """Where a stream's entries come from: arrays in memory, or an HDF5 tensor file read block by
 block (the next block read by a background thread while the current one is computed)."""
 
+import hashlib
 import os
 import queue
 import threading
@@ -12,6 +13,16 @@ from ..io.tensor import TensorReader
 from ..tensor.layout import check_coords, check_values
 
 
+def content_digest(shape, blocks):
+    """SHA-256 (hex) of a tensor's contents: its shape and every entry in order (coords as int64,
+    values as float64), however ``blocks`` ((coords, values) pairs) cut them."""
+    hc, hv = hashlib.sha256(), hashlib.sha256()
+    for coords, values in blocks:
+        hc.update(np.ascontiguousarray(coords, dtype=np.int64).tobytes())
+        hv.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+    return hashlib.sha256(np.asarray(shape, dtype=np.int64).tobytes() + hc.digest() + hv.digest()).hexdigest()
+
+
 class ArraySource:
     def __init__(self, coords, values, shape, model, func):
         self.coords, self.shape = check_coords(coords, shape, func)
@@ -19,6 +30,10 @@ class ArraySource:
         if model == "cp_probit":
             self.values = (self.values > 0).astype(np.float64)
         self.n = len(self.coords)
+
+    def identity(self):
+        """The digest of the stream's data (``content_digest``): what a checkpoint is bound to."""
+        return content_digest(self.shape, [(self.coords, self.values)])
 
     def batches(self, batch_size, order_rng, start_batch):
         """Yield (batch index, coords, values) from ``start_batch`` on."""
@@ -44,6 +59,10 @@ class FileSource:
         self.check_binary = model == "cp_probit" and not self.reader.binary
         chunk = self.reader.chunk_rows
         self.block_rows = max(1, -(-int(block_rows) // chunk)) * chunk
+
+    def identity(self):
+        """The digest of the file's entries (``content_digest``; one pass over the file)."""
+        return content_digest(self.shape, ((c, v) for _, c, v in self.reader.blocks(1 << 20)))
 
     def batches(self, batch_size, order_rng, start_batch):
         n_blocks = -(-self.n // self.block_rows)
