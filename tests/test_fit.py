@@ -330,3 +330,25 @@ def test_cp_fits_and_vb_warn_too():
     X, y, _ = make_regression_simulation("logistic", n=300, d=3, seed=0)
     with pytest.warns(fastcep.ConvergenceWarning, match="logistic/vb"):
         fastcep.fit(X, y, model="logistic", method="vb", max_iter=2)
+
+
+# ------------------------------------------------------------------ extreme rows
+@pytest.mark.parametrize("model", ["probit", "logistic"])
+def test_predictions_at_huge_rows_are_the_limit(sim, model):
+    """A row s e_j with |s| huge: x.w ~ N(s mu_j, s^2 v_j), and p(y = 1) -> Phi(sign(s) mu_j /
+    sqrt(v_j)) for both links (before: NaN or 0.5 beyond 1e155, 0 for both signs at 1e100)."""
+    from scipy.stats import norm
+
+    X, y, _ = sim[model]
+    res = fastcep.fit(X, y, model=model, fit_intercept=False)
+    mu, v = res.posterior
+    for s in (1e8, 1e50, 1e100, 1e155, 1e200, 1e300):
+        for sign in (1.0, -1.0):
+            Z = sign * s * np.eye(4)
+            p = res.predict_proba(Z)
+            np.testing.assert_allclose(p, norm.cdf(sign * mu / np.sqrt(v)), rtol=1e-6)
+            ll = [res.log_likelihood(Z, np.full(4, label)) for label in (0, 1)]
+            assert np.all(np.isfinite(ll))
+            np.testing.assert_allclose(
+                np.exp([res._predictive(Z, np.full(4, c))[1] for c in (-1.0, 1.0)]).sum(0), 1.0
+            )

@@ -366,6 +366,31 @@ def test_logistic_predictive_extreme_variance_and_margin():
         assert logp[0] == pytest.approx(ref, rel=1e-10, abs=1e-12)
 
 
+@pytest.mark.parametrize("sd", [5e3, 2e4, 1e8, 1e100])
+@pytest.mark.parametrize("t", [-30.0, -3.0, 0.0, 2.0])
+def test_logistic_predictive_for_wide_predictives(sd, t):
+    """Wide predictives (huge rows): the rule on both sides of WIDE_SD, against mpmath (before:
+    0 beyond sd ~1e50, an integer overflow in the rule's size)."""
+    import mpmath
+
+    mean = t * sd
+    p, logp = np.empty(1), np.empty(1)
+    predictive(
+        Logistic(), np.array([[1.0]]), np.array([mean]), np.array([sd * sd]), 0.0, 0.0, *NO_RULE, p, logp,
+        np.array([1.0]),
+    )  # fmt: skip
+    with mpmath.workdps(40):
+        f = lambda a: mpmath.npdf(a, mean, sd) / (1 + mpmath.exp(-a))
+        # the mass: around the mean, and (far in the wrong tail) right of 0 with decay length
+        # sd / |t|, where the sigmoid saturates
+        cuts = {mean - 8 * sd, -40.0, 0.0, 40.0, mean, mean + 8 * sd}
+        if t:
+            cuts |= {k * sd / abs(t) for k in (1, 3, 10, 30, 60)}
+        ref = float(mpmath.log(mpmath.quad(f, [-mpmath.inf, *sorted(cuts), mpmath.inf], maxdegree=10)))
+    # (beyond WIDE_SD: the step's relative error about 1.6 (1 + t^2) / sd^2 in p)
+    assert logp[0] == pytest.approx(ref, rel=1e-9, abs=2 * (1 + t * t) / sd**2)
+
+
 def test_weak_and_saturated_factors_stay_finite():
     """Tiny |x| (weak factor) and huge margins (underflowing information) give valid messages."""
     for x in (1e-12, 1e-6, 1e-3):

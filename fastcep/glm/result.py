@@ -13,6 +13,11 @@ from ..results import GaussianPosterior
 
 #: nodes of the rule for the predictive density of likelihoods without a closed form
 PREDICTIVE_NODES = 60
+#: rows larger than this (largest |x_j|) are predicted at this scale: beyond it the link's own
+#: scale is nothing against the spread of x.w, p(y | f) is a step at f = 0 for both binary
+#: links, and the predictive is its limit Phi(x.mu / sqrt(sum x^2 v)), which the scaled row
+#: gives to rounding (while sum x^2 v itself would overflow near 1e154)
+ROW_SCALE_LIMIT = 1e100
 
 
 class RegressionResult:
@@ -72,6 +77,11 @@ class RegressionResult:
 
     def _predictive(self, X, y_sign=None):
         X = V.check_matrix(X, "X", "predict_proba", n_cols=self.posterior.mean.size)
+        scale = np.max(np.abs(X), axis=1) if X.size else np.zeros(0)
+        huge = scale > ROW_SCALE_LIMIT
+        if np.any(huge):
+            X = X.copy()
+            X[huge] *= (ROW_SCALE_LIMIT / scale[huge])[:, None]
         n = X.shape[0]
         p = np.empty(n)
         logp = np.empty(n if y_sign is not None else 0)
