@@ -148,7 +148,9 @@ OPTIONS = (
             NON_NEGATIVE, 1e-5,
             "stopping='posterior': the largest change of a posterior mean (in posterior sds) or "
             "variance (relative) over a sweep; 'paper': the mean over rows of the summed squared "
-            "change of the sites' precision-times-means (use a tol such as 1e-5 with it)",
+            "change of the sites' precision-times-means (use a tol such as 1e-5 with it); both "
+            "per unit of damping (divided by the damping, squared for 'paper'), so that a small "
+            "damping's small steps are not taken for convergence",
         ),
         "cp": Spec(NON_NEGATIVE, 1e-4, "relative RMS change of the training entries' predictive means"),
         "cp/cp_wopt": Spec(

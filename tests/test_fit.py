@@ -352,3 +352,25 @@ def test_predictions_at_huge_rows_are_the_limit(sim, model):
             np.testing.assert_allclose(
                 np.exp([res._predictive(Z, np.full(4, c))[1] for c in (-1.0, 1.0)]).sum(0), 1.0
             )
+
+
+# ------------------------------------------------------------------ degenerate fits
+def test_a_tiny_damping_is_not_taken_for_convergence(sim):
+    X, y, _ = sim["probit"]
+    with pytest.warns(fastcep.ConvergenceWarning):
+        res = fastcep.fit(X, y, model="probit", damping=1e-8, max_iter=20)
+    assert not res.converged and res.trace.change[0] > 1.0  # the step per unit of damping
+
+
+@pytest.mark.parametrize("scale_column", [False, True])
+def test_features_whose_squares_overflow_are_refused(sim, scale_column):
+    X, y, _ = sim["probit"]
+    if scale_column:
+        X = X.copy()
+        X[:, 1] = 1e300  # a constant column
+    else:
+        X = X * 1e160
+    with pytest.raises(ValueError, match=r"X holds values up to .*overflow float64.*rescale X"):
+        fastcep.fit(X, y, model="probit")
+    res = fastcep.fit(X / 1e160 if not scale_column else X[:, [0, 2, 3]], y, model="probit")
+    assert res.converged

@@ -52,6 +52,9 @@ MC_WINDOW = 10
 #: a parallel sweep over fewer sites (n d) than this runs without threads (``parallel_step_serial``):
 #: a parallel region costs microseconds on a quiet machine and a scheduler quantum on a busy one
 SERIAL_SITES = 1 << 17
+#: the largest |x| a fit accepts: x^2 times a prior variance must stay far from float64's
+#: largest number (1.8e308); the predictions accept any finite row
+MAX_ABS_X = 1e150
 
 
 def _prior(prior_var, d, func):
@@ -165,6 +168,18 @@ class _NoiseFloor:
         return "mc_noise" if self.since >= MC_WINDOW else None
 
 
+def _check_scale(X, func):
+    """Refuse features whose squares overflow float64 (|x| > MAX_ABS_X): every message of such
+    a row is non-finite and skipped, and the fit would return the prior as converged."""
+    big = float(np.max(np.abs(X)))
+    if big > MAX_ABS_X:
+        col = int(np.argmax(np.max(np.abs(X), axis=0)))
+        raise ValueError(
+            f"{func}: X holds values up to {big:.3g} (column {col}); their squares overflow float64 "
+            f"beyond {MAX_ABS_X:.0e}: rescale X (e.g. standardise its columns)."
+        )
+
+
 def _step_parallel(problem, lik, state, scratch, rho, key):
     if problem.X.shape[0] * problem.X.shape[1] < SERIAL_SITES:
         return S.parallel_step_serial(problem, lik, state, scratch, rho, key)
@@ -235,6 +250,7 @@ def fit_regression(
     func = "fit"
     o = O.validate(func, "regression", model, method, given)  # (the option table: fastcep._options)
     X = V.check_matrix(X, "X", func)
+    _check_scale(X, func)
     s = V.check_labels(y, "y", func, X.shape[0])
     n, d = X.shape
     prior_T = _prior(o["prior_var"], d, func)
@@ -331,9 +347,10 @@ def fit_regression(
         if restart:  # the undamped start diverged: again from the initial messages, damped
             _initial_messages(X, init_state, tau, nu)
             S.rebuild(problem, state, scratch)
-        # the stopping rule's measure; a sweep whose update the guard undid, in part, or after
-        # which the fit starts again is no evidence of convergence
-        measure = values["site_change"] if stopping == "paper" else change
+        # the stopping rule's measure, per unit of damping: a damped sweep moves rho times the
+        # undamped step, and a tiny step (damping 1e-8) is no evidence of convergence; a sweep
+        # whose update the guard undid, in part, or after which the fit starts again is none either
+        measure = values["site_change"] / rho**2 if stopping == "paper" else change / rho
         stop = noise.update(change) if noise is not None else None
         return _loop.StepReport(measure, int(skipped), n_restored == 0 and not restart, values, stop)
 
@@ -345,8 +362,8 @@ def fit_regression(
         mu, v = state.mu.copy(), state.v.copy()
         return RegressionResult.of(model, method, mu, v, it, False, "running", trace, None, options)
 
-    def finite():
-        return bool(np.all(np.isfinite(state.mu)) and np.all(np.isfinite(state.v)))
+    def finite():  # (and proper: every variance > 0)
+        return bool(np.all(np.isfinite(state.mu)) and np.all(np.isfinite(state.v)) and np.all(state.v > 0))
 
     with num_threads(n_threads):
         S.rebuild(problem, state, scratch)
