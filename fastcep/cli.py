@@ -398,7 +398,7 @@ def main(argv=None):
     args = parser.parse_args(argv)  # argparse exits with status 2 on bad arguments
     try:
         return args.func(args)
-    except (UserError, ValueError, TypeError, OSError, FloatingPointError) as exc:
+    except (UserError, ValueError, TypeError, OSError, FloatingPointError, MemoryError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"fastcep {args.command}: error: {msg}", file=sys.stderr)
         return 2

@@ -371,3 +371,47 @@ def test_a_version_1_checkpoint_resumes_with_a_warning(partial_checkpoint):
     with pytest.warns(UserWarning, match="predates data digests"):
         res = fastcep.stream("X.h5", checkpoint="ck.h5", resume=True, **STREAM)
     assert res.state.batches_done == 6
+
+
+# ------------------------------------------------------------------ memory
+def test_a_fit_that_cannot_fit_in_memory_is_refused_before_allocating(monkeypatch, capsys, tmp_path):
+    from fastcep.tensor import layout
+
+    rng = np.random.default_rng(0)
+    c, v = rng.integers(0, 20, (2000, 3)), rng.normal(size=2000)
+    with pytest.raises(MemoryError, match=r"needs about 547\.6 GiB .*1000000040 objects.*rank 2"):
+        fastcep.fit(c, v, model="cp_gaussian", rank=2, shape=(10**9, 20, 20))
+    with pytest.raises(MemoryError, match="the stream needs about"):
+        fastcep.stream(c, v, model="cp_gaussian", rank=2, shape=(10**9, 20, 20))
+    monkeypatch.setattr(layout, "available_bytes", lambda: 2**30)  # 1 GiB left
+    for method in ("cep1", "lp", "vmp"):  # (CP-WOPT holds no covariances: 0.2 GiB)
+        with pytest.raises(MemoryError, match="1.0 GiB are available: lower the rank"):
+            fastcep.fit(c, v, model="cp_gaussian", rank=1000, method=method)
+    fastcep.write_tensor(tmp_path / "t.h5", c, v)
+    argv = ["fit", str(tmp_path / "t.h5"), "-o", str(tmp_path / "m.h5"), "--model", "cp_gaussian"]
+    assert main([*argv, "--rank", "1000"]) == 2
+    assert "needs about" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+def test_the_memory_estimate_bounds_what_a_fit_allocates(covariance):
+    """The estimate is above what the fit's arrays take (tracemalloc sees numpy's), and not
+    absurdly so."""
+    import tracemalloc
+
+    from fastcep.tensor.layout import estimate_bytes
+
+    T, _ = make_cp_tensor((300, 200, 100), 8, 20_000, noise_sd=0.1, seed=0)
+    fastcep.fit(
+        T.coords, T.values, model="cp_gaussian", shape=T.shape, rank=8, max_iter=2, covariance=covariance
+    )
+    tracemalloc.start()
+    try:
+        fastcep.fit(
+            T.coords, T.values, model="cp_gaussian", shape=T.shape, rank=8, max_iter=2, covariance=covariance
+        )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    est = estimate_bytes(20_000, T.shape, 8, covariance)
+    assert peak < est < 6 * peak, (peak, est)

@@ -30,7 +30,7 @@ from ..io.checkpoint import read_checkpoint, write_checkpoint
 from ..io.files import check_output
 from ..results import StreamState
 from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, _exact_sum
-from ..tensor.layout import check_coords, check_values, make_layout
+from ..tensor.layout import check_coords, check_memory, check_values, make_layout
 from ..tensor.result import CPResult, eval_metric
 from ..tensor.vmp import VMP_DEFAULTS, VMPEngine
 from .sources import open_source
@@ -262,6 +262,7 @@ def _run(
     Kmodes = len(shape)
     offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
     n_obj = int(offsets[-1])
+    check_memory(min(batch_size, int(src.n)), shape, R, covariance, func, "the stream")
     options = dict(
         model=model, rank=R, shape=list(shape), n=int(src.n), batch_size=batch_size, shuffle=shuffle,
         seed=seed, prior_var=pv, a0=a0, b0=b0, damping=damping, tol=tol, max_iter=max_iter,

@@ -27,7 +27,7 @@ from ..kernels.tensor import cp_wopt as K
 from ..metrics import auc as _auc
 from ..metrics import rmse as _rmse
 from .init import svd_init
-from .layout import check_coords, check_eval_set, check_values, make_layout
+from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout
 from .result import CPResult
 
 METHOD = "cp_wopt"
@@ -220,6 +220,7 @@ def fit_cp_wopt(
     y = check_values(values, n, model, func)
     if model == "cp_probit":
         y = np.where(y > 0, 1.0, 0.0)  # check_values gives signs +-1; CP-WOPT fits {0, 1}
+    check_memory(n, shape, o["rank"], "diag", func)  # (a point estimate: no covariances)
     R, reg, max_iter, tol, init, init_scale = (
         o[k] for k in ("rank", "reg", "max_iter", "tol", "init", "init_scale")
     )

@@ -18,7 +18,7 @@ from .._threads import num_threads, plan
 from ..kernels import tensor as K
 from ..kernels.tensor import lp as KLP
 from .init import svd_init
-from .layout import check_coords, check_eval_set, check_values, make_layout
+from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout
 from .result import CPResult, CPState, eval_metric, second_moments
 
 CP_MODELS = O.choices("model", "cp")
@@ -640,6 +640,7 @@ def fit_cp(
     s = y if model == "cp_probit" else np.zeros(n)
     R, pv, a0, b0, rho = o["rank"], o["prior_var"], o["a0"], o["b0"], o["damping"]
     max_iter, tol, schedule, covariance = o["max_iter"], o["tol"], o["schedule"], o["covariance"]
+    check_memory(n, shape, R, covariance, func)
     init, init_scale, prior_mean = o["init"], o["init_scale"], o["prior_mean"]
     noise_warmup, warmup_snr = o["noise_warmup"], o["warmup_snr"]
     lp_indefinite, probit_curvature, expect_under = (

@@ -1,6 +1,7 @@
 """Layout of a sparse tensor's observed entries: checked coordinates and values, the global
 object numbering of every mode and the CSR grouping of entries by object."""
 
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -121,3 +122,60 @@ def check_eval_set(eval_set, shape, model, func):
         raise V.param_error("eval_set", func, "a pair (coords, values) or None", eval_set, TypeError)
     ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
     return ev_coords, check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
+
+
+#: bytes per number of the arrays a fit holds, times this, is its estimate (scratch, copies)
+MEMORY_MARGIN = 1.5
+
+
+def estimate_bytes(n, shape, R, covariance="full"):
+    """About the bytes a CP fit of ``n`` entries over ``shape`` at rank ``R`` holds: per entry and
+    mode a message (R x R precision and R-vector, or two R-vectors with ``covariance="diag"``);
+    per object about eight posterior, prior and partial-sum arrays of the same size; the layout's
+    index arrays; times MEMORY_MARGIN."""
+    per = R * R + R if covariance == "full" else 2 * R
+    n_obj = float(np.sum(np.asarray(shape, dtype=np.float64)))
+    K = len(shape)
+    return MEMORY_MARGIN * 8.0 * (n * K * per + 8 * n_obj * per + 3 * n * K + n_obj)
+
+
+def available_bytes():
+    """The memory this process may still take: the system's available memory (Linux:
+    MemAvailable), under the address-space limit if one is set; None if unknown."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, AttributeError):
+            avail = None
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            avail = soft if avail is None else min(avail, soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    return avail
+
+
+def check_memory(n, shape, R, covariance, func, what="the fit"):
+    """Refuse, before allocating, a fit whose estimate (``estimate_bytes``) exceeds the available
+    memory, with the estimate and what to change."""
+    need = estimate_bytes(n, shape, R, covariance)
+    have = available_bytes()
+    if have is not None and need > have:
+        n_obj = int(np.sum(np.asarray(shape, dtype=np.float64)))
+        also = ", or stream the tensor (fastcep.stream)" if what == "the fit" else ""
+        raise MemoryError(
+            f"{func}: {what} needs about {need / 2**30:.1f} GiB ({n} entries, {n_obj} objects over "
+            f"shape {tuple(int(d) for d in shape)}, rank {R}, covariance {covariance!r}) and "
+            f"{have / 2**30:.1f} GiB are available: lower the rank, use covariance='diag' or check "
+            f"the shape{also}."
+        )
+    return need

@@ -29,7 +29,7 @@ from .engine import (
     initial_means,
     run_engine,
 )
-from .layout import check_coords, check_eval_set, check_values, make_layout
+from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout
 from .result import CPResult, second_moments
 
 #: objects per parallel work unit of the mode updates (results do not depend on it)
@@ -168,6 +168,7 @@ def fit_vmp(
     y = check_values(values, n, model, func)
     s = y if model == "cp_probit" else np.zeros(n)
     R, pv, a0, b0, max_iter, tol = o["rank"], o["prior_var"], o["a0"], o["b0"], o["max_iter"], o["tol"]
+    check_memory(n, shape, R, "full", func)
     init, init_scale, prior_mean, init_snr = o["init"], o["init_scale"], o["prior_mean"], o["init_snr"]
     eval_set, n_threads, callback, seed = o["eval_set"], o["n_threads"], o["callback"], o["seed"]
     verbose, progress = o["verbose"], o["progress"]
