@@ -70,7 +70,8 @@ def load_paper_fold(name, fold, data_dir):
     ----------
     name : {"alog", "enron"}
     fold : int in 1..5
-    data_dir : path of the folder holding ``train-fold-k.txt`` / ``test-fold-k.txt``
+    data_dir : path of the folder holding ``train-fold-k.txt`` / ``test-fold-k.txt``, or of the
+        data root holding that folder as ``<name>/`` (as ``../shared/data``)
 
     Returns
     -------
@@ -79,9 +80,13 @@ def load_paper_fold(name, fold, data_dir):
     V.check_choice(name, "name", "load_paper_fold", tuple(PAPER_TENSORS))
     fold = V.check_int(fold, "fold", "load_paper_fold", 1, 5)
     shape = PAPER_TENSORS[name]
+    folder = os.fspath(data_dir)
+    inside = os.path.join(folder, name)
+    if not os.path.isfile(os.path.join(folder, f"train-fold-{fold}.txt")) and os.path.isdir(inside):
+        folder = inside  # the data root
     out = []
     for part in ("train", "test"):
-        path = os.path.join(os.fspath(data_dir), f"{part}-fold-{fold}.txt")
+        path = os.path.join(folder, f"{part}-fold-{fold}.txt")
         if not os.path.isfile(path):
             raise FileNotFoundError(f"load_paper_fold({name!r}, {fold}): no file {path!r}")
         out.append(read_text_tensor(path, index_base=1, shape=shape))

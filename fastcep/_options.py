@@ -15,6 +15,7 @@ take their defaults, the command line its choices and help strings, and ``fit`` 
 the "Options" section of their docstrings (``document``) from the same table.
 """
 
+import difflib
 import textwrap
 
 from . import _validation as V
@@ -508,10 +509,12 @@ def validate(func, family, model, method, given):
     table = [(name, found) for name, found in table if found is not None]
     unknown = sorted(set(given) - {name for name, _ in table})
     if unknown:
-        valid = ", ".join(name for name, found in table if isinstance(found, Spec))
+        names = [name for name, found in table if isinstance(found, Spec)]
+        close = difflib.get_close_matches(unknown[0], names, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
         raise TypeError(
-            f"{func}() got an unexpected keyword argument {unknown[0]!r} for method={method!r}. "
-            f"The options of model={model!r}, method={method!r}: {valid}."
+            f"{func}() got an unexpected keyword argument {unknown[0]!r} for method={method!r}.{hint} "
+            f"The options of model={model!r}, method={method!r}: {', '.join(names)}."
         )
     refused = [name for name, found in table if isinstance(found, Refused)]
     out = {}

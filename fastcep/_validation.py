@@ -129,8 +129,36 @@ def non_finite_rows(arr, block_bytes=1 << 24):
     return np.concatenate(bad) if bad else np.empty(0, dtype=np.int64)
 
 
-def check_labels(y, name, func, n):
-    """Binary labels as {0, 1}, {-1, 1} or bool, length n; returned as float64 signs +-1."""
+def label_classes(y, name, func):
+    """For labels that are not numbers (strings, as scikit-learn's estimators take): the two
+    classes, sorted, the second the positive one (as scikit-learn's ``classes_[-1]``); None for
+    numeric or boolean labels."""
+    try:
+        arr = np.asarray(y)
+    except Exception:
+        return None  # (check_labels says what is wrong)
+    if (
+        arr.dtype.kind not in "USO"
+        or arr.dtype.kind == "O"
+        and all(isinstance(v, (int, float, bool, np.number, np.bool_)) for v in arr.ravel()[:1000])
+    ):
+        return None
+    try:
+        classes = np.unique(arr.astype(str))
+    except (TypeError, ValueError) as exc:
+        raise param_error(name, func, "binary labels of one type", y, TypeError) from exc
+    if classes.size != 2:
+        raise ValueError(
+            f"The {name!r} parameter of {func} must hold exactly two classes when its labels are not "
+            f"numbers (the second in sorted order is the positive one). Got {classes.size}: "
+            f"{classes[:5].tolist()}."
+        )
+    return classes.tolist()
+
+
+def check_labels(y, name, func, n, classes=None):
+    """Binary labels as {0, 1}, {-1, 1} or bool, length n, or labels from ``classes`` (two
+    strings, the second positive: ``label_classes``); returned as float64 signs +-1."""
     try:
         arr = np.asarray(y)
     except Exception as exc:
@@ -146,10 +174,18 @@ def check_labels(y, name, func, n):
         )
     if arr.dtype == bool:
         return np.where(arr, 1.0, -1.0)
+    if classes is not None and arr.dtype.kind in "USO":
+        text = arr.astype(str)
+        unknown = np.nonzero(~np.isin(text, classes))[0]
+        if unknown.size:
+            raise ValueError(
+                f"The {name!r} parameter of {func} must hold the classes {classes}. Got "
+                f"{np.unique(text[unknown])[:5].tolist()} at rows {unknown[:5].tolist()} instead."
+            )
+        return np.where(text == classes[1], 1.0, -1.0)
     if arr.dtype.kind not in "iuf":
-        raise param_error(
-            name, func, "binary labels in {0, 1}, {-1, 1} or bool", f"dtype {arr.dtype}", TypeError
-        )
+        want = "binary labels in {0, 1}, {-1, 1}, bool or two classes of strings"
+        raise param_error(name, func, want, f"dtype {arr.dtype}", TypeError)
     values = arr.astype(np.float64)
     if not np.all(np.isfinite(values)):
         rows = np.nonzero(~np.isfinite(values))[0]

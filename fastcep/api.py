@@ -29,7 +29,9 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
         Features (finite; converted to C-contiguous float64). CP: ``coords``, the 0-based int
         coordinates (n, K) of the observed entries.
     y : array of shape (n,)
-        Labels in {0, 1}, {-1, 1} or bool. CP: ``values``, real (cp_gaussian) or binary labels
+        Labels in {0, 1}, {-1, 1} or bool, or two classes of any other type (strings, as
+        scikit-learn's estimators take: the second in sorted order is the positive one, recorded
+        in ``res.options["classes"]``). CP: ``values``, real (cp_gaussian) or binary labels
         (cp_probit).
     model : {"probit", "logistic", "cp_gaussian", "cp_probit"}
     method : {"cep1", "cep2", "ep", "lp", "is", "vb", "kjit"}, CP: {"cep1", "lp", "vmp", "cp_wopt"}

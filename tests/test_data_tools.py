@@ -136,3 +136,18 @@ def test_read_text_tensor(tmp_path):
     path.write_text("3,1,1,1\n")
     with pytest.raises(ValueError, match=r"beyond shape \(2, 2, 2\)"):
         read_text_tensor(path, shape=(2, 2, 2))
+
+
+def test_load_paper_fold_takes_the_folder_or_the_data_root():
+    from conftest import SHARED_DATA
+
+    from fastcep.data_tools import load_paper_fold
+
+    if not (SHARED_DATA / "alog").is_dir():
+        pytest.skip(f"Alog folds not found at {SHARED_DATA}")
+    a_train, a_test = load_paper_fold("alog", 1, SHARED_DATA / "alog")
+    b_train, b_test = load_paper_fold("alog", 1, SHARED_DATA)
+    np.testing.assert_array_equal(a_train.coords, b_train.coords)
+    np.testing.assert_array_equal(a_test.values, b_test.values)
+    with pytest.raises(FileNotFoundError, match="no file"):
+        load_paper_fold("alog", 1, SHARED_DATA / "uci")

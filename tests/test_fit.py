@@ -374,3 +374,27 @@ def test_features_whose_squares_overflow_are_refused(sim, scale_column):
         fastcep.fit(X, y, model="probit")
     res = fastcep.fit(X / 1e160 if not scale_column else X[:, [0, 2, 3]], y, model="probit")
     assert res.converged
+
+
+# ------------------------------------------------------------------ interoperability
+def test_string_labels_as_the_estimators_take_them(sim):
+    X, y, _ = sim["logistic"]
+    words = np.where(y == 1, "yes", "no")
+    a = fastcep.fit(X, words, model="logistic")
+    b = fastcep.fit(X, y, model="logistic")
+    np.testing.assert_array_equal(a.posterior.mean, b.posterior.mean)  # "yes" (sorted last) is 1
+    assert a.options["classes"] == ["no", "yes"]
+    assert set(a.predict(X[:20])) <= {"no", "yes"}
+    assert a.log_likelihood(X, words) == b.log_likelihood(X, y) and a.auc(X, words) == b.auc(X, y)
+    with pytest.raises(ValueError, match=r"classes \['no', 'yes'\]. Got \['maybe'\] at rows \[3\]"):
+        a.log_likelihood(X[:5], ["no", "yes", "no", "maybe", "yes"])
+    with pytest.raises(ValueError, match="exactly two classes.*Got 3"):
+        fastcep.fit(X[:3], ["a", "b", "c"])
+
+
+def test_a_misspelt_option_names_fit_and_the_option_meant(sim):
+    X, y, _ = sim["probit"]
+    with pytest.raises(
+        TypeError, match=r"^fit\(\) got an unexpected keyword argument 'prior_vra'.*Did you mean 'prior_var'"
+    ):
+        fastcep.fit(X, y, prior_vra=1.0)

@@ -251,7 +251,8 @@ def fit_regression(
     o = O.validate(func, "regression", model, method, given)  # (the option table: fastcep._options)
     X = V.check_matrix(X, "X", func)
     _check_scale(X, func)
-    s = V.check_labels(y, "y", func, X.shape[0])
+    classes = V.label_classes(y, "y", func)
+    s = V.check_labels(y, "y", func, X.shape[0], classes)
     n, d = X.shape
     prior_T = _prior(o["prior_var"], d, func)
     intercept = o["fit_intercept"]
@@ -268,6 +269,7 @@ def fit_regression(
     rng = V.rng_from(o["seed"])
     base_key = int(rng.integers(0, 2**63))
     options = dict(
+        classes=classes,
         prior_var=o["prior_var"],
         fit_intercept=intercept,
         intercept_var=o["intercept_var"],

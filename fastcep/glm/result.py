@@ -109,8 +109,11 @@ class RegressionResult:
         return self._predictive(X)[0]
 
     def predict(self, X):
-        """Most probable label (0 or 1) for each row of X; shape (n_new,), int64."""
-        return (self.predict_proba(X) > 0.5).astype(np.int64)
+        """Most probable label for each row of X, shape (n_new,): 0 or 1 (int64), or one of the
+        two classes when the fit's labels were strings (``options["classes"]``)."""
+        label = (self.predict_proba(X) > 0.5).astype(np.int64)
+        classes = self.options.get("classes")
+        return np.asarray(classes)[label] if classes is not None else label
 
     def log_likelihood(self, X, y):
         """Mean log predictive probability of labels y at X (the test log-likelihood).
@@ -125,11 +128,11 @@ class RegressionResult:
         float
         """
         X = V.check_matrix(X, "X", "log_likelihood", n_cols=self.posterior.mean.size)
-        s = V.check_labels(y, "y", "log_likelihood", X.shape[0])
+        s = V.check_labels(y, "y", "log_likelihood", X.shape[0], self.options.get("classes"))
         return float(np.mean(self._predictive(X, s)[1]))
 
     def auc(self, X, y):
         """Area under the ROC curve of ``predict_proba(X)`` against labels y."""
         X = V.check_matrix(X, "X", "auc", n_cols=self.posterior.mean.size)
-        s = V.check_labels(y, "y", "auc", X.shape[0])
+        s = V.check_labels(y, "y", "auc", X.shape[0], self.options.get("classes"))
         return _auc(s > 0, self.predict_proba(X))
