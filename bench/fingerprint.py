@@ -37,14 +37,23 @@ def _digest(arrays):
     return h.hexdigest()[:16]
 
 
-def _paper_model():
-    """The options that give the paper's regression models (no intercept) on this code and on
-    code from before the intercept existed."""
+def _option_exists(name):
     try:
         from fastcep._options import BY_NAME
     except ImportError:
-        return {}
-    return {"fit_intercept": False} if "fit_intercept" in BY_NAME else {}
+        return False
+    return name in BY_NAME
+
+
+def _paper_model():
+    """The options that give the paper's regression models (no intercept) on this code and on
+    code from before the intercept existed."""
+    return {"fit_intercept": False} if _option_exists("fit_intercept") else {}
+
+
+def _paper_cp():
+    """Likewise for CP: the values as they are (no standardization)."""
+    return {"standardize": "none"} if _option_exists("standardize") else {}
 
 
 def _regression_cases():
@@ -94,7 +103,7 @@ def _cp_cases():
     yb = (B.values > np.median(B.values)).astype(float)
     data = {"cp_gaussian": (T.coords, T.values, T.shape), "cp_probit": (B.coords, yb, B.shape)}
     for model, (c, v, shape) in data.items():
-        base = dict(model=model, shape=shape, rank=3, seed=0, max_iter=25)
+        base = dict(model=model, shape=shape, rank=3, seed=0, max_iter=25, **_paper_cp())
         yield f"cp/{model}/cep1/default", (c, v), dict(base)
         for schedule in ("parallel", "block", "sequential"):
             yield f"cp/{model}/cep1/{schedule}", (c, v), dict(base, schedule=schedule, damping=0.5)
@@ -124,7 +133,7 @@ def _stream_cases():
     yb = (B.values > np.median(B.values)).astype(float)
     data = {"cp_gaussian": (T.coords, T.values, T.shape), "cp_probit": (B.coords, yb, B.shape)}
     for model, (c, v, shape) in data.items():
-        base = dict(model=model, rank=3, shape=shape, batch_size=300, seed=0)
+        base = dict(model=model, rank=3, shape=shape, batch_size=300, seed=0, **_paper_cp())
         yield f"stream/{model}/cep1", (c, v), dict(base)
         yield f"stream/{model}/cep1-shuffle", (c, v), dict(base, shuffle=True)
         yield f"stream/{model}/cep1-diag", (c, v), dict(base, covariance="diag", schedule="block")

@@ -217,6 +217,21 @@ OPTIONS = (
     Option("init", "Initial means: leading singular vectors of the unfoldings, or random (seeded).", {
         "cp": Spec(Choice("svd", "random"), "svd"),
     }),
+    Option("standardize", "cp_gaussian: fit the values divided by a scale; predict on theirs.", {
+        "cp": Spec(
+            Choice("scale", "center", "none"), "scale",
+            "'scale': y / sqrt(mean(y^2)), so that results at values c y are those at y, scaled (the "
+            "priors and the start are for values of size 1); 'center': (y - mean) / sd, which makes "
+            "an offset b vanish too, at the price of a fixed offset the CP model must then undo "
+            "where the data have none (an exact low-rank tensor is no longer one); 'none': the "
+            "paper's model, the values as they are. The posterior of the embeddings is that of the "
+            "standardized values; options['value_center'] and options['value_scale'] hold the "
+            "transform",
+        ),
+        "stream": Spec(
+            Choice("scale", "center", "none"), "scale", "from all the stream's values (one pass over a file)"
+        ),
+    }),
     Option("init_scale", "Scale of the initial means (the sd of random ones).", {
         "cp": Spec(NON_NEGATIVE, 1.0),
         "stream": Spec(

@@ -28,6 +28,7 @@ def gaussian_split():
 
 @pytest.fixture(scope="module")
 def gaussian_fit(gaussian_split):
+    """The paper's model (no standardization), whose noise precision is the truth's."""
     T, tr, te, _ = gaussian_split
     return fastcep.fit(
         T.coords[tr],
@@ -37,6 +38,7 @@ def gaussian_fit(gaussian_split):
         rank=3,
         seed=0,
         eval_set=(T.coords[te], T.values[te]),
+        standardize="none",
     )
 
 
@@ -375,8 +377,9 @@ def test_prior_mean_is_the_posterior_of_an_unobserved_object(model):
     shape = (9, 7, 6)  # object 8 of mode 0 has no entries: its posterior is its prior
     for pm in (0.0, 0.3):
         res = fastcep.fit(
-            T.coords, T.values, model=model, shape=shape, rank=2, prior_mean=pm, prior_var=2.0, seed=3
-        )
+            T.coords, T.values, model=model, shape=shape, rank=2, prior_mean=pm, prior_var=2.0, seed=3,
+            standardize="none",  # (the prior as given, on the values' own scale)
+        )  # fmt: skip
         m, c = res.posterior.means[0][8], res.posterior.covs[0][8]
         np.testing.assert_allclose(c, 2.0 * np.eye(2), rtol=1e-12)  # no messages: the prior
         if pm == 0.0:

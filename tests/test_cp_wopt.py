@@ -149,6 +149,7 @@ def test_trace_objective_change_and_eval_metric(exact_tensor):
         n_threads=1,
         max_iter=15,
         eval_set=(held_out, truth),
+        standardize="none",  # (the objective of the values as they are)
     )
     tr = res.trace
     assert res.n_iter == 15 and res.stop_reason == "max_iter" and not res.converged
@@ -261,10 +262,10 @@ def test_callback_receives_info_and_stops():
 def test_reg_pulls_unobserved_objects_to_zero(rng):
     coords, values, _ = _random_problem(rng, (6, 5, 4), 2, n=60)
     shape = (6, 5, 4)
-    free = fit_cp_wopt(coords, values, "cp_gaussian", shape=shape, rank=2, init="random", seed=0, n_threads=1)
-    pen = fit_cp_wopt(
-        coords, values, "cp_gaussian", shape=shape, rank=2, init="random", seed=0, n_threads=1, reg=0.5, tol=0
-    )
+    # (standardize="none": the start as drawn)
+    kw = dict(shape=shape, rank=2, init="random", seed=0, n_threads=1, standardize="none")
+    free = fit_cp_wopt(coords, values, "cp_gaussian", **kw)
+    pen = fit_cp_wopt(coords, values, "cp_gaussian", reg=0.5, tol=0, **kw)
     init = np.random.default_rng(0).standard_normal((15, 2))  # init="random", init_scale 1
     np.testing.assert_array_equal(free.posterior.means[0][-1], init[5])  # no entries, no penalty: unmoved
     assert np.abs(pen.posterior.means[0][-1]).max() < 1e-6

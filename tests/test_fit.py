@@ -205,7 +205,7 @@ Y_OK = np.arange(20) % 2
         (dict(y=Y_OK[:-1]), ValueError, "one label per row of X \\(20\\). Got 19"),
         (dict(y=np.arange(20) % 3), ValueError, "binary labels.*values \\[2.0\\] at rows \\[2, 5"),
         (dict(y=np.where(Y_OK == 1, 1.0, np.nan)), ValueError, "'y'.*finite"),
-        (dict(y=np.array(["a", "b"] * 10)), TypeError, "binary labels"),
+        (dict(y=np.array(["a", "b", "c", "d"] * 5)), ValueError, "exactly two classes"),
         (dict(y=np.r_[np.zeros(10), -np.ones(10)] + np.r_[np.zeros(19), 2]), ValueError, "binary labels"),
         (dict(damping=0.0), ValueError, "'damping' parameter of fit must be a finite float > 0.0"),
         (dict(damping=1.5), ValueError, "damping"),

@@ -50,6 +50,8 @@ def _fit(train, model, method, rank, seed, max_iter, eval_set=None):
     if isinstance(max_iter, argparse.Namespace):
         max_iter = max_iter.lp_max_iter if method == "lp" else max_iter.max_iter
     opts = {} if max_iter is None else {"max_iter": max_iter}
+    if model == "cp_gaussian":
+        opts["standardize"] = "none"  # the paper's model: the values as they are
     t0 = time.perf_counter()
     res = fastcep.fit(
         train.coords,

@@ -96,10 +96,11 @@ def load_model(path):
     _check(fields, path)
     options = fields["options"]
     options["shape"] = fields["shape"]
+    noise = fields["noise"]
     return CPResult(
         fields["model"], fields["method"], fields["covariance"], fields["rank"], fields["shape"],
-        np.concatenate(fields["means"]), np.concatenate(fields["covs"]), fields["noise"], fields["n_iter"],
-        fields["converged"], fields["stop_reason"], fields["trace"], None, options,
+        np.concatenate(fields["means"]), np.concatenate(fields["covs"]), noise, fields["n_iter"],
+        fields["converged"], fields["stop_reason"], fields["trace"], None, options, standardized=False,
     )  # fmt: skip
 
 

@@ -243,6 +243,14 @@ class TensorReader:
                 raise bad_file("tensor", self.path, f"non-binary value at row {start + int(bad[0])}")
         return coords, values
 
+    def values(self, start=0, stop=None):
+        """The values of rows start..stop-1 (float64), unchecked: a pass over the values alone."""
+        stop = self.n if stop is None else min(int(stop), self.n)
+        try:
+            return np.asarray(self._file["values"][start:stop], dtype=np.float64)
+        except (OSError, RuntimeError) as exc:
+            raise bad_file("tensor", self.path, f"rows {start}..{stop - 1} cannot be read ({exc})") from exc
+
     def blocks(self, rows=None, start=0):
         """Yield (first_row, coords, values) for consecutive blocks of whole chunks."""
         rows = self.chunk_rows if rows is None else max(1, -(-int(rows) // self.chunk_rows)) * self.chunk_rows

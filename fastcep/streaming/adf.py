@@ -30,7 +30,7 @@ from ..io.checkpoint import read_checkpoint, write_checkpoint
 from ..io.files import check_output
 from ..results import StreamState
 from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, _exact_sum
-from ..tensor.layout import check_coords, check_memory, check_values, make_layout
+from ..tensor.layout import check_coords, check_memory, check_values, make_layout, standardization
 from ..tensor.result import CPResult, eval_metric
 from ..tensor.vmp import VMP_DEFAULTS, VMPEngine
 from .sources import open_source
@@ -118,6 +118,7 @@ def stream(
     prior_mean=STREAM_DEFAULTS["prior_mean"],
     probit_curvature=STREAM_DEFAULTS["probit_curvature"],
     expect_under=STREAM_DEFAULTS["expect_under"],
+    standardize=STREAM_DEFAULTS["standardize"],
     checkpoint=STREAM_DEFAULTS["checkpoint"],
     checkpoint_every=STREAM_DEFAULTS["checkpoint_every"],
     resume=STREAM_DEFAULTS["resume"],
@@ -236,7 +237,7 @@ def stream(
             "batch_size", "shuffle", "seed", "a0", "b0", "damping", "tol", "max_iter", "covariance",
             "schedule", "init_scale", "prior_mean", "checkpoint", "checkpoint_every", "resume",
             "eval_set", "callback", "progress", "verbose", "max_batches", "probit_curvature",
-            "expect_under", "init_state",
+            "expect_under", "init_state", "standardize",
         )},
     )  # fmt: skip
     # the batches' thread count is governed from their times (one thread when it is clearly faster:
@@ -256,7 +257,7 @@ if stream.__doc__ is not None:  # (None under python -OO)
 def _run(
     src, *, model, R, batch_size, shuffle, seed, pv, a0, b0, damping, tol, max_iter, covariance, schedule,
     init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set, callback, progress, verbose,
-    max_batches, func, method, probit_curvature, expect_under, init_state, governor=None,
+    max_batches, func, method, probit_curvature, expect_under, init_state, standardize, governor=None,
 ):  # fmt: skip
     shape = tuple(int(d) for d in src.shape)
     Kmodes = len(shape)
@@ -274,6 +275,9 @@ def _run(
         options["probit_curvature"] = probit_curvature
     if expect_under != "posterior":  # (likewise)
         options["expect_under"] = expect_under
+    # cp_gaussian: the values' scale (one pass over a file); the batches are standardized
+    center, scale = standardization(src.value_blocks(), model, standardize)
+    options.update(standardize=standardize, value_center=center, value_scale=scale)
     if eval_set is not None:
         ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
         ev_values = check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
@@ -334,13 +338,14 @@ def _run(
         glob = np.concatenate(glob)
         init, init_cov = M[glob], S[glob]  # copies (fancy indexing)
         new = ~seen[glob]
+        y_b, s_b = _batch_values(values, model, center, scale)
         if np.isnan(init_sd):
             if init_scale is not None:
                 init_sd = float(init_scale)
             elif model == "cp_probit":
                 init_sd = 2.0
             else:
-                init_sd = (_exact_sum(values**2) / len(values) / R) ** (1.0 / (2 * Kmodes))
+                init_sd = (_exact_sum(y_b**2) / len(y_b) / R) ** (1.0 / (2 * Kmodes))
         sd0 = float(init_sd)
         if new.any():
             rng = np.random.default_rng([seed, b])
@@ -360,7 +365,6 @@ def _run(
                 v0 = max(INIT_VAR_FRACTION * sd0**2, 1e-12)
                 init_cov[new] = v0 * (np.eye(R) if covariance == "full" else np.ones(R))
         lay = make_layout(local, local_shape)
-        y_b, s_b = _batch_values(values, model)
         prior = dict(prior_Lam=P_Lam[glob], prior_eta=P_eta[glob], a0=float(noise[0]), b0=float(noise[1]))
         if method == "post":
             # q(tau) starts at the posterior mean of the previous batches (the prior's)
@@ -430,13 +434,16 @@ def _run(
     return snapshot(stop_reason, copy=False)
 
 
-def _batch_values(values, model):
-    """A batch's values and label signs as the engines take them (binary values are {0, 1} here:
-    checked by the source)."""
+def _batch_values(values, model, center=0.0, scale=1.0):
+    """A batch's values (cp_gaussian: standardized by ``center`` and ``scale``) and label signs
+    as the engines take them (binary values are {0, 1} here: checked by the source)."""
     if model == "cp_probit":
         s = np.where(values == 1.0, 1.0, -1.0)
         return s, s
-    return np.ascontiguousarray(values, dtype=np.float64), np.zeros(len(values))
+    y = np.ascontiguousarray(values, dtype=np.float64)
+    if center != 0.0 or scale != 1.0:
+        y = (y - center) / scale
+    return y, np.zeros(len(values))
 
 
 def _check_stream_state(state, n_obj, R, covariance, func):

@@ -35,6 +35,10 @@ class ArraySource:
         """The digest of the stream's data (``content_digest``): what a checkpoint is bound to."""
         return content_digest(self.shape, [(self.coords, self.values)])
 
+    def value_blocks(self):
+        """The values, in blocks (for their mean and sd)."""
+        return [self.values]
+
     def batches(self, batch_size, order_rng, start_batch):
         """Yield (batch index, coords, values) from ``start_batch`` on."""
         order = order_rng.permutation(self.n) if order_rng is not None else None
@@ -63,6 +67,10 @@ class FileSource:
     def identity(self):
         """The digest of the file's entries (``content_digest``; one pass over the file)."""
         return content_digest(self.shape, ((c, v) for _, c, v in self.reader.blocks(1 << 20)))
+
+    def value_blocks(self):
+        """The values, in blocks (one pass over the file's values)."""
+        return (self.reader.values(lo, lo + (1 << 22)) for lo in range(0, self.n, 1 << 22))
 
     def batches(self, batch_size, order_rng, start_batch):
         n_blocks = -(-self.n // self.block_rows)

@@ -27,7 +27,7 @@ from ..kernels.tensor import cp_wopt as K
 from ..metrics import auc as _auc
 from ..metrics import rmse as _rmse
 from .init import svd_init
-from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout
+from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardization
 from .result import CPResult
 
 METHOD = "cp_wopt"
@@ -125,6 +125,7 @@ def fit_cp_wopt(
     tol=WOPT_DEFAULTS["tol"],
     init=WOPT_DEFAULTS["init"],
     init_scale=WOPT_DEFAULTS["init_scale"],
+    standardize=WOPT_DEFAULTS["standardize"],
     eval_set=WOPT_DEFAULTS["eval_set"],
     n_threads=WOPT_DEFAULTS["n_threads"],
     callback=WOPT_DEFAULTS["callback"],
@@ -218,6 +219,9 @@ def fit_cp_wopt(
     coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
     y = check_values(values, n, model, func)
+    v_center, v_scale = standardization([y], model, o["standardize"])
+    if v_scale != 1.0 or v_center != 0.0:
+        y = (y - v_center) / v_scale  # (the fit sees values of mean 0 and sd 1; results carry the transform)
     if model == "cp_probit":
         y = np.where(y > 0, 1.0, 0.0)  # check_values gives signs +-1; CP-WOPT fits {0, 1}
     check_memory(n, shape, o["rank"], "diag", func)  # (a point estimate: no covariances)
@@ -234,6 +238,9 @@ def fit_cp_wopt(
     options = dict(
         shape=shape,
         rank=R,
+        standardize=o["standardize"],
+        value_center=v_center,
+        value_scale=v_scale,
         reg=reg,
         max_iter=max_iter,
         tol=tol,
@@ -266,7 +273,9 @@ def fit_cp_wopt(
 
         def evaluate(result):
             KCP.predict_mean(ev_gidx, state["x"].reshape(n_obj, R), ev_pred)
-            return _rmse(ev_values, ev_pred) if model == "cp_gaussian" else _auc(ev_values > 0, ev_pred)
+            if model == "cp_gaussian":
+                return _rmse(ev_values, ev_pred * v_scale + v_center)
+            return _auc(ev_values > 0, ev_pred)
 
     rec = _loop.Recorder(
         tol=tol, callback=callback, snapshot=snapshot, evaluate=evaluate,

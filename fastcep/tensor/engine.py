@@ -18,7 +18,7 @@ from .._threads import num_threads, plan
 from ..kernels import tensor as K
 from ..kernels.tensor import lp as KLP
 from .init import svd_init
-from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout
+from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardization
 from .result import CPResult, CPState, eval_metric, second_moments
 
 CP_MODELS = O.choices("model", "cp")
@@ -55,6 +55,17 @@ def _exact_var(x):
     """Variance from correctly rounded sums (see ``_exact_sum``)."""
     mean = _exact_sum(x) / len(x)
     return _exact_sum((x - mean) ** 2) / len(x)
+
+
+def reference_var(y):
+    """The variance the starting noise precision is set against: Var(y), or for (nearly)
+    constant values, whose variance says nothing of the noise (a precision of 1e301 made the
+    embeddings' variances 1e-303), mean(y^2), or 1 for values all 0."""
+    var = _exact_var(y)
+    mean2 = _exact_sum(y * y) / len(y)
+    if var > 1e-12 * mean2:
+        return var
+    return mean2 if mean2 > 0.0 else 1.0
 
 
 def _allocate(n, Kmodes, R, n_obj, covariance):
@@ -177,7 +188,7 @@ class CPEngine:
             # which regularises the embeddings into a local optimum that explains the data as
             # noise (measured: 2 seeds in 5 stuck at E tau ~ 5 instead of 100 on a 30 x 25 x 20
             # rank-3 tensor)
-            self.noise[2] = warmup_snr / max(_exact_var(y), 1e-300)
+            self.noise[2] = warmup_snr / reference_var(y)
         self.tau_init = self.noise[2]
         self.f_old = np.zeros(n)
         self.f_new = np.empty(n)
@@ -490,6 +501,7 @@ def fit_cp(
     schedule=CP_DEFAULTS["schedule"],
     covariance=CP_DEFAULTS["covariance"],
     init_scale=CP_DEFAULTS["init_scale"],
+    standardize=CP_DEFAULTS["standardize"],
     noise_warmup=CP_DEFAULTS["noise_warmup"],
     warmup_snr=CP_DEFAULTS["warmup_snr"],
     prior_mean=CP_DEFAULTS["prior_mean"],
@@ -637,6 +649,9 @@ def fit_cp(
     coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
     y = check_values(values, n, model, func)
+    center, scale = standardization([y], model, o["standardize"])
+    if scale != 1.0 or center != 0.0:
+        y = (y - center) / scale  # (the fit sees values of mean 0 and sd 1; results carry the transform)
     s = y if model == "cp_probit" else np.zeros(n)
     R, pv, a0, b0, rho = o["rank"], o["prior_var"], o["a0"], o["b0"], o["damping"]
     max_iter, tol, schedule, covariance = o["max_iter"], o["tol"], o["schedule"], o["covariance"]
@@ -656,6 +671,9 @@ def fit_cp(
     options = dict(
         shape=shape,
         rank=R,
+        standardize=o["standardize"],
+        value_center=center,
+        value_scale=scale,
         prior_var=pv,
         a0=a0,
         b0=b0,

@@ -1,6 +1,7 @@
 """Layout of a sparse tensor's observed entries: checked coordinates and values, the global
 object numbering of every mode and the CSR grouping of entries by object."""
 
+import math
 import os
 from typing import NamedTuple
 
@@ -114,6 +115,30 @@ def check_values(values, n, model, func, name="values"):
             f"The {name!r} parameter of {func} must be finite. Got NaN or inf at rows {bad[:5].tolist()}."
         )
     return arr
+
+
+def standardization(blocks, model, standardize):
+    """(center, scale) of cp_gaussian values from the values in ``blocks`` (arrays, merged by
+    Chan's pairwise update): ``standardize="scale"``: (0, sqrt(mean(y^2))); "center": (mean, sd);
+    a scale of 0 becomes 1 (values all 0, or constant). (0, 1), no change, for cp_probit or
+    "none"."""
+    if model != "cp_gaussian" or standardize == "none":
+        return 0.0, 1.0
+    n, mean, m2 = 0, 0.0, 0.0
+    for values in blocks:
+        k = len(values)
+        if k == 0:
+            continue
+        bm = float(np.mean(values))
+        bm2 = float(np.sum((values - bm) ** 2))
+        delta = bm - mean
+        mean += delta * k / (n + k)
+        m2 += bm2 + delta * delta * n * k / (n + k)
+        n += k
+    if standardize == "scale":  # mean(y^2) = var + mean^2
+        mean, m2 = 0.0, m2 + n * mean * mean
+    sd = math.sqrt(m2 / n) if n else 0.0
+    return mean, (sd if sd > 0 and math.isfinite(sd) else 1.0)
 
 
 def check_eval_set(eval_set, shape, model, func):

@@ -58,6 +58,12 @@ class CPResult:
     point_estimate : bool
         True for the methods in ``POINT_METHODS`` (covariances zero, noise None, predictions
         the reconstruction).
+
+    With ``standardize`` (cp_gaussian) the engines fit the standardized values (y - c) / s
+    (``options["value_center"]``, 0 with the default "scale", and ``options["value_scale"]``);
+    the posterior here is on the scale of y: the embeddings' means times s^(1/K) and covariances
+    times s^(2/K) in every mode, the noise precision's rate times s^2, and with "center" the
+    reconstruction plus c. ``state`` (the messages, for ``init_state``) stays standardized.
     """
 
     def __init__(
@@ -76,12 +82,23 @@ class CPResult:
         trace,
         state,
         options,
+        standardized=True,
     ):
         self.model = model
         self.method = method
         self.covariance = covariance
         self.rank = rank
         self.shape = tuple(shape)
+        # cp_gaussian's standardization (files and options from before it: none): the engines fit
+        # (y - c) / s; the embeddings of y are theirs times s^(1 / K) in every mode, so that the
+        # reconstruction is s times theirs, and the noise precision of y theirs over s^2
+        self._center = float(options.get("value_center", 0.0)) if model == "cp_gaussian" else 0.0
+        scale = float(options.get("value_scale", 1.0)) if model == "cp_gaussian" else 1.0
+        if standardized and scale != 1.0:
+            g = scale ** (1.0 / len(shape))
+            M, S = M * g, S * (g * g)
+            if noise is not None:
+                noise = (float(noise[0]), float(noise[1]) * scale**2)
         self._M = M
         self._S = S
         self._offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
@@ -129,6 +146,8 @@ class CPResult:
         cp_probit a score, not a probability) and a variance of 0.
         """
         mean, var = self._f_moments(coords)
+        if self._center != 0.0:  # (standardize="center")
+            mean = mean + self._center
         if self.point_estimate:
             return (mean, var) if return_var else mean
         if self.model == "cp_probit":

@@ -24,12 +24,12 @@ from .engine import (
     ENTRY_CHUNK,
     INIT_VAR_FRACTION,
     _change,
-    _exact_var,
     default_prior,
     initial_means,
+    reference_var,
     run_engine,
 )
-from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout
+from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardization
 from .result import CPResult, second_moments
 
 #: objects per parallel work unit of the mode updates (results do not depend on it)
@@ -65,6 +65,7 @@ def fit_vmp(
     tol=VMP_DEFAULTS["tol"],
     init=VMP_DEFAULTS["init"],
     init_scale=VMP_DEFAULTS["init_scale"],
+    standardize=VMP_DEFAULTS["standardize"],
     prior_mean=VMP_DEFAULTS["prior_mean"],
     init_snr=VMP_DEFAULTS["init_snr"],
     covariance=VMP_DEFAULTS["covariance"],
@@ -166,6 +167,9 @@ def fit_vmp(
     coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
     y = check_values(values, n, model, func)
+    center, scale = standardization([y], model, o["standardize"])
+    if scale != 1.0 or center != 0.0:
+        y = (y - center) / scale  # (the fit sees values of mean 0 and sd 1; results carry the transform)
     s = y if model == "cp_probit" else np.zeros(n)
     R, pv, a0, b0, max_iter, tol = o["rank"], o["prior_var"], o["a0"], o["b0"], o["max_iter"], o["tol"]
     check_memory(n, shape, R, "full", func)
@@ -178,6 +182,9 @@ def fit_vmp(
     options = dict(
         shape=shape,
         rank=R,
+        standardize=o["standardize"],
+        value_center=center,
+        value_scale=scale,
         prior_var=pv,
         a0=a0,
         b0=b0,
@@ -274,7 +281,7 @@ class VMPEngine:
         K.entry_pass(self.code, lay.gidx, y, s, self.M, self.E2, self.f_old, ENTRY_CHUNK, self.entry_part)
         self.a = a0 + 0.5 * n
         if model == "cp_gaussian":
-            self.etau = a0 / b0 if init_snr is None else init_snr / max(_exact_var(y), 1e-300)
+            self.etau = a0 / b0 if init_snr is None else init_snr / reference_var(y)
             self.b = self.a / self.etau
         else:
             self.etau, self.b = 1.0, math.nan
