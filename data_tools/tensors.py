@@ -46,12 +46,11 @@ def read_text_tensor(path, index_base=1, delimiter=None, shape=None):
 
     if index_base not in (0, 1):
         raise V.param_error("index_base", "read_text_tensor", "0 or 1", index_base)
-    rows = [idx + [val] for _, idx, val in iter_text_rows(path, index_base, delimiter)]
+    rows = list(iter_text_rows(path, index_base, delimiter))
     if not rows:
         raise ValueError(f"{path}: no entries")
-    arr = np.array(rows, dtype=np.float64)
-    coords = arr[:, :-1].astype(np.int64) - index_base
-    values = arr[:, -1].copy()
+    coords = np.array([idx for _, idx, _ in rows], dtype=np.int64) - index_base  # (exact, not via float)
+    values = np.array([val for _, _, val in rows], dtype=np.float64)
     if shape is None:
         shape = tuple(int(x) + 1 for x in coords.max(0))
     shape = tuple(int(x) for x in shape)

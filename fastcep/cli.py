@@ -121,31 +121,63 @@ def _out(args, payload, text):
 def _shape_arg(text):
     if text is None:
         return None
-    try:
-        return tuple(int(v) for v in text.replace("x", ",").split(","))
-    except ValueError:
-        raise UserError(f"--shape must look like 200,100,200; got {text!r}") from None
+    parts = text.replace("x", ",").split(",")
+    digits = [p.strip() for p in parts]
+    if len(parts) < 2 or not all(d.isascii() and d.isdigit() and int(d) > 0 for d in digits):
+        raise UserError(f"--shape must be two or more positive integers like 200,100,200; got {text!r}")
+    return tuple(int(d) for d in digits)
+
+
+#: text_to_tensor's parameters, as convert's messages name them
+CONVERT_FLAGS = (
+    ("skip_header=True", "--skip-header"),
+    ("index_base=0", "--index-base 0"),
+    ("index_base=1", "--index-base 1"),
+)
+
+
+def _convert_words(text):
+    for param, flag in CONVERT_FLAGS:
+        text = text.replace(param, flag)
+    return text
 
 
 def cmd_convert(args):
-    from .io import text_to_tensor
+    from .io import TensorReader, text_to_tensor
 
     _check_output(args, args.dst, args.src)
     delim = {"comma": ",", "tab": "\t", "space": " ", "auto": None}.get(args.delimiter, args.delimiter)
+    if delim is not None and len(delim) != 1:
+        raise UserError(f"--delimiter must be comma, tab, space, auto or one character; got {delim!r}")
+    shape = _shape_arg(args.shape)
     t0 = time.perf_counter()
-    shape = text_to_tensor(
-        args.src, args.dst, index_base=args.index_base, delimiter=delim, shape=_shape_arg(args.shape),
-        binary=args.binary,
-    )  # fmt: skip
-    from .io import TensorReader
-
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            shape = text_to_tensor(
+                args.src, args.dst, index_base=args.index_base, delimiter=delim, shape=shape,
+                binary=args.binary, skip_header=args.skip_header,
+            )  # fmt: skip
+        except ValueError as exc:
+            raise UserError(_convert_words(str(exc))) from None
+    for w in caught:
+        print(f"fastcep convert: warning: {_convert_words(str(w.message))}", file=sys.stderr)
     with TensorReader(args.dst) as r:
         n = r.n
     secs = time.perf_counter() - t0
+    inferred = args.shape is None
+    how = " (inferred from the largest index of each mode)" if inferred else ""
     _out(
         args,
-        {"file": args.dst, "shape": list(shape), "entries": n, "binary": args.binary, "seconds": secs},
-        f"wrote {args.dst}: {n} entries, shape {'x'.join(map(str, shape))} ({secs:.1f} s)",
+        {
+            "file": args.dst,
+            "shape": list(shape),
+            "shape_inferred": inferred,
+            "entries": n,
+            "binary": args.binary,
+            "seconds": secs,
+        },
+        f"wrote {args.dst}: {n} entries, shape {'x'.join(map(str, shape))}{how} ({secs:.1f} s)",
     )
     return 0
 
@@ -335,6 +367,9 @@ def build_parser():
     c.add_argument("--delimiter", default="auto", help="comma, tab, space, auto (default) or a character")
     c.add_argument("--shape", default=None, help="tensor shape, e.g. 200,100,200 (default: from the data)")
     c.add_argument("--binary", action="store_true", help="values must be 0 or 1")
+    c.add_argument(
+        "--skip-header", action="store_true", help="skip the first line that is not blank or a comment"
+    )
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_convert)
 

@@ -203,3 +203,61 @@ def test_demo_table(capsys):
     for model in ("probit", "logistic"):
         ll = {r["method"]: r["test_log_likelihood"] for r in sim if r["model"] == model}
         assert abs(ll["cep1"] - ll["ep"]) < 1e-3 and abs(ll["cep2"] - ll["ep"]) < 1e-3
+
+
+def test_convert_header_index_base_and_shape(workdir, capsys):
+    """convert: --skip-header, the inferred shape said, the index-base hints in flag words, a
+    --shape of the wrong length or not integers; every error one line naming file and line."""
+    tmp, T = workdir
+    lines = (tmp / "t.txt").read_text().splitlines()
+    (tmp / "h.txt").write_text("\n".join(["i,j,k,value", *lines]) + "\n")
+    err = _bad(capsys, "convert", "h.txt", "h.h5")
+    assert "h.txt:1: line 'i,j,k,value' looks like a header: use --skip-header" in err
+    code, out, err = run(capsys, "convert", "h.txt", "h.h5", "--skip-header")
+    assert code == 0 and err == ""
+    assert out.startswith("wrote h.h5: 1500 entries, shape 20x15x10 (inferred from the largest index")
+    code, out, _ = run(capsys, "convert", "h.txt", "h.h5", "--skip-header", "--shape", "20,15,10", "--json")
+    assert code == 0 and json.loads(out)["shape_inferred"] is False
+    # a 1-based file read as 0-based: every mode one too large, and said so
+    code, out, err = run(capsys, "convert", "t.txt", "z.h5", "--index-base", "0", "--json")
+    assert code == 0 and json.loads(out)["shape"] == [21, 16, 11] and json.loads(out)["shape_inferred"]
+    assert err.startswith("fastcep convert: warning: t.txt: no index 0 in mode(s) 1, 2, 3 ")
+    assert "may be 1-based (try --index-base 1)" in err and err.count("\n") == 1
+    (tmp / "z.txt").write_text("1,1,1,0.5\n0,1,2,1.5\n")
+    assert (
+        "z.txt:2: index below the index base 1 in '0,1,2,1.5' (index 0 in a 1-based file: try --index-base 0)"
+        in _bad(capsys, "convert", "z.txt", "z2.h5")
+    )
+    err = _bad(capsys, "convert", "t.txt", "s.h5", "--shape", "20,15")
+    assert "t.txt:1: shape (20, 15) has 2 modes but the file's lines have 3 indices" in err
+    for shape in ("20,15.5,10", "20,15,0", "20", "20,1_5,10"):
+        assert "--shape must be two or more positive integers" in _bad(
+            capsys, "convert", "t.txt", "s.h5", "--shape", shape
+        )
+    assert "--delimiter must be" in _bad(capsys, "convert", "t.txt", "s.h5", "--delimiter", "semicolon")
+    assert not (tmp / "s.h5").exists()
+
+
+def test_convert_refuses_misread_numbers(workdir, capsys):
+    tmp, _ = workdir
+    for body, words in [
+        (
+            "1\t1\t1\t0.5\n1\t2\t1\t1,5\n",
+            "b.txt:2: malformed line '1\\t2\\t1\\t1,5': value field 4 '1,5' has a decimal comma",
+        ),
+        (
+            "1,1,1,0.5\n1,1,1,1_0\n",
+            "b.txt:2: malformed line '1,1,1,1_0': value field 4 '1_0' is not a number",
+        ),
+        (f"1,1,1,0.5\n{2**63},1,1,1\n", f"b.txt:2: malformed line '{2**63},1,1,1': index field 1"),
+        (
+            "1,1,1,0.5\n1,1,1,1\n" + "1," * 500_000 + "1\n",
+            "b.txt:3: expected 4 fields, got 500001 in '1,1,1,",
+        ),
+    ]:
+        (tmp / "b.txt").write_text(body)
+        err = _bad(capsys, "convert", "b.txt", "b.h5")
+        assert words in err and len(err) < 300
+    (tmp / "b.txt").write_bytes(b"1,1,1,0.5\n1,1,1,\xb5\n")
+    assert "b.txt:2: not UTF-8 text" in _bad(capsys, "convert", "b.txt", "b.h5")
+    assert not (tmp / "b.h5").exists()

@@ -415,3 +415,10 @@ def test_the_memory_estimate_bounds_what_a_fit_allocates(covariance):
         tracemalloc.stop()
     est = estimate_bytes(20_000, T.shape, 8, covariance)
     assert peak < est < 6 * peak, (peak, est)
+
+
+def test_text_to_tensor_refuses_its_input_as_output(workdir):
+    before = digest("a.txt")
+    with pytest.raises(ValueError, match="text_to_tensor: the output 'a.txt' is the input file"):
+        fastcep.text_to_tensor("a.txt", "a.txt")
+    assert digest("a.txt") == before

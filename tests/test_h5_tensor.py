@@ -173,3 +173,43 @@ def test_text_conversion_names_the_bad_line(tmp_path, body, match):
     with pytest.raises(ValueError, match=match):
         text_to_tensor(src, tmp_path / "t.h5", shape=(2, 2, 2))
     assert not (tmp_path / "t.h5").exists()
+
+
+def _tensor_file(path, coords, shape, n=None):
+    """A tensor file as another tool might write it (any dtypes)."""
+    with h5py.File(path, "w") as f:
+        f.create_dataset("coords", data=coords, chunks=(len(coords), coords.shape[1]))
+        f.create_dataset("values", data=np.ones(len(coords)))
+        f.attrs.update(format="fastcep-tensor", format_version=1, index_base=0, binary=False)
+        f.attrs["shape"] = shape
+        f.attrs["n"] = len(coords) if n is None else n
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_reader_refuses_float_coords(tmp_path, dtype):
+    path = tmp_path / "f.h5"
+    _tensor_file(path, np.array([[0.5, 1.0, 2.0], [1.0, 0.0, 0.0]], dtype=dtype), np.array([2, 2, 3]))
+    with pytest.raises(
+        FileFormatError, match=f"not a valid fastcep tensor file: coords of dtype {np.dtype(dtype)}"
+    ):
+        TensorReader(path)
+    _tensor_file(path, np.array([[0.0, 1.0, 2.0]], dtype=dtype), np.array([2, 2, 3]))  # (integer-valued)
+    with pytest.raises(FileFormatError, match="integer indices expected"):
+        read_tensor(path)
+    _tensor_file(path, np.array([[0, 1, 2]], dtype=np.uint16), np.array([2, 2, 3]))
+    assert read_tensor(path)[0].tolist() == [[0, 1, 2]]
+
+
+@pytest.mark.parametrize(
+    "shape, n, match",
+    [
+        (np.array([8.5, 2.0, 3.0]), 1, r"the shape attribute \[8.5, 2.0, 3.0\] \(float64\) is not integers"),
+        (np.array([8.0, 2.0, 3.0]), 1, "shape attribute"),
+        (np.array([8, 2, 3]), 1.0, r"the n attribute 1.0 \(float64\) is not an integer"),
+    ],
+)
+def test_reader_refuses_non_integer_attributes(tmp_path, shape, n, match):
+    path = tmp_path / "f.h5"
+    _tensor_file(path, np.array([[7, 1, 2]]), shape, n)
+    with pytest.raises(FileFormatError, match=match):
+        TensorReader(path)

@@ -8,17 +8,35 @@ only when it is complete); ``TensorReader`` owns the open file, checks its metad
 every block it reads, and yields blocks aligned to the chunking.
 """
 
+import numbers
 import os
 
 import h5py
 import numpy as np
 
+from .._validation import param_error
 from .files import AtomicH5, bad_file
 
 TENSOR_FORMAT = "fastcep-tensor"
 TENSOR_FORMAT_VERSION = 1
 #: rows per HDF5 chunk of a tensor file (coords and values chunked alike along n)
 TENSOR_CHUNK_ROWS = 1 << 16
+#: the largest index or size a tensor file holds (int64)
+INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def check_shape(shape, func):
+    """A tensor shape as a tuple of ints: >= 2 positive integers (Python or numpy ints; floats,
+    even 8.0, and bools are refused, so that a size is never truncated)."""
+    what = "a sequence of >= 2 positive integers"
+    try:
+        dims = list(shape)
+    except TypeError:
+        raise param_error("shape", func, what, shape) from None
+    ints = all(isinstance(d, numbers.Integral) and not isinstance(d, (bool, np.bool_)) for d in dims)
+    if len(dims) < 2 or not ints or not all(1 <= d <= INT64_MAX for d in dims):
+        raise param_error("shape", func, what, shape)
+    return tuple(int(d) for d in dims)
 
 
 class TensorWriter:
@@ -33,9 +51,7 @@ class TensorWriter:
 
     def __init__(self, path, shape, binary=False, chunk_rows=TENSOR_CHUNK_ROWS, n_modes=None):
         self.path = os.fspath(path)
-        self.shape = None if shape is None else tuple(int(d) for d in shape)
-        if self.shape is not None and (len(self.shape) < 2 or min(self.shape) < 1):
-            raise ValueError(f"TensorWriter: shape must have >= 2 positive sizes, got {shape!r}.")
+        self.shape = None if shape is None else check_shape(shape, "TensorWriter")
         self.K = len(self.shape) if self.shape is not None else n_modes
         self.binary = bool(binary)
         self.chunk_rows = int(chunk_rows)
@@ -78,12 +94,12 @@ class TensorWriter:
             return
         if coords.dtype.kind not in "iu":
             raise TypeError(f"TensorWriter.append: integer coords expected, got dtype {coords.dtype}.")
+        if self.K is not None and coords.shape[1] != self.K:
+            raise ValueError(
+                f"TensorWriter.append: coords have {coords.shape[1]} columns, the tensor has {self.K} modes."
+            )
         if self._max is None:
             self._create(coords.shape[1])
-        if coords.shape[1] != self.K:
-            raise ValueError(
-                f"TensorWriter.append: {coords.shape[1]} columns, the tensor has {self.K} modes."
-            )
         bad = np.nonzero((coords < 0).any(1))[0]
         if bad.size:
             raise ValueError(f"TensorWriter.append: negative index at row {first + int(bad[0])}.")
@@ -136,6 +152,7 @@ class TensorWriter:
 def write_tensor(path, coords, values, shape=None, binary=False, chunk_rows=TENSOR_CHUNK_ROWS):
     """Write 0-based ``coords`` (n, K) and ``values`` (n,) to an HDF5 tensor file (atomically)."""
     coords = np.asarray(coords)
+    shape = None if shape is None else check_shape(shape, "write_tensor")
     with TensorWriter(path, shape, binary=binary, chunk_rows=chunk_rows) as w:
         for lo in range(0, len(coords), 1 << 20):
             w.append(coords[lo : lo + (1 << 20)], np.asarray(values)[lo : lo + (1 << 20)])
@@ -179,15 +196,26 @@ class TensorReader:
         if "coords" not in f or "values" not in f:
             raise bad_file("tensor", self.path, "missing 'coords' or 'values' dataset")
         try:
-            self.shape = tuple(int(d) for d in f.attrs["shape"])
-            self.n = int(f.attrs["n"])
+            shape, n = np.asarray(f.attrs["shape"]), np.asarray(f.attrs["n"])
             base = int(f.attrs["index_base"])
             self.binary = bool(f.attrs.get("binary", False))
         except (KeyError, TypeError, ValueError) as exc:
             raise bad_file("tensor", self.path, f"missing or bad attribute ({exc})") from exc
+        # (integers only: a size or a count of 8.5 is never truncated to 8)
+        if shape.ndim != 1 or shape.dtype.kind not in "iu":
+            raise bad_file(
+                "tensor", self.path, f"the shape attribute {shape.tolist()} ({shape.dtype}) is not integers"
+            )
+        if n.ndim != 0 or n.dtype.kind not in "iu":
+            raise bad_file("tensor", self.path, f"the n attribute {n.tolist()} ({n.dtype}) is not an integer")
+        self.shape, self.n = tuple(int(d) for d in shape), int(n)
         if base != 0:
             raise bad_file("tensor", self.path, f"index_base is {base}; files store 0-based indices")
         c, v = f["coords"], f["values"]
+        if c.dtype.kind not in "iu":
+            raise bad_file("tensor", self.path, f"coords of dtype {c.dtype}; integer indices expected")
+        if v.dtype.kind not in "iuf":
+            raise bad_file("tensor", self.path, f"values of dtype {v.dtype}; numbers expected")
         if len(self.shape) < 2 or min(self.shape) < 1:
             raise bad_file("tensor", self.path, f"bad shape attribute {self.shape}")
         if c.ndim != 2 or c.shape[1] != len(self.shape):
