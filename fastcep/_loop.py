@@ -126,6 +126,27 @@ class Outcome(NamedTuple):
     trace: Trace
 
 
+#: True while a status line is open on stderr (written without its newline)
+_status_open = [False]
+
+
+def write_status(text):
+    """Rewrite the status line on stderr in place (a carriage return, ``text``, no newline); it
+    stays open until ``end_status``."""
+    sys.stderr.write("\r" + text)
+    sys.stderr.flush()
+    _status_open[0] = True
+
+
+def end_status():
+    """End the open status line with a newline (nothing if none is open), so that what is printed
+    next, an interrupt's or an error's message, starts a line of its own."""
+    if _status_open[0]:
+        _status_open[0] = False
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
 class ProgressLine:
     """A status line on stderr, rewritten in place at most five times a second."""
 
@@ -137,13 +158,11 @@ class ProgressLine:
         now = time.perf_counter()
         if force or now - self.last >= 0.2:
             self.last = now
-            sys.stderr.write(f"\r[fastcep] {self.label}: {text}\033[K")
-            sys.stderr.flush()
+            write_status(f"[fastcep] {self.label}: {text}\033[K")
 
     def close(self, text):
         self.update(text, force=True)
-        sys.stderr.write("\n")
-        sys.stderr.flush()
+        end_status()
 
 
 class Recorder:

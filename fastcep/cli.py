@@ -1,4 +1,4 @@
-"""The ``fastcep`` command line.
+"""The ``fastcep`` command line (also ``python -m fastcep``; ``fastcep --version``).
 
 ``fastcep demo``: fit Bayesian probit and logistic regression with CEP-1, CEP-2 and EP on the
 paper's simulated data and on a UCI set, and print a comparison table.
@@ -6,22 +6,32 @@ paper's simulated data and on a UCI set, and print a comparison table.
 ``fastcep info FILE``: what an HDF5 tensor, model or checkpoint file holds.
 ``fastcep fit TENSOR.h5 -o MODEL.h5``: batch CEP on an HDF5 tensor, writes a model file.
 ``fastcep stream TENSOR.h5 -o MODEL.h5``: ADF-CEP with checkpoints and ``--resume``.
-``fastcep evaluate MODEL.h5 TEST.h5``: RMSE (continuous) or AUC (binary) of a model on a tensor.
+``fastcep evaluate MODEL.h5 TEST.h5``: RMSE and test log-likelihood (continuous), or AUC, test
+log-likelihood, Brier score, calibration error, mean P and positive rate (binary).
+``fastcep glm fit DATA --target COL -o MODEL.h5``: Bayesian probit or logistic regression on a
+CSV file or HDF5 table (``fastcep.io.table``), writes a regression model file
+(``fastcep.io.glm_model``); ``fastcep glm evaluate MODEL.h5 DATA``: its test metrics.
 
-``--json`` prints machine-readable output, ``--quiet`` silences progress and notes. User errors
-(bad arguments, missing or corrupt files, bad values) exit with status 2 and a one-line message.
+``--json`` prints machine-readable output, ``--quiet`` silences progress and notes, ``--plot
+FILE.png`` draws the fit's convergence (``fit``, ``stream``, ``glm fit``) or the predictions
+(``evaluate``, ``glm evaluate``; needs matplotlib). User errors (bad arguments, missing, corrupt
+or mismatched files, bad values) exit with status 2 and a one-line message that names the fix
+where there is one (a text tensor given as a tensor file: ``fastcep convert`` it).
 """
 
 import argparse
 import json
+import os
+import shlex
 import sys
 import time
 import warnings
 
 import numpy as np
 
+from . import __version__
 from . import _options as O
-from ._loop import ConvergenceWarning
+from ._loop import ConvergenceWarning, end_status
 
 
 class UserError(Exception):
@@ -145,7 +155,7 @@ def _convert_words(text):
 def cmd_convert(args):
     from .io import TensorReader, text_to_tensor
 
-    _check_output(args, args.dst, args.src)
+    _check_output(args.dst, "dst", [args.src])
     delim = {"comma": ",", "tab": "\t", "space": " ", "auto": None}.get(args.delimiter, args.delimiter)
     if delim is not None and len(delim) != 1:
         raise UserError(f"--delimiter must be comma, tab, space, auto or one character; got {delim!r}")
@@ -182,18 +192,237 @@ def cmd_convert(args):
     return 0
 
 
+# ----------------------------------------------------------------- files of the wrong kind
+#: the fastcep format of each kind of file a verb asks for
+_FORMAT = {"tensor": "fastcep-tensor", "model": "fastcep-cp-model", "glm-model": "fastcep-glm-model"}
+#: where each kind of file comes from (the fix when a file is nothing a verb can use)
+_COMES_FROM = {
+    "tensor": "a tensor file comes from `fastcep convert` (a text tensor) or fastcep.write_tensor",
+    "model": "a CP model file comes from `fastcep fit` or `fastcep stream`",
+    "glm-model": "a regression model file comes from `fastcep glm fit`",
+    "table": "regression data is a CSV file with a header row of column names, or an HDF5 file of "
+    "one 1-D dataset per column",
+    None: "`fastcep info` describes fastcep's tensor, model and checkpoint files",
+}
+
+
+def _fix(path, wanted):
+    """What ``path`` is and what to do with it, where a ``wanted`` file ("tensor", "model",
+    "glm-model", "table" or None: any fastcep file) was asked for; None if nothing to add."""
+    from .io import file_kind
+
+    kind = file_kind(path)
+    if kind in ("missing", "folder", _FORMAT.get(wanted)) or (kind == "table" and wanted == "table"):
+        return None
+    p = shlex.quote(path)
+    if kind == "fastcep-tensor":
+        return f"it is a tensor file: decompose it with `fastcep fit {p} -o MODEL.h5 --model MODEL --rank R`"
+    if kind == "fastcep-cp-model":
+        return f"it is a CP model file: evaluate it with `fastcep evaluate {p} TEST.h5`"
+    if kind == "fastcep-glm-model":
+        return f"it is a regression model file: evaluate it with `fastcep glm evaluate {p} DATA`"
+    if kind == "fastcep-stream-checkpoint":
+        return (
+            f"it is a stream checkpoint: continue its stream with `fastcep stream TENSOR.h5 -o MODEL.h5 "
+            f"--checkpoint {p} --resume` and the stream's options"
+        )
+    if kind == "numbers" and wanted == "table":
+        return "its first line holds numbers, not column names: add a header row"
+    if kind == "numbers":
+        dst = shlex.quote(os.path.splitext(path)[0] + ".h5")
+        return f"it looks like a text tensor: convert it with `fastcep convert {p} {dst}`"
+    if kind == "table":
+        return (
+            f"it is text with a header row: regression data for `fastcep glm fit {p} --target COL -o "
+            "MODEL.h5`, or a text tensor to convert with `fastcep convert`"
+        )
+    return _COMES_FROM[wanted]
+
+
+def _with_fix(exc, path, wanted):
+    """``exc``, an error about ``path``, as a one-line UserError ending with the fix (``_fix``)."""
+    msg = str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
+    fix = _fix(path, wanted)
+    return UserError(f"{msg}; {fix}" if fix else msg)
+
+
+def _read_tensor(path, max_entries=None):
+    """``(coords, values, shape)`` of a tensor file; over ``max_entries`` entries: UserError."""
+    from .io import FileFormatError, TensorReader
+
+    try:
+        with TensorReader(path) as r:
+            if max_entries is not None and r.n > max_entries:
+                raise UserError(
+                    f"{path!r} has {r.n} entries; 'fit' holds them in memory (limit --max-entries "
+                    f"{max_entries}); use 'fastcep stream' for out-of-core decomposition"
+                )
+            coords, values = r.read()
+            return coords, values, tuple(r.shape)
+    except FileFormatError as exc:
+        raise _with_fix(exc, path, "tensor") from None
+
+
+def _check_tensor(path):
+    """Open a tensor file and check its metadata (the stream reads it itself)."""
+    from .io import FileFormatError, TensorReader
+
+    try:
+        with TensorReader(path):
+            pass
+    except FileFormatError as exc:
+        raise _with_fix(exc, path, "tensor") from None
+
+
+def _load_cp_model(path):
+    from .io import FileFormatError, load_model
+
+    try:
+        return load_model(path)
+    except FileFormatError as exc:
+        raise _with_fix(exc, path, "model") from None
+
+
+def _load_glm_model(path):
+    from .io import FileFormatError, load_glm_model
+
+    try:
+        return load_glm_model(path)
+    except FileFormatError as exc:
+        raise _with_fix(exc, path, "glm-model") from None
+
+
+def _read_table(path, columns, delimiter):
+    from .io import FileFormatError, read_table
+
+    try:
+        return read_table(path, columns, delimiter)
+    except FileFormatError as exc:
+        raise _with_fix(exc, path, "table") from None
+
+
+def _check_output(path, flag, inputs=()):
+    """Before any work: refuse an output path (of option ``flag``) that is one of the run's
+    inputs, however named, or whose folder does not exist or cannot be written
+    (``io.files.check_output``)."""
+    from .io.files import check_output
+
+    check_output(path, inputs, f"output ({flag})")
+
+
+# ---------------------------------------------------------------------------------- plots
+def _check_plot(args, inputs=()):
+    """With --plot: matplotlib importable and the image's folder there, before any work."""
+    if getattr(args, "plot", None) is None:
+        return
+    _check_output(args.plot, "--plot", inputs)
+    try:
+        from .plot import agg_figure
+
+        agg_figure()
+    except ImportError as exc:
+        raise UserError(f"--plot needs matplotlib: {exc}") from None
+
+
+def _save_plot(args, draw, figsize):
+    """Draw with ``draw(fig)`` on a figure of the non-interactive Agg canvas and write it to
+    --plot; returns the path (None without --plot)."""
+    if getattr(args, "plot", None) is None:
+        return None
+    from .plot import agg_figure
+
+    fig = agg_figure(figsize)
+    draw(fig)
+    fig.savefig(args.plot, dpi=100)
+    return args.plot
+
+
+def _draw_convergence(res):
+    from . import plot
+
+    def draw(fig):
+        plot.convergence(res, ax=fig.subplots(1, 2))
+
+    return draw
+
+
+def _draw_binary(y, p, probabilities, both_classes):
+    """Calibration (probabilities only) and ROC (both classes only) side by side."""
+    from . import plot
+
+    def draw(fig):
+        panels = int(probabilities) + int(both_classes)
+        if panels == 0:
+            ax = fig.subplots()
+            ax.text(0.5, 0.5, "one class only: no ROC curve", ha="center", va="center")
+            ax.set_axis_off()
+            return
+        grid = fig.add_gridspec(2, panels, height_ratios=(3, 1))
+        if probabilities:
+            curve = fig.add_subplot(grid[0, 0])
+            plot.calibration(y, p, ax=(curve, fig.add_subplot(grid[1, 0], sharex=curve)))
+        if both_classes:
+            plot.roc(y, p, ax=fig.add_subplot(grid[:, panels - 1]))
+
+    return draw
+
+
+def _draw_continuous(y, yhat):
+    from . import plot
+
+    def draw(fig):
+        plot.predicted_vs_observed(y, yhat, ax=fig.subplots())
+
+    return draw
+
+
+# -------------------------------------------------------------------------------- metrics
+def _binary_metrics(y, p, log_likelihood, probabilities=True):
+    """The binary test metrics of predictions ``p`` against 0/1 labels ``y``: AUC (None with one
+    class), and for probabilities the test log-likelihood, Brier score, expected calibration
+    error (10 equal-width bins) and mean P; the positive rate always."""
+    from .metrics import auc, brier, expected_calibration_error
+
+    both = bool(0 < y.sum() < len(y))
+    out = {"auc": auc(y, p) if both else None}
+    if probabilities:
+        out.update(
+            test_log_likelihood=log_likelihood(),
+            brier=brier(y, p),
+            ece=expected_calibration_error(y, p, n_bins=10),
+            mean_p=float(np.mean(p)),
+        )
+    out["positive_rate"] = float(np.mean(y))
+    return out
+
+
+def _binary_text(m, n, note=""):
+    auc = "AUC undefined (one class only)" if m["auc"] is None else f"AUC {m['auc']:.4f}"
+    lines = [f"{auc} on {n} entries{note}"]
+    if "brier" in m:
+        lines += [
+            f"test log-likelihood {m['test_log_likelihood']:.4f} (mean log predictive probability)",
+            f"Brier score {m['brier']:.4f}, calibration error {m['ece']:.4f} (ECE, 10 equal-width bins)",
+            f"mean P {m['mean_p']:.4f} against a positive rate of {m['positive_rate']:.4f}",
+        ]
+    else:
+        lines.append(f"positive rate {m['positive_rate']:.4f}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- verbs
 def cmd_info(args):
     import h5py
 
-    from .io import TensorReader, load_model
+    from .io import TensorReader
 
+    if not os.path.exists(args.file):
+        raise UserError(f"no such file {args.file!r}")
     try:
         with h5py.File(args.file, "r") as f:
             fmt = f.attrs.get("format")
-    except FileNotFoundError:
-        raise
     except OSError as exc:
-        raise UserError(f"{args.file!r} is not an HDF5 file ({exc})") from None
+        raise _with_fix(f"{args.file!r} is not an HDF5 file ({exc})", args.file, None) from None
     if fmt == "fastcep-tensor":
         with TensorReader(args.file) as r:
             info = {
@@ -211,7 +440,7 @@ def cmd_info(args):
             f"chunks of {info['chunk_rows']} rows"
         )
     elif fmt == "fastcep-cp-model":
-        res = load_model(args.file)
+        res = _load_cp_model(args.file)
         info = {
             "file": args.file,
             "format": fmt,
@@ -228,6 +457,27 @@ def cmd_info(args):
             f"{args.file}: {res.model} model, rank {res.rank}, shape {'x'.join(map(str, res.shape))}, "
             f"{res.covariance} covariances, {res.n_iter} iterations ({res.stop_reason})"
         )
+    elif fmt == "fastcep-glm-model":
+        m = _load_glm_model(args.file)
+        res = m.result
+        info = {
+            "file": args.file,
+            "format": fmt,
+            "model": res.model,
+            "method": res.method,
+            "target": m.target,
+            "features": list(m.features),
+            "intercept": res.intercept is not None,
+            "iterations": res.n_iter,
+            "converged": res.converged,
+            "stop_reason": res.stop_reason,
+        }
+        text = (
+            f"{args.file}: {res.model} regression ({res.method}) of {m.target or 'a target'} on "
+            f"{len(m.features)} feature{'s' if len(m.features) != 1 else ''}"
+            f"{' and an intercept' if res.intercept is not None else ''}, "
+            f"{res.n_iter} iterations ({res.stop_reason})"
+        )
     elif fmt == "fastcep-stream-checkpoint":
         from .io import read_checkpoint
 
@@ -242,17 +492,11 @@ def cmd_info(args):
             f"{args.file}: stream checkpoint after {state.batches_done} batches ({state.rows_done} entries)"
         )
     else:
-        raise UserError(f"{args.file!r} is not a fastcep file (format attribute {fmt!r})")
+        raise UserError(
+            f"{args.file!r} is not a fastcep file (format attribute {fmt!r}); {_COMES_FROM[None]}"
+        )
     _out(args, info, text)
     return 0
-
-
-def _check_output(args, path, *inputs):
-    """Before the work: refuse an output that is one of the inputs (the same file, however
-    named) or that cannot be written (``io.files.check_output``)."""
-    from .io.files import check_output
-
-    check_output(path, inputs, "output")
 
 
 def _options(args, names):
@@ -260,7 +504,7 @@ def _options(args, names):
 
 
 def _save_and_report(args, res, secs, unit):
-    """Write the fitted model to --output and print what was written (text or JSON)."""
+    """Write the fitted model to --output (and --plot) and print what was written (text or JSON)."""
     from .io import save_model
 
     save_model(res, args.output)
@@ -273,51 +517,40 @@ def _save_and_report(args, res, secs, unit):
         "stop_reason": res.stop_reason,
         "seconds": secs,
     }
-    _out(
-        args,
-        summary,
+    text = (
         f"wrote {args.output}: {res.model} rank {res.rank}, {res.n_iter} {unit} ({res.stop_reason}), "
-        f"{secs:.1f} s",
+        f"{secs:.1f} s"
     )
+    plotted = _save_plot(args, _draw_convergence(res), (10.0, 4.0))
+    if plotted is not None:
+        summary["plot"] = plotted
+        text += f"\nwrote {plotted}: convergence"
+    _out(args, summary, text)
     return 0
 
 
 def cmd_fit(args):
     from .api import fit
-    from .io import TensorReader
 
-    _check_output(args, args.output, args.tensor)
-    with TensorReader(args.tensor) as r:
-        if r.n > args.max_entries:
-            raise UserError(
-                f"{args.tensor!r} has {r.n} entries; 'fit' holds them in memory (limit --max-entries "
-                f"{args.max_entries}); use 'fastcep stream' for out-of-core decomposition"
-            )
-        coords, values = r.read()
-        shape = r.shape
+    _check_output(args.output, "-o", [args.tensor])
+    _check_plot(args, [args.tensor, args.output])
+    coords, values, shape = _read_tensor(args.tensor, args.max_entries)
     names = ("damping", "max_iter", "tol", "covariance", "schedule", "seed", "prior_var", "prior_mean")
     opts = _options(args, (*names, "a0", "b0", "probit_curvature", "init", "noise_warmup", "expect_under"))
     t0 = time.perf_counter()
-    last = [0.0]
-
-    def progress(info):
-        if not args.quiet and time.perf_counter() - last[0] > 0.5:
-            last[0] = time.perf_counter()
-            print(f"\r[fit] iteration {info.iteration}, change {info.change:.2e}", end="", file=sys.stderr)
-
     res = fit(
         coords, values, model=args.model, method=args.method, shape=shape, rank=args.rank,
-        n_threads=args.threads, callback=progress, **opts,
+        n_threads=args.threads, progress=not args.quiet, **opts,
     )  # fmt: skip
-    if not args.quiet:
-        print(file=sys.stderr)
     return _save_and_report(args, res, time.perf_counter() - t0, "iterations")
 
 
 def cmd_stream(args):
     from .streaming import stream
 
-    _check_output(args, args.output, args.tensor, args.checkpoint)
+    _check_output(args.output, "-o", [args.tensor, args.checkpoint])
+    _check_plot(args, [args.tensor, args.output, args.checkpoint])
+    _check_tensor(args.tensor)
     names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")
     opts = _options(args, (*names, "a0", "b0", "probit_curvature", "expect_under"))
     t0 = time.perf_counter()
@@ -331,38 +564,170 @@ def cmd_stream(args):
 
 
 def cmd_evaluate(args):
-    from .io import TensorReader, load_model
+    from .io import file_kind
 
-    res = load_model(args.model)
-    with TensorReader(args.tensor) as r:
-        if tuple(r.shape) != tuple(res.shape):
-            raise UserError(f"the test tensor has shape {r.shape}, the model {res.shape}")
-        coords, values = r.read()
+    if file_kind(args.model) == "fastcep-tensor" and file_kind(args.tensor) == "fastcep-cp-model":
+        raise UserError(
+            f"the model file comes first: `fastcep evaluate {shlex.quote(args.tensor)} "
+            f"{shlex.quote(args.model)}`"
+        )
+    _check_plot(args, [args.model, args.tensor])
+    res = _load_cp_model(args.model)
+    coords, values, shape = _read_tensor(args.tensor)
+    if shape != tuple(res.shape):
+        raise UserError(f"the test tensor has shape {shape}, the model {res.shape}")
+    payload = {"model_file": args.model, "tensor": args.tensor, "entries": len(values)}
     if res.model == "cp_gaussian":
-        metric, value = "rmse", res.rmse(coords, values)
+        pred = res.predict(coords)
+        payload["rmse"] = res.rmse(coords, values)
+        payload["test_log_likelihood"] = None if res.point_estimate else res.log_likelihood(coords, values)
+        payload["mean_prediction"], payload["mean_value"] = float(np.mean(pred)), float(np.mean(values))
+        ll = payload["test_log_likelihood"]
+        text = "\n".join(
+            [
+                f"RMSE {payload['rmse']:.4f} on {len(values)} entries",
+                "test log-likelihood "
+                + ("n/a (a point estimate)" if ll is None else f"{ll:.4f} (Gaussian predictive)"),
+                f"mean prediction {payload['mean_prediction']:.4g} against a mean value of "
+                f"{payload['mean_value']:.4g}",
+            ]
+        )
+        draw, figsize = _draw_continuous(values, pred), (6.0, 6.0)
     else:
-        metric, value = "auc", res.auc(coords, values)
-    _out(
-        args,
-        {"model_file": args.model, "tensor": args.tensor, "entries": len(values), metric: value},
-        f"{metric.upper()} {value:.4f} on {len(values)} entries",
-    )
+        y = np.asarray(values) > 0
+        p = res.predict(coords)
+        probabilities = not res.point_estimate  # (CP-WOPT's predictions are scores)
+        m = _binary_metrics(y, p, lambda: res.log_likelihood(coords, values), probabilities)
+        payload.update(m)
+        note = "" if probabilities else " (a point estimate: its predictions are scores, not probabilities)"
+        text = _binary_text(m, len(values), note)
+        draw, figsize = _draw_binary(y, p, probabilities, m["auc"] is not None), (10.0, 5.0)
+    plotted = _save_plot(args, draw, figsize)
+    if plotted is not None:
+        payload["plot"] = plotted
+        text += f"\nwrote {plotted}"
+    _out(args, payload, text)
     return 0
+
+
+#: the options of ``fastcep glm fit`` from the option table (family "regression")
+GLM_OPTIONS = (
+    "prior_var", "fit_intercept", "intercept_var", "damping", "max_iter", "tol", "schedule", "stopping",
+    "n_nodes", "n_samples", "threshold", "n_features", "seed",
+)  # fmt: skip
+
+
+def _glm_data(path, target, features, delimiter):
+    """``(features, X, y)`` from a data table: the named feature columns (default: every column
+    but the target) and the target."""
+    if features is not None and len(set(features)) != len(features):
+        raise UserError("--features names a column twice")
+    if features is not None and target in features:
+        raise UserError(f"--features lists the target column {target!r}")
+    table = _read_table(path, None if features is None else [target, *features], delimiter)
+    if target not in table.columns:
+        columns = ", ".join(map(repr, table.names))
+        raise _with_fix(f"{path!r} has no column {target!r}; its columns are {columns}", path, "table")
+    if features is None:
+        features = [name for name in table.names if name != target]
+    if not features:
+        raise UserError(f"{path!r} has no column besides the target {target!r}: nothing to regress on")
+    X = np.column_stack([table.columns[name] for name in features])
+    y = table.columns[target]
+    labels = set(np.unique(y).tolist())
+    if not (labels <= {0.0, 1.0} or labels <= {-1.0, 1.0}):
+        rows = np.nonzero(~np.isin(y, (-1.0, 0.0, 1.0)))[0]
+        first = f"data row {rows[0] + 1} holds {float(y[rows[0]]):g}" if rows.size else "it mixes 0 and -1"
+        raise UserError(f"the target column {target!r} must hold binary labels 0/1 or -1/1; {first}")
+    return tuple(features), X, y
+
+
+def cmd_glm_fit(args):
+    from .api import fit
+    from .io import save_glm_model
+
+    _check_output(args.output, "-o", [args.data])
+    _check_plot(args, [args.data, args.output])
+    features, X, y = _glm_data(args.data, args.target, args.features, args.delimiter)
+    t0 = time.perf_counter()
+    res = fit(
+        X, y, model=args.model, method=args.method, n_threads=args.threads, progress=not args.quiet,
+        **_options(args, GLM_OPTIONS),
+    )  # fmt: skip
+    secs = time.perf_counter() - t0
+    save_glm_model(res, args.output, features, args.target)
+    summary = {
+        "model_file": args.output,
+        "model": res.model,
+        "method": res.method,
+        "target": args.target,
+        "features": list(features),
+        "rows": len(y),
+        "intercept": res.intercept is not None,
+        "iterations": res.n_iter,
+        "converged": res.converged,
+        "stop_reason": res.stop_reason,
+        "seconds": secs,
+    }
+    text = (
+        f"wrote {args.output}: {res.model}/{res.method} on {len(y)} rows, {len(features)} feature"
+        f"{'s' if len(features) != 1 else ''}"
+        f"{' and an intercept' if res.intercept is not None else ''}, {res.n_iter} iterations "
+        f"({res.stop_reason}), {secs:.1f} s"
+    )
+    plotted = _save_plot(args, _draw_convergence(res), (10.0, 4.0))
+    if plotted is not None:
+        summary["plot"] = plotted
+        text += f"\nwrote {plotted}: convergence"
+    _out(args, summary, text)
+    return 0
+
+
+def cmd_glm_evaluate(args):
+    _check_plot(args, [args.model, args.data])
+    model = _load_glm_model(args.model)
+    target = args.target or model.target
+    if not target:
+        raise UserError(f"{args.model!r} names no target column: give --target COL")
+    _, X, labels = _glm_data(args.data, target, list(model.features), args.delimiter)
+    res = model.result
+    p = res.predict_proba(X)
+    y = labels > 0
+    m = _binary_metrics(y, p, lambda: res.log_likelihood(X, y))
+    payload = {"model_file": args.model, "data": args.data, "target": target, "rows": len(y), **m}
+    text = _binary_text(m, len(y)).replace(" entries", " rows", 1)
+    plotted = _save_plot(args, _draw_binary(y, p, True, m["auc"] is not None), (10.0, 5.0))
+    if plotted is not None:
+        payload["plot"] = plotted
+        text += f"\nwrote {plotted}"
+    _out(args, payload, text)
+    return 0
+
+
+def _float_or_auto(text):
+    """A float, or the word 'auto' (``--damping`` of ``glm fit``)."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a float in (0, 1] or 'auto', not {text!r}") from None
 
 
 def build_parser():
     p = argparse.ArgumentParser(prog="fastcep", description="Conditional expectation propagation.")
+    p.add_argument("--version", action="version", version=f"fastcep {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="CEP-1, CEP-2 and EP on simulated and UCI data: a comparison table")
-    d.add_argument("--uci", default="ionos", help="UCI set for the second part (default: ionos)")
+    d.add_argument("--uci", default="ionos", help="UCI set for the second part (default: %(default)s)")
     d.add_argument("--uci-dir", default=None, help="folder of the UCI files (default: PyPI packages)")
     d.add_argument("--json", action="store_true", help="print the table as JSON")
     d.add_argument("--quiet", action="store_true", help="no notes on stderr")
     d.set_defaults(func=cmd_demo)
 
     c = sub.add_parser("convert", help="text tensor (i,j,k,value a line) -> HDF5 tensor file")
-    c.add_argument("src")
-    c.add_argument("dst")
+    c.add_argument("src", help="text tensor file")
+    c.add_argument("dst", help="HDF5 tensor file to write")
     c.add_argument("--index-base", type=int, choices=(0, 1), default=1, help="of the text file (default 1)")
     c.add_argument("--delimiter", default="auto", help="comma, tab, space, auto (default) or a character")
     c.add_argument("--shape", default=None, help="tensor shape, e.g. 200,100,200 (default: from the data)")
@@ -370,25 +735,37 @@ def build_parser():
     c.add_argument(
         "--skip-header", action="store_true", help="skip the first line that is not blank or a comment"
     )
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="print the result as JSON")
     c.set_defaults(func=cmd_convert)
 
     i = sub.add_parser("info", help="describe an HDF5 tensor, model or checkpoint file")
-    i.add_argument("file")
-    i.add_argument("--json", action="store_true")
+    i.add_argument("file", help="a fastcep HDF5 file")
+    i.add_argument("--json", action="store_true", help="print the description as JSON")
     i.set_defaults(func=cmd_info)
 
     def option(q, name, family, **kw):
-        """An option of ``fastcep.fit`` (family "cp") or ``fastcep.stream`` as a flag: its choices
-        and help from the option table (``fastcep._options``); None (not given): the default."""
+        """An option of ``fastcep.fit`` (family "cp" or "regression") or ``fastcep.stream`` as a
+        flag: its choices and help from the option table (``fastcep._options``); None (not
+        given): the default."""
         if O.choices(name, family) is not None:
             kw["choices"] = O.choices(name, family)
         kw.setdefault("default", None)
         q.add_argument("--" + name.replace("_", "-"), help=O.cli_help(name, family), **kw)
 
+    def common(q, family, what):
+        q.add_argument("-o", "--output", required=True, help=f"{what} file to write (HDF5; required)")
+        q.add_argument("--threads", type=int, default=None, help=O.cli_help("n_threads", family))
+        q.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        q.add_argument("--json", action="store_true", help="print the result as JSON")
+        q.add_argument(
+            "--plot", metavar="FILE.png", default=None,
+            help="draw the convergence (change per iteration and against time) to this image "
+            "(needs matplotlib; default: none)",
+        )  # fmt: skip
+
     def model_args(q, family):
         q.add_argument("tensor", help="HDF5 tensor file (see 'fastcep convert')")
-        q.add_argument("-o", "--output", required=True, help="model file to write (HDF5)")
+        common(q, family, "model")
         option(q, "model", family, required=True)
         option(q, "rank", family, type=int, required=True)
         for name in ("damping", "tol", "prior_var", "a0", "b0", "prior_mean"):
@@ -397,9 +774,6 @@ def build_parser():
         for name in ("covariance", "probit_curvature", "expect_under"):
             option(q, name, family)
         option(q, "seed", family, type=int, default=O.defaults(family, "cep1")["seed"])
-        q.add_argument("--threads", type=int, default=None, help=O.cli_help("n_threads", family))
-        q.add_argument("--quiet", action="store_true", help="no progress on stderr")
-        q.add_argument("--json", action="store_true")
 
     f = sub.add_parser("fit", help="batch CEP on an HDF5 tensor; writes a model file")
     model_args(f, "cp")
@@ -407,7 +781,10 @@ def build_parser():
     option(f, "schedule", "cp")
     option(f, "init", "cp")
     option(f, "noise_warmup", "cp", type=int)
-    f.add_argument("--max-entries", type=int, default=50_000_000, help="refuse larger tensors (use stream)")
+    f.add_argument(
+        "--max-entries", type=int, default=50_000_000,
+        help="refuse larger tensors (use stream; default %(default)s)",
+    )  # fmt: skip
     f.set_defaults(func=cmd_fit)
 
     s = sub.add_parser("stream", help="streaming ADF-CEP on an HDF5 tensor, with checkpoints")
@@ -420,25 +797,77 @@ def build_parser():
     option(s, "resume", "stream", action="store_true", default=False)
     s.set_defaults(func=cmd_stream)
 
-    e = sub.add_parser("evaluate", help="RMSE or AUC of a model file on an HDF5 test tensor")
-    e.add_argument("model")
-    e.add_argument("tensor")
-    e.add_argument("--json", action="store_true")
+    e = sub.add_parser("evaluate", help="test metrics of a model file on an HDF5 test tensor")
+    e.add_argument("model", help="CP model file (from 'fastcep fit' or 'fastcep stream')")
+    e.add_argument("tensor", help="HDF5 test tensor file of the model's shape")
+    e.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    e.add_argument(
+        "--plot", metavar="FILE.png", default=None,
+        help="draw calibration and ROC (binary) or predicted against observed (continuous) to this "
+        "image (needs matplotlib; default: none)",
+    )  # fmt: skip
     e.set_defaults(func=cmd_evaluate)
+
+    g = sub.add_parser("glm", help="Bayesian probit or logistic regression on a CSV file or HDF5 table")
+    gsub = g.add_subparsers(dest="glm_command", required=True)
+
+    def data_args(q):
+        q.add_argument("--delimiter", default=",", help="field separator of a CSV file (default %(default)r)")
+
+    gf = gsub.add_parser("fit", help="fit a regression model; writes a regression model file")
+    gf.add_argument(
+        "data", help="CSV file with a header row, or HDF5 file of one 1-D dataset per column in its root"
+    )
+    gf.add_argument("--target", required=True, help="the column of binary labels (0/1 or -1/1; required)")
+    gf.add_argument(
+        "--features", nargs="+", metavar="COL", default=None,
+        help="the feature columns (default: every column but the target)",
+    )  # fmt: skip
+    common(gf, "regression", "regression model")
+    for name in ("model", "method"):
+        option(gf, name, "regression", default=O.defaults("regression", "cep1")[name])
+    option(gf, "damping", "regression", type=_float_or_auto)
+    option(gf, "fit_intercept", "regression", action=argparse.BooleanOptionalAction)
+    for name in ("prior_var", "intercept_var", "tol", "threshold"):
+        option(gf, name, "regression", type=float)
+    for name in ("max_iter", "n_nodes", "n_samples", "n_features"):
+        option(gf, name, "regression", type=int)
+    option(gf, "schedule", "regression")
+    option(gf, "stopping", "regression")
+    option(gf, "seed", "regression", type=int, default=O.defaults("regression", "cep1")["seed"])
+    data_args(gf)
+    gf.set_defaults(func=cmd_glm_fit, verb="glm fit")
+
+    ge = gsub.add_parser("evaluate", help="test metrics of a regression model file on data")
+    ge.add_argument("model", help="regression model file (from 'fastcep glm fit')")
+    ge.add_argument("data", help="CSV file or HDF5 table holding the model's feature columns and the target")
+    ge.add_argument(
+        "--target", default=None, help="the column of binary labels (default: the model's target)"
+    )
+    ge.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    ge.add_argument(
+        "--plot", metavar="FILE.png", default=None,
+        help="draw calibration and ROC to this image (needs matplotlib; default: none)",
+    )  # fmt: skip
+    data_args(ge)
+    ge.set_defaults(func=cmd_glm_evaluate, verb="glm evaluate")
     return p
 
 
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse exits with status 2 on bad arguments
+    verb = getattr(args, "verb", None) or args.command
     try:
         return args.func(args)
     except (UserError, ValueError, TypeError, OSError, FloatingPointError, MemoryError) as exc:
+        end_status()  # (a progress line left open: the message starts a line of its own)
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"fastcep {args.command}: error: {msg}", file=sys.stderr)
+        print(f"fastcep {verb}: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"fastcep {args.command}: interrupted", file=sys.stderr)
+        end_status()
+        print(f"fastcep {verb}: interrupted", file=sys.stderr)
         return 130
 
 

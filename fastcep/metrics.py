@@ -1,7 +1,13 @@
-"""Evaluation metrics: area under the ROC curve, RMSE, mean test log-likelihood."""
+"""Evaluation metrics: the ROC curve and its area, RMSE, the Brier score, the calibration curve
+and the expected calibration error of predicted probabilities, the mean Gaussian log predictive
+density, and the KL divergence of two Gaussians."""
+
+from typing import NamedTuple
 
 import numpy as np
 from scipy.stats import rankdata
+
+from . import _validation as V
 
 
 def _binary(y, name="y_true"):
@@ -13,6 +19,26 @@ def _binary(y, name="y_true"):
     if arr.dtype.kind not in "iuf" or not np.all(np.isin(arr, (0, 1, -1))):
         raise ValueError(f"The {name!r} parameter must hold binary labels in {{0, 1}} or {{-1, 1}}.")
     return arr == 1
+
+
+def _binary_and_scores(y_true, score, name):
+    """Labels as bool and ``score`` as finite float64 of the same shape (the metrics' one check)."""
+    pos = _binary(y_true)
+    score = np.asarray(score, dtype=np.float64)
+    if score.shape != pos.shape:
+        raise ValueError(f"y_true and {name} must have the same shape. Got {pos.shape} and {score.shape}.")
+    if not np.all(np.isfinite(score)):
+        raise ValueError(f"The {name!r} parameter must be finite (no NaN or inf).")
+    return pos, score
+
+
+def _probabilities(y_true, p):
+    pos, p = _binary_and_scores(y_true, p, "p")
+    if p.size == 0:
+        raise ValueError("The 'p' parameter must hold at least one probability. Got none.")
+    if np.any((p < 0.0) | (p > 1.0)):
+        raise ValueError("The 'p' parameter must hold probabilities in [0, 1].")
+    return pos, p
 
 
 def auc(y_true, score):
@@ -29,18 +55,40 @@ def auc(y_true, score):
     -------
     float
     """
-    pos = _binary(y_true)
-    score = np.asarray(score, dtype=np.float64)
-    if score.shape != pos.shape:
-        raise ValueError(f"y_true and score must have the same shape. Got {pos.shape} and {score.shape}.")
-    if not np.all(np.isfinite(score)):
-        raise ValueError("The 'score' parameter must be finite (no NaN or inf).")
+    pos, score = _binary_and_scores(y_true, score, "score")
     n_pos = int(pos.sum())
     n_neg = pos.size - n_pos
     if n_pos == 0 or n_neg == 0:
         raise ValueError("AUC needs both classes in y_true. Got only one class.")
     ranks = rankdata(score)  # average ranks for ties
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def roc_curve(y_true, score):
+    """The ROC curve: false and true positive rates at every distinct threshold of ``score``.
+
+    Parameters
+    ----------
+    y_true : array of shape (n,)
+        Binary labels in {0, 1}, {-1, 1} or bool, both classes present.
+    score : array of shape (n,)
+        Higher means more likely positive (finite).
+
+    Returns
+    -------
+    fpr, tpr : ndarray of float64, shape (m + 1,)
+        From (0, 0) to (1, 1), one point per distinct score (m of them), highest first; tied
+        scores move both rates at once, so the trapezoidal area under the curve equals ``auc``.
+    """
+    pos, score = _binary_and_scores(y_true, score, "score")
+    if pos.all() or not pos.any():
+        raise ValueError("The ROC curve needs both classes in y_true. Got only one class.")
+    order = np.argsort(-score, kind="stable")
+    s, p = score[order], pos[order]
+    last = np.r_[np.nonzero(np.diff(s))[0], len(s) - 1]  # the last row of each distinct score
+    tp = np.cumsum(p)[last]
+    fp = (last + 1) - tp
+    return np.r_[0.0, fp / fp[-1]], np.r_[0.0, tp / tp[-1]]
 
 
 def rmse(y_true, y_pred):
@@ -50,6 +98,109 @@ def rmse(y_true, y_pred):
     if a.shape != b.shape:
         raise ValueError(f"y_true and y_pred must have the same shape. Got {a.shape} and {b.shape}.")
     return float(np.sqrt(np.mean((a - b) ** 2)))
+
+
+def brier(y_true, p):
+    """The Brier score: the mean squared difference between P(y = 1) and the 0/1 label.
+
+    Parameters
+    ----------
+    y_true : array of shape (n,)
+        Binary labels in {0, 1}, {-1, 1} or bool.
+    p : array of shape (n,)
+        Predicted probabilities P(y = 1) in [0, 1].
+
+    Returns
+    -------
+    float
+        0 for certain and right predictions; 0.25 for p = 0.5 everywhere.
+    """
+    pos, p = _probabilities(y_true, p)
+    return float(np.mean((p - pos) ** 2))
+
+
+class CalibrationCurve(NamedTuple):
+    """Predicted probabilities against observed frequencies in equal-width bins of [0, 1]."""
+
+    mean_p: np.ndarray  #: (n_bins,) mean predicted P of each bin (NaN where a bin is empty)
+    positive_rate: np.ndarray  #: (n_bins,) fraction of positive labels in each bin (NaN where empty)
+    counts: np.ndarray  #: (n_bins,) int64, the predictions in each bin
+    edges: np.ndarray  #: (n_bins + 1,) the bins' edges, 0 to 1
+
+
+def calibration_curve(y_true, p, n_bins=10):
+    """The reliability curve: per equal-width bin of P, the mean P and the positive rate.
+
+    Parameters
+    ----------
+    y_true : array of shape (n,)
+        Binary labels in {0, 1}, {-1, 1} or bool.
+    p : array of shape (n,)
+        Predicted probabilities P(y = 1) in [0, 1].
+    n_bins : int
+        Bin b holds the p with floor(p n_bins) = b (b / n_bins <= p < (b + 1) / n_bins; p = 1 in
+        the last bin).
+
+    Returns
+    -------
+    CalibrationCurve
+        A calibrated model's ``positive_rate`` equals its ``mean_p`` in every bin.
+    """
+    pos, p = _probabilities(y_true, p)
+    n_bins = V.check_int(n_bins, "n_bins", "calibration_curve", 1)
+    b = np.minimum(np.floor(p * n_bins).astype(np.int64), n_bins - 1)
+    counts = np.bincount(b, minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_p = np.bincount(b, weights=p, minlength=n_bins) / counts
+        rate = np.bincount(b, weights=pos.astype(np.float64), minlength=n_bins) / counts
+    return CalibrationCurve(mean_p, rate, counts, np.linspace(0.0, 1.0, n_bins + 1))
+
+
+def expected_calibration_error(y_true, p, n_bins=10):
+    """The expected calibration error: sum over bins of (bin's share of the predictions) x
+    |mean P - positive rate| (equal-width bins, as ``calibration_curve``).
+
+    Parameters
+    ----------
+    y_true : array of shape (n,)
+    p : array of shape (n,)
+        Predicted probabilities P(y = 1) in [0, 1].
+    n_bins : int
+
+    Returns
+    -------
+    float
+        0 for a calibrated model; at most 1.
+    """
+    curve = calibration_curve(y_true, p, n_bins)
+    full = curve.counts > 0
+    gap = np.abs(curve.mean_p[full] - curve.positive_rate[full])
+    return float(np.sum(curve.counts[full] * gap) / np.sum(curve.counts))
+
+
+def gaussian_log_likelihood(y, mean, var):
+    """Mean log density of ``y`` under independent Gaussians N(mean, var) (the test
+    log-likelihood under a Gaussian predictive).
+
+    Parameters
+    ----------
+    y, mean : arrays of shape (n,)
+    var : array of shape (n,)
+        Predictive variances, > 0.
+
+    Returns
+    -------
+    float
+    """
+    y = np.asarray(y, dtype=np.float64)
+    mean = np.asarray(mean, dtype=np.float64)
+    var = np.asarray(var, dtype=np.float64)
+    if not (y.shape == mean.shape == var.shape):
+        shapes = f"{y.shape}, {mean.shape}, {var.shape}"
+        raise ValueError(f"y, mean and var must have the same shape. Got {shapes}.")
+    if not np.all(var > 0.0):
+        raise ValueError("The 'var' parameter must hold variances > 0.")
+    return float(np.mean(-0.5 * (np.log(2.0 * np.pi * var) + (y - mean) ** 2 / var)))
 
 
 def gaussian_kl(mean_p, cov_p, mean_q, cov_q):

@@ -1,6 +1,10 @@
 """The fastcep command line: convert, info, fit, stream, evaluate; exit status 2 on user errors."""
 
+import argparse
 import json
+import pathlib
+import subprocess
+import sys
 import warnings
 
 import h5py
@@ -8,6 +12,7 @@ import numpy as np
 import pytest
 
 import fastcep
+from fastcep import _options as O
 from fastcep import load_model
 from fastcep.cli import main
 from fastcep.data_tools import make_cp_tensor
@@ -261,3 +266,259 @@ def test_convert_refuses_misread_numbers(workdir, capsys):
     (tmp / "b.txt").write_bytes(b"1,1,1,0.5\n1,1,1,\xb5\n")
     assert "b.txt:2: not UTF-8 text" in _bad(capsys, "convert", "b.txt", "b.h5")
     assert not (tmp / "b.h5").exists()
+
+
+# ------------------------------------------------------------- --version and python -m fastcep
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"fastcep {fastcep.__version__}\n"
+
+
+def test_python_m_fastcep_runs_the_command_line_and_exits_with_its_status(tmp_path):
+    def python_m(*argv):
+        # (from the checkout's root, so that its fastcep is the one imported)
+        return subprocess.run(
+            [sys.executable, "-m", "fastcep", *argv], cwd=ROOT, capture_output=True, text=True
+        )
+
+    out = python_m("--version")
+    assert out.returncode == 0 and out.stdout == f"fastcep {fastcep.__version__}\n"
+    out = python_m("info", str(tmp_path / "missing.h5"))
+    assert out.returncode == 2 and out.stderr.startswith("fastcep info: error: no such file")
+
+
+# --------------------------------------------------------------------- help and defaults
+def _parsers(parser, name="fastcep"):
+    """Every parser of the command line, its verbs' and their verbs' (glm fit, ...)."""
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for verb, sub in action.choices.items():
+                yield from _parsers(sub, f"{name} {verb}")
+
+
+#: each verb's family in the option table
+FAMILIES = {"fastcep fit": "cp", "fastcep stream": "stream", "fastcep glm fit": "regression"}
+
+
+def test_every_option_has_help_that_states_its_default():
+    from fastcep.cli import build_parser
+
+    seen = set()
+    for name, parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if isinstance(
+                action, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
+            ):
+                continue
+            where = (name, action.dest)
+            seen.add(where)
+            assert action.help, where
+            if not action.option_strings:  # positional: nothing to default
+                continue
+            text = action.help % {**vars(action), "prog": parser.prog}  # as argparse expands it
+            if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+                continue  # a flag: off unless given
+            if action.required:
+                assert "required" in text, where
+                continue
+            assert "default" in text, where
+            if action.default is not None:
+                assert str(action.default) in text or repr(action.default) in text, where
+            # the options of the option table take its help
+            option = "n_threads" if action.dest == "threads" else action.dest
+            if name in FAMILIES and option in O.BY_NAME:
+                assert action.help == O.cli_help(option, FAMILIES[name]), where
+    assert {
+        ("fastcep glm fit", "fit_intercept"),
+        ("fastcep evaluate", "plot"),
+        ("fastcep demo", "uci"),
+    } <= seen
+    assert ("fastcep glm evaluate", "target") in seen
+
+
+# ----------------------------------------------------------------- errors that name the fix
+def test_a_file_of_the_wrong_kind_gets_the_command_that_takes_it(workdir, capsys):
+    tmp, _ = workdir
+    run(capsys, "convert", "t.txt", "t.h5")
+    run(
+        capsys,
+        "fit",
+        "t.h5",
+        "-o",
+        "m.h5",
+        "--model",
+        "cp_gaussian",
+        "--rank",
+        "2",
+        "--max-iter",
+        "3",
+        "--quiet",
+    )
+    fit_args = ("-o", "x.h5", "--model", "cp_gaussian", "--rank", "2")
+    convert = "convert it with `fastcep convert t.txt t.h5`"
+    # a text tensor where a tensor or model file is expected
+    assert convert in _bad(capsys, "fit", "t.txt", *fit_args)
+    assert convert in _bad(capsys, "stream", "t.txt", *fit_args)
+    assert convert in _bad(capsys, "evaluate", "m.h5", "t.txt")
+    assert convert in _bad(capsys, "evaluate", "t.txt", "t.h5")
+    assert convert in _bad(capsys, "info", "t.txt")
+    # a model where a tensor is expected, and a tensor where a model is
+    model = "it is a CP model file: evaluate it with `fastcep evaluate m.h5 TEST.h5`"
+    assert model in _bad(capsys, "fit", "m.h5", *fit_args)
+    assert model in _bad(capsys, "stream", "m.h5", *fit_args)
+    assert model in _bad(capsys, "evaluate", "m.h5", "m.h5")
+    tensor = "it is a tensor file: decompose it with `fastcep fit t.h5 -o MODEL.h5"
+    assert tensor in _bad(capsys, "evaluate", "t.h5", "t.h5")
+    assert "the model file comes first: `fastcep evaluate m.h5 t.h5`" in _bad(
+        capsys, "evaluate", "t.h5", "m.h5"
+    )
+    # a checkpoint, a CSV table, and a file of another program
+    run(capsys, "stream", "t.h5", "-o", "s.h5", "--model", "cp_gaussian", "--rank", "2",
+        "--checkpoint", "ck.h5", "--quiet")  # fmt: skip
+    assert "--checkpoint ck.h5 --resume" in _bad(capsys, "evaluate", "ck.h5", "t.h5")
+    (tmp / "d.csv").write_text("x,y,label\n1,2,1\n")
+    assert "`fastcep glm fit d.csv --target COL -o MODEL.h5`" in _bad(capsys, "fit", "d.csv", *fit_args)
+    with h5py.File(tmp / "other.h5", "w") as f:
+        f["x"] = [1.0]
+    assert "a tensor file comes from `fastcep convert`" in _bad(capsys, "fit", "other.h5", *fit_args)
+    assert "`fastcep info` describes" in _bad(capsys, "info", "other.h5")
+    # outputs checked before any work
+    assert "does not exist" in _bad(capsys, "fit", "t.h5", *fit_args[2:], "-o", str(tmp / "nowhere" / "m.h5"))
+    assert "is the input file" in _bad(capsys, "fit", "t.h5", *fit_args[2:], "-o", "t.h5")
+    assert fastcep.read_tensor("t.h5")[0].shape == (1500, 3)  # (untouched)
+
+
+# ------------------------------------------------------------------------------- Ctrl-C
+def _interrupting(real):
+    """``real`` (fit or stream) with a callback that presses Ctrl-C at the second iteration."""
+
+    def call(*args, callback=None, **kw):
+        def stop(info):
+            if callback is not None:
+                callback(info)
+            if info.iteration == 2:
+                raise KeyboardInterrupt
+
+        return real(*args, callback=stop, **kw)
+
+    return call
+
+
+@pytest.mark.parametrize("verb", ["fit", "stream"])
+def test_the_interrupt_message_starts_a_line_of_its_own(workdir, capsys, monkeypatch, verb):
+    import fastcep.api
+    import fastcep.streaming
+
+    run(capsys, "convert", "t.txt", "t.h5")
+    monkeypatch.setattr(fastcep.api, "fit", _interrupting(fastcep.api.fit))
+    monkeypatch.setattr(fastcep.streaming, "stream", _interrupting(fastcep.streaming.stream))
+    extra = ("--batch-size", "300") if verb == "stream" else ()
+    code, out, err = run(capsys, verb, "t.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2", *extra)
+    assert code == 130
+    assert "\r" in err  # a progress line was being drawn ...
+    assert err.endswith(f"\nfastcep {verb}: interrupted\n")  # ... and the message is not on it
+    assert not (workdir[0] / "m.h5").exists()
+
+
+# ---------------------------------------------------------------------------------- plots
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _png(path, width, height):
+    """A valid PNG of the given size in pixels, not blank."""
+    import matplotlib.image
+
+    data = path.read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 10_000, path
+    image = matplotlib.image.imread(path)
+    assert image.shape[:2] == (height, width) and image.std() > 0.05, path
+
+
+def test_fit_stream_and_evaluate_plot(workdir, capsys):
+    pytest.importorskip("matplotlib")
+    tmp, _ = workdir
+    run(capsys, "convert", "t.txt", "t.h5")
+    code, out, _ = run(
+        capsys, "fit", "t.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2", "--plot", "conv.png",
+        "--json", "--quiet",
+    )  # fmt: skip
+    assert code == 0 and json.loads(out)["plot"] == "conv.png"
+    _png(tmp / "conv.png", 1000, 400)
+    code, out, _ = run(capsys, "stream", "t.h5", "-o", "s.h5", "--model", "cp_gaussian", "--rank", "2",
+                       "--batch-size", "300", "--plot", "sconv.png", "--quiet")  # fmt: skip
+    assert code == 0 and "wrote sconv.png" in out
+    _png(tmp / "sconv.png", 1000, 400)
+    code, out, _ = run(capsys, "evaluate", "m.h5", "t.h5", "--plot", "pred.png")
+    assert code == 0 and "wrote pred.png" in out
+    _png(tmp / "pred.png", 600, 600)
+
+
+def test_binary_evaluate_plot(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    T, _ = make_cp_tensor((20, 15, 10), 2, 1500, binary=True, seed=3, factor_scale=1.2)
+    fastcep.write_tensor(tmp_path / "b.h5", T.coords, T.values, shape=T.shape, binary=True)
+    monkeypatch.chdir(tmp_path)
+    run(capsys, "fit", "b.h5", "-o", "m.h5", "--model", "cp_probit", "--rank", "2", "--quiet")
+    code, out, _ = run(capsys, "evaluate", "m.h5", "b.h5", "--plot", "ev.png")
+    assert code == 0
+    _png(tmp_path / "ev.png", 1000, 500)
+
+
+def test_plot_without_matplotlib_fails_before_the_fit(workdir, capsys, monkeypatch):
+    run(capsys, "convert", "t.txt", "t.h5")
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")] + ["matplotlib"]:
+        monkeypatch.setitem(sys.modules, name, None)
+    err = _bad(
+        capsys, "fit", "t.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2", "--plot", "c.png"
+    )
+    assert "pip install 'fastcep[plot]'" in err
+    assert not (workdir[0] / "m.h5").exists()
+
+
+# ------------------------------------------------------------------------- evaluate's metrics
+def test_evaluate_reports_calibration_for_binary_data(tmp_path, monkeypatch, capsys):
+    from fastcep import metrics
+
+    T, _ = make_cp_tensor((20, 15, 10), 2, 1500, binary=True, seed=3, factor_scale=1.2)
+    fastcep.write_tensor(tmp_path / "b.h5", T.coords, T.values, shape=T.shape, binary=True)
+    monkeypatch.chdir(tmp_path)
+    run(capsys, "fit", "b.h5", "-o", "m.h5", "--model", "cp_probit", "--rank", "2", "--quiet")
+    code, out, _ = run(capsys, "evaluate", "m.h5", "b.h5", "--json")
+    got = json.loads(out)
+    res = load_model("m.h5")
+    p, y = res.predict(T.coords), T.values > 0
+    assert got["auc"] == pytest.approx(metrics.auc(y, p), abs=1e-12)
+    assert got["test_log_likelihood"] == pytest.approx(res.log_likelihood(T.coords, T.values), abs=1e-12)
+    assert got["brier"] == pytest.approx(np.mean((p - y) ** 2), abs=1e-12)
+    assert got["ece"] == pytest.approx(metrics.expected_calibration_error(y, p), abs=1e-12)
+    assert got["mean_p"] == pytest.approx(p.mean(), abs=1e-12)
+    assert got["positive_rate"] == pytest.approx(y.mean(), abs=1e-15)
+    code, out, _ = run(capsys, "evaluate", "m.h5", "b.h5")
+    assert code == 0 and f"mean P {p.mean():.4f} against a positive rate of {y.mean():.4f}" in out
+    assert "Brier score" in out and "calibration error" in out and "test log-likelihood" in out
+    # a point estimate scores but has no probabilities
+    run(capsys, "fit", "b.h5", "-o", "w.h5", "--model", "cp_probit", "--rank", "2", "--method", "cp_wopt",
+        "--quiet")  # fmt: skip
+    got = json.loads(run(capsys, "evaluate", "w.h5", "b.h5", "--json")[1])
+    assert got["auc"] > 0.5 and "brier" not in got and got["positive_rate"] == pytest.approx(y.mean())
+
+
+def test_evaluate_reports_the_gaussian_test_log_likelihood(workdir, capsys):
+    from scipy.stats import norm
+
+    run(capsys, "convert", "t.txt", "t.h5")
+    run(capsys, "fit", "t.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2", "--quiet")
+    got = json.loads(run(capsys, "evaluate", "m.h5", "t.h5", "--json")[1])
+    coords, values = fastcep.read_tensor("t.h5")[:2]
+    mean, var = load_model("m.h5").predict(coords, return_var=True)
+    assert got["test_log_likelihood"] == pytest.approx(np.mean(norm.logpdf(values, mean, np.sqrt(var))))
+    assert got["rmse"] == pytest.approx(np.sqrt(np.mean((values - mean) ** 2)), abs=1e-12)
+    assert got["mean_prediction"] == pytest.approx(mean.mean()) and got["mean_value"] == pytest.approx(
+        values.mean()
+    )

@@ -422,3 +422,28 @@ def test_text_to_tensor_refuses_its_input_as_output(workdir):
     with pytest.raises(ValueError, match="text_to_tensor: the output 'a.txt' is the input file"):
         fastcep.text_to_tensor("a.txt", "a.txt")
     assert digest("a.txt") == before
+
+
+def test_a_changed_regression_model_file_fails_its_checksum(tmp_path):
+    from fastcep.io import load_glm_model, save_glm_model
+
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    res = fastcep.fit(X, X[:, 0] > 0, model="probit")
+    save_glm_model(res, tmp_path / "g.h5", ["a", "b"])
+    assert load_glm_model(tmp_path / "g.h5").result.posterior.mean.tolist() == res.posterior.mean.tolist()
+    with h5py.File(tmp_path / "g.h5", "a") as f:
+        del f["features"]
+        f.create_dataset("features", data=np.array(["a", "c"], dtype=object), dtype=h5py.string_dtype())
+    with pytest.raises(fastcep.FileFormatError, match="checksum does not match"):
+        load_glm_model(tmp_path / "g.h5")
+
+
+def test_a_model_file_predicts_on_any_thread_count(tmp_path):
+    T, _ = make_cp_tensor((9, 8, 7), 2, 400, noise_sd=0.1, seed=1)
+    res = fastcep.fit(T.coords, T.values, model="cp_gaussian", shape=T.shape, rank=2, n_threads=1, max_iter=5)
+    expected = res.predict(T.coords[:10])
+    res.options["n_threads"] = 10_000  # (a machine with more cores wrote it)
+    fastcep.save_model(res, tmp_path / "m.h5")
+    back = fastcep.load_model(tmp_path / "m.h5")
+    assert back.options["n_threads"] is None
+    np.testing.assert_array_equal(back.predict(T.coords[:10]), expected)

@@ -136,3 +136,9 @@ class RegressionResult:
         X = V.check_matrix(X, "X", "auc", n_cols=self.posterior.mean.size)
         s = V.check_labels(y, "y", "auc", X.shape[0], self.options.get("classes"))
         return _auc(s > 0, self.predict_proba(X))
+
+    def plot_convergence(self, ax=None):
+        """The trace's change against iteration and time: ``fastcep.plot.convergence``."""
+        from ..plot import convergence
+
+        return convergence(self, ax=ax)

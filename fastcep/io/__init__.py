@@ -1,21 +1,31 @@
 """fastcep's files, one module per format: tensor files (``tensor``), text tensors (``text``),
-fitted models (``model``), stream checkpoints (``checkpoint``); ``files`` holds the atomic write
-and the one error class, ``FileFormatError``."""
+fitted CP models (``model``), regression models (``glm_model``), stream checkpoints
+(``checkpoint``), data tables of named columns, CSV or HDF5 (``table``); ``files`` holds the atomic
+write and the one error class, ``FileFormatError``; ``kinds`` tells what a file holds."""
 
 from .checkpoint import read_checkpoint, write_checkpoint
 from .files import FileFormatError, atomic_h5
+from .glm_model import GLMModel, load_glm_model, save_glm_model
+from .kinds import file_kind
 from .model import load_model, save_model
+from .table import Table, read_table
 from .tensor import TensorReader, TensorWriter, read_tensor, write_tensor
 from .text import iter_text_rows, text_to_tensor
 
 __all__ = [
     "FileFormatError",
+    "GLMModel",
+    "Table",
     "TensorReader",
     "TensorWriter",
     "atomic_h5",
+    "file_kind",
     "iter_text_rows",
+    "load_glm_model",
     "load_model",
     "read_checkpoint",
+    "read_table",
+    "save_glm_model",
     "save_model",
     "read_tensor",
     "text_to_tensor",

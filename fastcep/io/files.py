@@ -259,8 +259,14 @@ def content_digest(f):
                 arr = np.ascontiguousarray(value)
                 feed(name, key, arr.dtype.str, arr.shape, arr.tobytes())
         if isinstance(obj, h5py.Dataset):
-            arr = np.ascontiguousarray(obj[()])
-            feed(name, "dataset", arr.dtype.str, arr.shape, arr.tobytes())
+            arr = np.asarray(obj[()])
+            if arr.dtype.kind == "O":  # variable-length strings: their bytes, not the pointers
+                feed(
+                    name, "strings", arr.shape, *[v if isinstance(v, bytes) else str(v) for v in arr.ravel()]
+                )
+            else:
+                arr = np.ascontiguousarray(arr)
+                feed(name, "dataset", arr.dtype.str, arr.shape, arr.tobytes())
     return h.hexdigest()
 
 

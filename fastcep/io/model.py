@@ -96,6 +96,7 @@ def load_model(path):
     _check(fields, path)
     options = fields["options"]
     options["shape"] = fields["shape"]
+    options["n_threads"] = None  # (the writer's thread count may exceed this machine's)
     noise = fields["noise"]
     return CPResult(
         fields["model"], fields["method"], fields["covariance"], fields["rank"], fields["shape"],

@@ -86,12 +86,11 @@ class _Progress:
         bar = "#" * int(30 * frac)
         rate = done / max(now - self.start, 1e-9)
         eta = (self.total - done) / rate if rate > 0 else float("inf")
-        sys.stderr.write(
-            f"\r{self.label} [{bar:<30}] {done}/{self.total} entries, {rate:,.0f}/s, ETA {eta:,.0f} s {extra}"
+        _loop.write_status(
+            f"{self.label} [{bar:<30}] {done}/{self.total} entries, {rate:,.0f}/s, ETA {eta:,.0f} s {extra}"
         )
         if done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+            _loop.end_status()
 
 
 # ---------------------------------------------------------------------------------- the loop

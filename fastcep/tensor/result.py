@@ -8,6 +8,7 @@ from .. import _validation as V
 from .._threads import num_threads
 from ..kernels import tensor as K
 from ..metrics import auc as _auc
+from ..metrics import gaussian_log_likelihood
 from ..metrics import rmse as _rmse
 from .layout import check_coords, check_values
 
@@ -167,6 +168,35 @@ class CPResult:
         """Area under the ROC curve of P(y = 1) against binary ``values``."""
         p = self.predict(coords)
         return _auc(V.check_labels(values, "values", "auc", len(p)) > 0, p)
+
+    def log_likelihood(self, coords, values):
+        """Mean log predictive density of ``values`` at ``coords`` (the test log-likelihood).
+
+        cp_probit: log P(y) under the probit predictive P(y = 1) = Phi(mean / sqrt(1 + var)) of
+        the latent f; cp_gaussian: log N(y; mean, Var f + E[1/tau]), the Gaussian with the
+        predictive's mean and variance (``predict(..., return_var=True)``). A point estimate
+        (method "cp_wopt") has no predictive distribution: ValueError.
+        """
+        if self.point_estimate:
+            raise ValueError(
+                f"log_likelihood: method={self.method!r} is a point estimate, without a predictive "
+                "distribution to score the values under."
+            )
+        mean, var = self._f_moments(coords)
+        if self.model == "cp_probit":
+            s = V.check_labels(values, "values", "log_likelihood", len(mean))
+            logp = np.empty_like(mean)
+            K.probit_predictive(mean, var, np.empty_like(mean), logp, s)
+            return float(np.mean(logp))
+        values = check_values(values, len(mean), "cp_gaussian", "log_likelihood")
+        a, b = self.posterior.noise
+        return gaussian_log_likelihood(values, mean, var + (b / (a - 1.0) if a > 1.0 else b / a))
+
+    def plot_convergence(self, ax=None):
+        """The trace's change (and eval metric) against iteration and time: ``fastcep.plot.convergence``."""
+        from ..plot import convergence
+
+        return convergence(self, ax=ax)
 
     def to_cp_tensor(self):
         """``(weights, factors)`` as tensorly's CPTensor: unit weights, the posterior means."""

@@ -1,0 +1,168 @@
+"""Regression model files: a fitted Bayesian probit or logistic regression and the names of its
+features (``save_glm_model``, ``load_glm_model``; written by ``fastcep glm fit``).
+
+Layout (format version 1). Root attributes: ``format`` ("fastcep-glm-model"), ``format_version``
+(1), ``model`` ("probit" or "logistic"), ``method``, ``target`` (the label column's name, "" if
+unknown), ``n_iter``, ``converged``, ``stop_reason`` and ``options`` (the fit's options, JSON).
+Datasets: ``features`` (d,) UTF-8 strings, the feature names in the order of the weights;
+``posterior/mean`` and ``posterior/var`` (d,) float64, the factorised Gaussian posterior of the
+weights; ``intercept/mean`` and ``intercept/var`` (scalars), present only for a fit with an
+intercept; ``trace/<column>`` (n_iter,), the fit's trace (``fastcep._loop.TRACE_FIELDS``). The
+file is written to a temporary file beside the target and renamed over it
+(``fastcep.io.files.atomic_h5``). ``load_glm_model`` checks the format, the version, the model and
+method names, the shapes, that every number is finite and every variance positive.
+"""
+
+import json
+import os
+from typing import NamedTuple
+
+import h5py
+import numpy as np
+
+from .. import _options as O
+from .._loop import TRACE_FIELDS, Trace
+from ..glm.result import RegressionResult
+from ..results import GaussianPosterior
+from .files import atomic_h5, bad_file, json_default, sign, verify
+
+GLM_MODEL_FORMAT = "fastcep-glm-model"
+GLM_MODEL_FORMAT_VERSION = 1
+#: versions this fastcep reads
+READABLE_VERSIONS = (1,)
+#: the kind named in the errors ("... is not a valid fastcep regression model file: ...")
+KIND = "regression model"
+
+
+class GLMModel(NamedTuple):
+    """What a regression model file holds."""
+
+    result: RegressionResult  #: the posterior, for predictions (its ``state`` is None)
+    features: tuple  #: (d,) the feature names, in the order of the weights
+    target: str  #: the label column's name ("" if unknown)
+
+
+def save_glm_model(result, path, features, target=""):
+    """Write a regression ``result`` and its feature names to ``path`` (HDF5, atomically).
+
+    Parameters
+    ----------
+    result : RegressionResult
+    path : str or PathLike
+    features : sequence of str
+        One distinct name per weight, in the order of the columns of X.
+    target : str
+        The name of the label column (what ``fastcep glm evaluate`` reads by default).
+    """
+    if not isinstance(result, RegressionResult):
+        raise TypeError(f"save_glm_model: expected a RegressionResult, got {type(result).__name__}.")
+    features = tuple(str(name) for name in features)
+    d = result.posterior.mean.size
+    if len(features) != d or len(set(features)) != d:
+        raise ValueError(
+            f"save_glm_model: 'features' must hold {d} distinct names, one per weight. Got {len(features)}"
+            f" ({len(set(features))} distinct) instead."
+        )
+
+    def write(f):
+        f.attrs["format"] = GLM_MODEL_FORMAT
+        f.attrs["format_version"] = GLM_MODEL_FORMAT_VERSION
+        f.attrs["model"] = result.model
+        f.attrs["method"] = result.method
+        f.attrs["target"] = str(target)
+        f.attrs["n_iter"] = int(result.n_iter)
+        f.attrs["converged"] = bool(result.converged)
+        f.attrs["stop_reason"] = result.stop_reason
+        f.attrs["options"] = json.dumps(result.options, default=json_default)
+        f.create_dataset("features", data=np.array(features, dtype=object), dtype=h5py.string_dtype())
+        g = f.create_group("posterior")
+        g.create_dataset("mean", data=np.asarray(result.posterior.mean, dtype=np.float64))
+        g.create_dataset("var", data=np.asarray(result.posterior.var, dtype=np.float64))
+        if result.intercept is not None:
+            g = f.create_group("intercept")
+            g.create_dataset("mean", data=float(result.intercept.mean))
+            g.create_dataset("var", data=float(result.intercept.var))
+        g = f.create_group("trace")
+        for name in TRACE_FIELDS:
+            g.create_dataset(name, data=np.asarray(getattr(result.trace, name)))
+        sign(f)
+
+    atomic_h5(path, write)
+
+
+def _check(path, ok, why):
+    if not ok:
+        raise bad_file(KIND, path, why)
+
+
+def load_glm_model(path):
+    """Read a regression model file written by ``save_glm_model``.
+
+    Returns
+    -------
+    GLMModel
+        Its ``result`` predicts as the fitted one did (``predict_proba``, ``log_likelihood``,
+        ``auc``) with this machine's thread setting.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    FileFormatError
+        If the file is not HDF5, not a regression model, of another format version, incomplete,
+        or holds an unknown model, shapes that disagree, non-finite numbers or variances <= 0.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"load_glm_model: no such file {path!r}.")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise bad_file(KIND, path, f"cannot be opened as HDF5 ({exc})") from exc
+    with f:
+        fmt = f.attrs.get("format")
+        _check(path, fmt == GLM_MODEL_FORMAT, f"format attribute is {fmt!r}, not {GLM_MODEL_FORMAT!r}")
+        version = int(f.attrs.get("format_version", -1))
+        _check(
+            path,
+            version in READABLE_VERSIONS,
+            f"format version {version}, this fastcep reads {GLM_MODEL_FORMAT_VERSION}",
+        )
+        _check(path, verify(f, KIND, path), "its checksum is missing")
+        try:
+            model, method = str(f.attrs["model"]), str(f.attrs["method"])
+            features = tuple(
+                v.decode() if isinstance(v, bytes) else str(v) for v in np.atleast_1d(f["features"][()])
+            )
+            mean = np.asarray(f["posterior/mean"][()], dtype=np.float64)
+            var = np.asarray(f["posterior/var"][()], dtype=np.float64)
+            intercept = None
+            if "intercept" in f:
+                intercept = np.array([f["intercept/mean"][()], f["intercept/var"][()]], dtype=np.float64)
+            options = json.loads(f.attrs["options"])
+            n_iter = int(f.attrs["n_iter"])
+            columns = {name: np.asarray(f["trace"][name]) for name in TRACE_FIELDS if name in f["trace"]}
+            trace = Trace.from_columns(n_iter, **columns)
+            target = str(f.attrs.get("target", ""))
+            converged, stop_reason = bool(f.attrs["converged"]), str(f.attrs["stop_reason"])
+        except (KeyError, OSError, ValueError, TypeError) as exc:
+            raise bad_file(KIND, path, f"missing or unreadable content ({exc})") from exc
+    models, methods = O.choices("model", "regression"), O.choices("method", "regression")
+    _check(path, model in models, f"unknown model {model!r} (this fastcep knows {', '.join(models)})")
+    _check(path, method in methods, f"unknown method {method!r} (this fastcep knows {', '.join(methods)})")
+    d = len(features)
+    _check(path, len(set(features)) == d, "its feature names repeat")
+    _check(
+        path,
+        mean.shape == (d,) and var.shape == (d,),
+        f"{d} features but posterior arrays of shapes {mean.shape} and {var.shape}",
+    )
+    for name, values in (("posterior", (mean, var)), ("intercept", () if intercept is None else intercept)):
+        _check(path, all(np.all(np.isfinite(v)) for v in values), f"the {name} holds non-finite numbers")
+    _check(path, bool(np.all(var > 0.0)), "a posterior variance is not positive")
+    _check(path, intercept is None or intercept[1] > 0.0, "the intercept's variance is not positive")
+    options["n_threads"] = None  # (the writer's thread count may exceed this machine's)
+    post = GaussianPosterior(mean, var)
+    b = None if intercept is None else GaussianPosterior(float(intercept[0]), float(intercept[1]))
+    result = RegressionResult(model, method, post, n_iter, converged, stop_reason, trace, None, options, b)
+    return GLMModel(result, features, target)

@@ -1,0 +1,66 @@
+"""What a file holds, from its first bytes and its format attribute: lets an error about a file of
+the wrong kind say what the file is and what to do with it (the command line's hints)."""
+
+import os
+import re
+
+import h5py
+
+#: bytes read to tell text from binary
+_HEAD = 8192
+_FIELD = re.compile(r"[,\t; ]+")
+
+
+def _text_kind(text):
+    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    fields = [f for f in _FIELD.split(line.strip()) if f]
+    numbers = 0
+    for field in fields:
+        try:
+            float(field)
+            numbers += 1
+        except ValueError:
+            pass
+    if fields and numbers == len(fields):
+        return "numbers"
+    return "table" if len(fields) >= 2 and ("," in line or "\t" in line) else "text"
+
+
+def file_kind(path):
+    """What ``path`` holds.
+
+    Returns
+    -------
+    str
+        "missing", "folder", "empty", "numbers" (UTF-8 text whose first line is numbers: a text
+        tensor, say), "table" (UTF-8 text whose first line is comma or tab separated fields, not
+        all numbers: a CSV header), "text" (other text), "binary" (neither text nor HDF5), "hdf5"
+        (HDF5 without a fastcep format
+        attribute), "unreadable", or the fastcep format attribute ("fastcep-tensor",
+        "fastcep-cp-model", "fastcep-glm-model", "fastcep-stream-checkpoint", ...).
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return "missing"
+    if os.path.isdir(path):
+        return "folder"
+    try:
+        if h5py.is_hdf5(path):
+            with h5py.File(path, "r") as f:
+                fmt = f.attrs.get("format")
+            return fmt if isinstance(fmt, str) and fmt.startswith("fastcep-") else "hdf5"
+        with open(path, "rb") as fh:
+            head = fh.read(_HEAD)
+    except OSError:
+        return "unreadable"
+    if not head:
+        return "empty"
+    if b"\0" in head:
+        return "binary"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # (not a character cut at the end of the head)
+            return "binary"
+        text = head[: exc.start].decode("utf-8")
+    return _text_kind(text.lstrip("\ufeff"))

@@ -1,0 +1,170 @@
+"""``fastcep glm fit`` and ``fastcep glm evaluate``: regression on a CSV file or HDF5 table, the
+regression model file, the test metrics, the plots and the errors."""
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+import fastcep
+from fastcep import metrics
+from fastcep.cli import main
+from fastcep.data_tools import make_regression_simulation
+from fastcep.io import load_glm_model
+
+NAMES = ("x1", "x2", "x3")
+
+
+def _write_csv(path, X, y):
+    rows = [",".join([*NAMES, "label"])]
+    rows += [",".join(repr(v) for v in [*x.tolist(), int(t)]) for x, t in zip(X, y, strict=True)]
+    path.write_text("\n".join(rows) + "\n")
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    X, y, _ = make_regression_simulation("probit", "gaussian", n=800, d=3, seed=0)
+    _write_csv(tmp_path / "train.csv", X[:500], y[:500])
+    _write_csv(tmp_path / "test.csv", X[500:], y[500:])
+    monkeypatch.chdir(tmp_path)
+    return tmp_path, X, y
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _bad(capsys, *argv):
+    code, out, err = run(capsys, *argv)
+    verb = " ".join(argv[:2]) if argv[0] == "glm" else argv[0]
+    assert code == 2 and out == ""
+    assert err.startswith(f"fastcep {verb}: error:") and err.count("\n") == 1, err
+    return err
+
+
+def test_fit_writes_the_fit_of_the_table(data, capsys):
+    tmp, X, y = data
+    code, out, err = run(capsys, "glm", "fit", "train.csv", "--target", "label", "-o", "m.h5", "--json")
+    assert code == 0 and "probit/cep1" in err  # (the progress line)
+    summary = json.loads(out)
+    assert summary["features"] == list(NAMES) and summary["rows"] == 500 and summary["intercept"]
+    m = load_glm_model("m.h5")
+    assert m.features == NAMES and m.target == "label"
+    res = fastcep.fit(X[:500], y[:500])
+    np.testing.assert_allclose(m.result.posterior.mean, res.posterior.mean, rtol=1e-12)
+    np.testing.assert_allclose(m.result.posterior.var, res.posterior.var, rtol=1e-12)
+    assert m.result.intercept.mean == pytest.approx(res.intercept.mean, rel=1e-12)
+    assert summary["iterations"] == res.n_iter and summary["converged"]
+
+
+def test_fit_options_reach_the_fit(data, capsys):
+    tmp, X, y = data
+    code, out, _ = run(
+        capsys, "glm", "fit", "train.csv", "--target", "label", "--features", "x3", "x1", "--model",
+        "logistic", "--method", "ep", "--no-fit-intercept", "--prior-var", "2", "--damping", "0.5", "-o",
+        "m.h5", "--quiet",
+    )  # fmt: skip
+    assert code == 0 and "2 features" in out
+    m = load_glm_model("m.h5")
+    assert m.features == ("x3", "x1") and m.result.intercept is None
+    opts = m.result.options
+    assert (opts["prior_var"], opts["damping"], opts["fit_intercept"]) == (2.0, 0.5, False)
+    assert (m.result.model, m.result.method) == ("logistic", "ep")
+    res = fastcep.fit(X[:500][:, [2, 0]], y[:500], model="logistic", method="ep", fit_intercept=False,
+                      prior_var=2.0, damping=0.5)  # fmt: skip
+    np.testing.assert_allclose(m.result.posterior.mean, res.posterior.mean, rtol=1e-12)
+
+
+def test_an_hdf5_table_gives_the_same_model(data, capsys):
+    tmp, X, y = data
+    with h5py.File(tmp / "train.h5", "w") as f:
+        for j, name in enumerate(NAMES):
+            f[name] = X[:500, j]
+        f["label"] = y[:500].astype(np.int8)
+    assert run(capsys, "glm", "fit", "train.h5", "--target", "label", "-o", "a.h5", "--quiet")[0] == 0
+    assert run(capsys, "glm", "fit", "train.csv", "--target", "label", "-o", "b.h5", "--quiet")[0] == 0
+    a, b = load_glm_model("a.h5"), load_glm_model("b.h5")
+    assert a.features == b.features == NAMES
+    np.testing.assert_array_equal(a.result.posterior.mean, b.result.posterior.mean)
+
+
+def test_evaluate_reports_the_test_metrics(data, capsys):
+    tmp, X, y = data
+    run(capsys, "glm", "fit", "train.csv", "--target", "label", "-o", "m.h5", "--quiet")
+    code, out, _ = run(capsys, "glm", "evaluate", "m.h5", "test.csv", "--json")
+    assert code == 0
+    got = json.loads(out)
+    res = load_glm_model("m.h5").result
+    Xte, yte = X[500:], y[500:]
+    p = res.predict_proba(Xte)
+    assert got["rows"] == 300 and got["target"] == "label"
+    assert got["test_log_likelihood"] == pytest.approx(res.log_likelihood(Xte, yte), abs=1e-12)
+    assert got["auc"] == pytest.approx(metrics.auc(yte, p), abs=1e-12)
+    assert got["brier"] == pytest.approx(np.mean((p - yte) ** 2), abs=1e-12)
+    assert got["ece"] == pytest.approx(metrics.expected_calibration_error(yte, p, 10), abs=1e-12)
+    assert got["mean_p"] == pytest.approx(p.mean()) and got["positive_rate"] == pytest.approx(yte.mean())
+    code, out, _ = run(capsys, "glm", "evaluate", "m.h5", "test.csv", "--target", "label")
+    assert code == 0 and out.startswith(f"AUC {got['auc']:.4f} on 300 rows")
+    assert f"mean P {p.mean():.4f} against a positive rate of {yte.mean():.4f}" in out
+    # one class only: no AUC, the rest stands
+    _write_csv(tmp / "ones.csv", Xte[yte == 1], yte[yte == 1])
+    got = json.loads(run(capsys, "glm", "evaluate", "m.h5", "ones.csv", "--json")[1])
+    assert got["auc"] is None and got["positive_rate"] == 1.0 and np.isfinite(got["brier"])
+
+
+def test_fit_and_evaluate_plot(data, capsys):
+    matplotlib_image = pytest.importorskip("matplotlib.image")
+    tmp, _, _ = data
+    code, out, _ = run(
+        capsys, "glm", "fit", "train.csv", "--target", "label", "-o", "m.h5", "--plot", "conv.png", "--quiet"
+    )
+    assert code == 0 and "wrote conv.png" in out
+    code, out, _ = run(capsys, "glm", "evaluate", "m.h5", "test.csv", "--plot", "ev.png", "--json")
+    assert code == 0 and json.loads(out)["plot"] == "ev.png"
+    for name, shape in (("conv.png", (400, 1000)), ("ev.png", (500, 1000))):
+        data_bytes = (tmp / name).read_bytes()
+        assert data_bytes.startswith(b"\x89PNG\r\n\x1a\n") and len(data_bytes) > 10_000
+        image = matplotlib_image.imread(tmp / name)
+        assert image.shape[:2] == shape and image.std() > 0.05
+
+
+def test_errors(data, capsys):
+    tmp, X, y = data
+    fit = ("glm", "fit")
+    assert "no column 'y'; its columns are 'x1', 'x2', 'x3', 'label'" in _bad(
+        capsys, *fit, "train.csv", "--target", "y", "-o", "m.h5"
+    )
+    assert "no column 'x9'" in _bad(
+        capsys, *fit, "train.csv", "--target", "label", "--features", "x9", "-o", "m.h5"
+    )
+    assert "lists the target column 'label'" in _bad(
+        capsys, *fit, "train.csv", "--target", "label", "--features", "x1", "label", "-o", "m.h5"
+    )
+    assert "must hold binary labels 0/1 or -1/1; data row 1 holds" in _bad(
+        capsys, *fit, "train.csv", "--target", "x1", "-o", "m.h5"
+    )
+    (tmp / "bad.csv").write_text("x1,label\n0.5,1\nabc,0\n")
+    assert "line 3, column 'x1': 'abc' is not a number" in _bad(
+        capsys, *fit, "bad.csv", "--target", "label", "-o", "m.h5"
+    )
+    (tmp / "noheader.csv").write_text("0.5,1\n0.2,0\n")
+    assert "add a header row" in _bad(capsys, *fit, "noheader.csv", "--target", "label", "-o", "m.h5")
+    fastcep.write_tensor(tmp / "t.h5", np.array([[0, 0], [1, 1]]), np.array([1.0, 2.0]))
+    assert "it is a tensor file: decompose it with `fastcep fit t.h5" in _bad(
+        capsys, *fit, "t.h5", "--target", "label", "-o", "m.h5"
+    )
+    assert not (tmp / "m.h5").exists()
+    run(capsys, *fit, "train.csv", "--target", "label", "-o", "m.h5", "--quiet")
+    evaluate = ("glm", "evaluate")
+    assert "no column 'x2'; its columns are 'x1', 'label'" in _bad(capsys, *evaluate, "m.h5", "bad.csv")
+    assert "it is a tensor file" in _bad(capsys, *evaluate, "t.h5", "test.csv")
+    fastcep.save_model(fastcep.fit(np.array([[0, 0], [1, 1], [0, 1]]), np.array([1.0, 2.0, 0.5]),
+                                   model="cp_gaussian", rank=1, max_iter=3), tmp / "cp.h5")  # fmt: skip
+    assert "it is a CP model file: evaluate it with `fastcep evaluate cp.h5 TEST.h5`" in _bad(
+        capsys, *evaluate, "cp.h5", "test.csv"
+    )
+    err = _bad(capsys, "evaluate", "m.h5", "t.h5")
+    assert "it is a regression model file: evaluate it with `fastcep glm evaluate m.h5 DATA`" in err
