@@ -503,6 +503,16 @@ def _options(args, names):
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
 
 
+def _report_fit(args, res, summary, text):
+    """Draw the fit's convergence to --plot if asked, and print what was written."""
+    plotted = _save_plot(args, _draw_convergence(res), (10.0, 4.0))
+    if plotted is not None:
+        summary["plot"] = plotted
+        text += f"\nwrote {plotted}: convergence"
+    _out(args, summary, text)
+    return 0
+
+
 def _save_and_report(args, res, secs, unit):
     """Write the fitted model to --output (and --plot) and print what was written (text or JSON)."""
     from .io import save_model
@@ -521,12 +531,7 @@ def _save_and_report(args, res, secs, unit):
         f"wrote {args.output}: {res.model} rank {res.rank}, {res.n_iter} {unit} ({res.stop_reason}), "
         f"{secs:.1f} s"
     )
-    plotted = _save_plot(args, _draw_convergence(res), (10.0, 4.0))
-    if plotted is not None:
-        summary["plot"] = plotted
-        text += f"\nwrote {plotted}: convergence"
-    _out(args, summary, text)
-    return 0
+    return _report_fit(args, res, summary, text)
 
 
 def cmd_fit(args):
@@ -675,12 +680,7 @@ def cmd_glm_fit(args):
         f"{' and an intercept' if res.intercept is not None else ''}, {res.n_iter} iterations "
         f"({res.stop_reason}), {secs:.1f} s"
     )
-    plotted = _save_plot(args, _draw_convergence(res), (10.0, 4.0))
-    if plotted is not None:
-        summary["plot"] = plotted
-        text += f"\nwrote {plotted}: convergence"
-    _out(args, summary, text)
-    return 0
+    return _report_fit(args, res, summary, text)
 
 
 def cmd_glm_evaluate(args):

@@ -225,10 +225,15 @@ def _set(name, value):
     return change
 
 
-def _negative_definite(f):
-    c = np.array(f["covs/0"])
-    del f["covs/0"]
-    f["covs/0"] = -c
+def _negated(name):
+    """The dataset ``name`` negated (a positive definite matrix becomes negative definite)."""
+
+    def change(f):
+        arr = np.array(f[name])
+        del f[name]
+        f[name] = -arr
+
+    return change
 
 
 @pytest.mark.parametrize(
@@ -236,7 +241,7 @@ def _negative_definite(f):
     [
         (_set("noise", [np.nan, 1.0]), "noise posterior"),
         (_set("noise", [0.0, 0.0]), "noise posterior"),
-        (_negative_definite, "not positive definite"),
+        (_negated("covs/0"), "not positive definite"),
         (_set("model", "banana"), "unknown model 'banana'"),
         (_set("covariance", "sparse"), "unknown covariance"),
         (_set("rank", 2.5), "rank is 2.5, not an integer"),
@@ -315,34 +320,17 @@ def test_a_checkpoint_resumes_only_on_its_data(workdir, partial_checkpoint):
     assert res.state.batches_done == 6
 
 
-def _ck_set(name, value):
-    def change(f):
-        if name in f:
-            del f[name]
-            f[name] = value
-        else:
-            f.attrs[name] = value
-
-    return change
-
-
-def _ck_negative(f):
-    p = np.array(f["P_Lam"])
-    del f["P_Lam"]
-    f["P_Lam"] = -p
-
-
 @pytest.mark.parametrize(
     "change,match",
     [
-        (_ck_set("seen", np.ones(5, dtype=bool)), "seen has shape"),
-        (_ck_set("batches_done", 10**6), "batches_done 1000000 is outside 0..6"),
-        (_ck_set("rows_done", 150), "rows_done 150 does not match 2 batches of 100"),
-        (_ck_set("batches_done", 1.5), "batches_done is 1.5, not an integer"),
-        (_ck_set("noise", [np.nan, 1.0]), "non-finite"),
-        (_ck_set("noise", [0.0, 1.0]), "noise posterior"),
-        (_ck_negative, "P_Lam holds a matrix that is not positive definite"),
-        (_ck_set("options", "[]"), "not a JSON object"),
+        (_set("seen", np.ones(5, dtype=bool)), "seen has shape"),
+        (_set("batches_done", 10**6), "batches_done 1000000 is outside 0..6"),
+        (_set("rows_done", 150), "rows_done 150 does not match 2 batches of 100"),
+        (_set("batches_done", 1.5), "batches_done is 1.5, not an integer"),
+        (_set("noise", [np.nan, 1.0]), "non-finite"),
+        (_set("noise", [0.0, 1.0]), "noise posterior"),
+        (_negated("P_Lam"), "P_Lam holds a matrix that is not positive definite"),
+        (_set("options", "[]"), "not a JSON object"),
     ],
 )
 def test_every_field_of_a_checkpoint_is_checked(partial_checkpoint, change, match):

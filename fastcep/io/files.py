@@ -48,6 +48,18 @@ def bad_file(kind, path, why):
     return FileFormatError(f"{os.fspath(path)!r} is not a valid fastcep {kind} file: {why}.")
 
 
+def open_h5(path, kind, func):
+    """An existing HDF5 file opened for reading: FileNotFoundError naming ``func`` if it is
+    missing, FileFormatError (``bad_file``) if it is not HDF5."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{func}: no such file {path!r}.")
+    try:
+        return h5py.File(path, "r")
+    except OSError as exc:
+        raise bad_file(kind, path, f"cannot be opened as HDF5 ({exc})") from exc
+
+
 def _alive(pid):
     try:
         os.kill(pid, 0)

@@ -24,7 +24,7 @@ from .. import _options as O
 from .._loop import TRACE_FIELDS, Trace
 from ..glm.result import RegressionResult
 from ..results import GaussianPosterior
-from .files import atomic_h5, bad_file, json_default, sign, verify
+from .files import atomic_h5, bad_file, json_default, open_h5, sign, verify
 
 GLM_MODEL_FORMAT = "fastcep-glm-model"
 GLM_MODEL_FORMAT_VERSION = 1
@@ -113,13 +113,7 @@ def load_glm_model(path):
         or holds an unknown model, shapes that disagree, non-finite numbers or variances <= 0.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"load_glm_model: no such file {path!r}.")
-    try:
-        f = h5py.File(path, "r")
-    except OSError as exc:
-        raise bad_file(KIND, path, f"cannot be opened as HDF5 ({exc})") from exc
-    with f:
+    with open_h5(path, KIND, "load_glm_model") as f:
         fmt = f.attrs.get("format")
         _check(path, fmt == GLM_MODEL_FORMAT, f"format attribute is {fmt!r}, not {GLM_MODEL_FORMAT!r}")
         version = int(f.attrs.get("format_version", -1))

@@ -14,12 +14,11 @@ covariances and a positive noise posterior.
 import json
 import os
 
-import h5py
 import numpy as np
 
 from .._loop import TRACE_FIELDS, Trace
 from ..tensor.result import POINT_METHODS, CPResult
-from .files import atomic_h5, bad_file, json_default, sign, verify
+from .files import atomic_h5, bad_file, json_default, open_h5, sign, verify
 
 MODEL_FORMAT = "fastcep-cp-model"
 #: version 2: the trace's columns named for what they hold (``fastcep._loop.TRACE_FIELDS``);
@@ -80,13 +79,7 @@ def load_model(path):
         If the file is not HDF5, not a fastcep model, of another format version, or incomplete.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"load_model: no such file {path!r}.")
-    try:
-        f = h5py.File(path, "r")
-    except OSError as exc:
-        raise bad_file("model", path, f"cannot be opened as HDF5 ({exc})") from exc
-    with f:
+    with open_h5(path, "model", "load_model") as f:
         try:
             fields = _read(f, path)
         except (KeyError, OSError, ValueError, TypeError, RuntimeError, IndexError) as exc:
