@@ -435,3 +435,13 @@ def test_a_model_file_predicts_on_any_thread_count(tmp_path):
     back = fastcep.load_model(tmp_path / "m.h5")
     assert back.options["n_threads"] is None
     np.testing.assert_array_equal(back.predict(T.coords[:10]), expected)
+
+
+def test_a_non_integer_shape_is_refused_not_truncated():
+    c, v = np.array([[0, 0], [1, 2]]), np.array([1.0, 2.0])
+    for shape in ((2, 8.5), (2.0, 3), (2, True)):
+        with pytest.raises(TypeError, match="'shape' parameter of fit must be a sequence of 2 positive ints"):
+            fastcep.fit(c, v, model="cp_gaussian", rank=1, shape=shape)
+    with pytest.raises(TypeError, match="'shape' parameter of stream"):
+        fastcep.stream(c, v, model="cp_gaussian", rank=1, shape=(2, 8.5))
+    fastcep.fit(c, v, model="cp_gaussian", rank=1, shape=(np.int64(2), 3), max_iter=2, tol=0)

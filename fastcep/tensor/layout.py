@@ -2,6 +2,7 @@
 object numbering of every mode and the CSR grouping of entries by object."""
 
 import math
+import numbers
 import os
 from typing import NamedTuple
 
@@ -65,11 +66,15 @@ def check_coords(coords, shape, func, name="coords"):
         shape = tuple(int(x) + 1 for x in arr.max(0))
     else:
         try:
-            shape = tuple(int(x) for x in shape)
-        except Exception as exc:
+            dims = list(shape)
+        except TypeError as exc:
             raise V.param_error(
                 "shape", func, f"a sequence of {Kmodes} positive ints", shape, TypeError
             ) from exc
+        if not all(isinstance(d, numbers.Integral) and not isinstance(d, (bool, np.bool_)) for d in dims):
+            # (a size of 8.5 was truncated to 8)
+            raise V.param_error("shape", func, f"a sequence of {Kmodes} positive ints", shape, TypeError)
+        shape = tuple(int(d) for d in dims)
         if len(shape) != Kmodes:
             raise ValueError(
                 f"The {name!r} parameter of {func} must have {len(shape)} columns, one per mode of the "
