@@ -27,7 +27,7 @@ from ..kernels.tensor import cp_wopt as K
 from ..metrics import auc as _auc
 from ..metrics import rmse as _rmse
 from .init import svd_init
-from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardization
+from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardized
 from .result import CPResult
 
 METHOD = "cp_wopt"
@@ -219,9 +219,7 @@ def fit_cp_wopt(
     coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
     y = check_values(values, n, model, func)
-    v_center, v_scale = standardization([y], model, o["standardize"])
-    if v_scale != 1.0 or v_center != 0.0:
-        y = (y - v_center) / v_scale  # (the fit sees values of mean 0 and sd 1; results carry the transform)
+    y, v_center, v_scale = standardized(y, model, o["standardize"])
     if model == "cp_probit":
         y = np.where(y > 0, 1.0, 0.0)  # check_values gives signs +-1; CP-WOPT fits {0, 1}
     check_memory(n, shape, o["rank"], "diag", func)  # (a point estimate: no covariances)

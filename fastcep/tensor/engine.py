@@ -18,7 +18,7 @@ from .._threads import num_threads, plan
 from ..kernels import tensor as K
 from ..kernels.tensor import lp as KLP
 from .init import svd_init
-from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardization
+from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardized
 from .result import CPResult, CPState, eval_metric, second_moments
 
 CP_MODELS = O.choices("model", "cp")
@@ -649,9 +649,7 @@ def fit_cp(
     coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
     y = check_values(values, n, model, func)
-    center, scale = standardization([y], model, o["standardize"])
-    if scale != 1.0 or center != 0.0:
-        y = (y - center) / scale  # (the fit sees values of mean 0 and sd 1; results carry the transform)
+    y, center, scale = standardized(y, model, o["standardize"])
     s = y if model == "cp_probit" else np.zeros(n)
     R, pv, a0, b0, rho = o["rank"], o["prior_var"], o["a0"], o["b0"], o["damping"]
     max_iter, tol, schedule, covariance = o["max_iter"], o["tol"], o["schedule"], o["covariance"]

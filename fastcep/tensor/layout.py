@@ -146,6 +146,15 @@ def standardization(blocks, model, standardize):
     return mean, (sd if sd > 0 and math.isfinite(sd) else 1.0)
 
 
+def standardized(y, model, standardize):
+    """``(values the engines fit, center, scale)``: cp_gaussian's (y - center) / scale
+    (``standardization``); y itself otherwise."""
+    center, scale = standardization([y], model, standardize)
+    if scale != 1.0 or center != 0.0:
+        y = (y - center) / scale  # (the fit sees values of size 1; the result carries the transform)
+    return y, center, scale
+
+
 def check_eval_set(eval_set, shape, model, func):
     """A test pair ``(coords, values)`` checked like the training data; returns the two arrays."""
     if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):

@@ -29,7 +29,7 @@ from .engine import (
     reference_var,
     run_engine,
 )
-from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardization
+from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardized
 from .result import CPResult, second_moments
 
 #: objects per parallel work unit of the mode updates (results do not depend on it)
@@ -167,9 +167,7 @@ def fit_vmp(
     coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
     y = check_values(values, n, model, func)
-    center, scale = standardization([y], model, o["standardize"])
-    if scale != 1.0 or center != 0.0:
-        y = (y - center) / scale  # (the fit sees values of mean 0 and sd 1; results carry the transform)
+    y, center, scale = standardized(y, model, o["standardize"])
     s = y if model == "cp_probit" else np.zeros(n)
     R, pv, a0, b0, max_iter, tol = o["rank"], o["prior_var"], o["a0"], o["b0"], o["max_iter"], o["tol"]
     check_memory(n, shape, R, "full", func)
