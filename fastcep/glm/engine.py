@@ -171,7 +171,7 @@ class _NoiseFloor:
 def _check_scale(X, func):
     """Refuse features whose squares overflow float64 (|x| > MAX_ABS_X): every message of such
     a row is non-finite and skipped, and the fit would return the prior as converged."""
-    big = float(np.max(np.abs(X)))
+    big = max(float(X.max()), -float(X.min()))  # (no |X| copy of a large X)
     if big > MAX_ABS_X:
         col = int(np.argmax(np.max(np.abs(X), axis=0)))
         raise ValueError(
