@@ -38,7 +38,7 @@ class ConvergenceWarning(UserWarning):
     """A fit stopped at ``max_iter`` before its stopping rule was met (as scikit-learn's)."""
 
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _outside_the_package():
