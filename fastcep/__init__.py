@@ -29,7 +29,7 @@ from .io import (
 from .metrics import auc, gaussian_kl, rmse
 from .results import GaussianPosterior, IterationInfo, RegressionState, Trace
 from .streaming import stream
-from .tensor import CPPosterior, CPResult, CPState
+from .tensor import CPPosterior, CPResult, CPState, VMPState
 
 __version__ = "0.1.0"
 
@@ -47,6 +47,7 @@ __all__ = [
     "RegressionState",
     "TensorReader",
     "TensorWriter",
+    "VMPState",
     "Trace",
     "auc",
     "fit",

@@ -277,7 +277,7 @@ OPTIONS = (
         "regression": Spec(DataCheck("RegressionState or None"), None),
         "regression/vb": Refused("it has no site messages"),
         "cp": Spec(DataCheck("CPState or None"), None, methods=CEP),
-        "cp/vmp": Refused("VMP has no messages to resume from (start from a result's moments instead)"),
+        "cp/vmp": Spec(DataCheck("VMPState or None"), None, "res.state of a VMP fit: its moments and q(tau)"),
         "cp/cp_wopt": Refused(POINT_ESTIMATE),
         "stream": Spec(DataCheck("StreamState or None"), None, "of a stream of the same tensor and settings"),
     }),

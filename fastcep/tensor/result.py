@@ -32,6 +32,15 @@ class CPState(NamedTuple):
     beta: np.ndarray  #: (n,) Gamma rate messages (cp_gaussian)
 
 
+class VMPState(NamedTuple):
+    """A VMP fit's moments and noise posterior: resume it with ``init_state=`` (the values it saw
+    standardized, as the engine fits them)."""
+
+    M: np.ndarray  #: (n_obj, R) posterior means, every mode's objects in turn
+    S: np.ndarray  #: (n_obj, R, R) posterior covariances
+    b: float  #: rate of q(tau), the Gamma posterior of the noise precision (cp_gaussian; NaN else)
+
+
 def eval_metric(result, coords, values):
     """Test RMSE (cp_gaussian) or AUC (cp_probit) of a fitted result on checked test entries."""
     return result.rmse(coords, values) if result.model == "cp_gaussian" else result.auc(coords, values)

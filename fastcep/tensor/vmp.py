@@ -30,7 +30,7 @@ from .engine import (
     run_engine,
 )
 from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardized
-from .result import CPResult, second_moments
+from .result import CPResult, VMPState, second_moments
 
 #: objects per parallel work unit of the mode updates (results do not depend on it)
 OBJECT_CHUNK = 16
@@ -75,9 +75,9 @@ def fit_vmp(
     seed=VMP_DEFAULTS["seed"],
     verbose=VMP_DEFAULTS["verbose"],
     progress=VMP_DEFAULTS["progress"],
+    init_state=VMP_DEFAULTS["init_state"],
     damping=None,
     schedule=None,
-    init_state=None,
     noise_warmup=None,
     warmup_snr=None,
     probit_curvature=None,
@@ -140,7 +140,11 @@ def fit_vmp(
         Seeds the initial means (same seed, same result).
     verbose : bool, default False
         One line per iteration on stderr.
-    damping, schedule, init_state, noise_warmup, warmup_snr, probit_curvature, expect_under
+    init_state : VMPState or None
+        ``res.state`` of an earlier VMP fit on the same data: it continues from its moments and
+        q(tau), as the fit it came from would have, to rounding (the second moments are
+        recomputed).
+    damping, schedule, noise_warmup, warmup_snr, probit_curvature, expect_under
         Options of CEP that do not apply to VMP: passing anything but None raises ValueError.
     **unknown
         Any other name raises TypeError listing the valid ones. Every option's constraint and
@@ -149,7 +153,7 @@ def fit_vmp(
     Returns
     -------
     CPResult
-        ``method="vmp"``, ``covariance="full"``, ``state=None``; ``posterior.noise`` (a, b) for
+        ``method="vmp"``, ``covariance="full"``, ``state`` a ``VMPState``; ``posterior.noise`` (a, b) for
         cp_gaussian; ``trace.elbo`` the ELBO after every iteration, ``trace.change`` the stopping
         measure, ``trace.param_change`` the largest change of a mean (in sds) or relative change
         of a variance, ``trace.damping`` NaN.
@@ -205,16 +209,38 @@ def fit_vmp(
     with num_threads(threads):
         # symmetry breaking as in fit_cp: initial means from the data or random (seeded), small
         # covariances, so that the first update of mode 1 sees E[z z^T] ~ E[z] E[z]^T
-        init_means = initial_means(coords, y, shape, R, init, init_scale, m0, rng)
+        state = o["init_state"]
+        if state is None:
+            start_at = dict(init_means=initial_means(coords, y, shape, R, init, init_scale, m0, rng))
+        else:
+            start_at = _check_vmp_state(state, n_obj, R, model, func)
         engine = VMPEngine(
             lay, y, s, model, R, prior_Lam=prior_Lam, prior_eta=prior_eta, a0=a0, b0=b0,
-            init_means=init_means, init_snr=init_snr, func=func,
+            init_snr=init_snr, func=func, **start_at,
         )  # fmt: skip
         return run_engine(
             engine, shape, options, max_iter=max_iter, tol=tol, callback=callback, eval_set=eval_set,
             verbose=verbose, progress=progress, label=f"{model}/vmp", start=start,
             hint="check the scale of the values and the priors", governor=governor,
         )  # fmt: skip
+
+
+def _check_vmp_state(state, n_obj, R, model, func):
+    """The engine's start (``init_means``, ``init_covs``, ``init_b``) from a checked VMPState."""
+    if not isinstance(state, VMPState):
+        raise V.param_error(
+            "init_state", func, "a VMPState (res.state of a VMP fit) or None", state, TypeError
+        )
+    M, S = np.asarray(state.M, dtype=np.float64), np.asarray(state.S, dtype=np.float64)
+    if M.shape != (n_obj, R) or S.shape != (n_obj, R, R):
+        raise V.param_error(
+            "init_state", func, f"a VMPState with M ({n_obj}, {R}) and S ({n_obj}, {R}, {R})",
+            f"M {M.shape}, S {S.shape}",
+        )  # fmt: skip
+    b = float(state.b)
+    if not (np.all(np.isfinite(M)) and np.all(np.isfinite(S))) or (model == "cp_gaussian" and not b > 0):
+        raise V.param_error("init_state", func, "finite moments and a rate b > 0", "other numbers")
+    return dict(init_means=M, init_covs=S, init_b=b if model == "cp_gaussian" else None)
 
 
 class VMPEngine:
@@ -237,13 +263,15 @@ class VMPEngine:
         Initial moments (covs None: INIT_VAR_FRACTION of the means' mean square).
     init_snr : float or None
         cp_gaussian: E[tau] starts at init_snr / Var(y) (None: at a0 / b0).
+    init_b : float or None
+        cp_gaussian: q(tau)'s rate to start from (a resumed fit's), before init_snr.
     func : str
         Names the public function in errors.
     """
 
     def __init__(
         self, lay, y, s, model, R, *, prior_Lam, prior_eta, a0, b0, init_means, init_covs=None, init_snr=None,
-        func="fit",
+        init_b=None, func="fit",
     ):  # fmt: skip
         n = lay.gidx.shape[0]
         n_obj = int(lay.offsets[-1])
@@ -278,7 +306,10 @@ class VMPEngine:
         second_moments(self.M, self.S, "full", out=self.E2)
         K.entry_pass(self.code, lay.gidx, y, s, self.M, self.E2, self.f_old, ENTRY_CHUNK, self.entry_part)
         self.a = a0 + 0.5 * n
-        if model == "cp_gaussian":
+        if model == "cp_gaussian" and init_b is not None:  # (a resumed fit: as it left off)
+            self.b = init_b
+            self.etau = self.a / init_b
+        elif model == "cp_gaussian":
             self.etau = a0 / b0 if init_snr is None else init_snr / reference_var(y)
             self.b = self.a / self.etau
         else:
@@ -331,4 +362,5 @@ class VMPEngine:
         noise = (float(self.a), float(self.b)) if self.model == "cp_gaussian" else None
         M, S = (self.M.copy(), self.S.copy()) if copy else (self.M, self.S)
         args = (self.model, "vmp", "full", self.R, shape, M, S, noise)
-        return CPResult(*args, n_iter, converged, stop_reason, trace, None, options)
+        state = VMPState(self.M.copy(), self.S.copy(), float(self.b))
+        return CPResult(*args, n_iter, converged, stop_reason, trace, state, options)
