@@ -29,7 +29,7 @@ from .io import (
 from .metrics import auc, gaussian_kl, rmse
 from .results import GaussianPosterior, IterationInfo, RegressionState, Trace
 from .streaming import stream
-from .tensor import CPPosterior, CPResult, CPState, VMPState
+from .tensor import CPPosterior, CPResult, CPState, FactorState, VMPState
 
 __version__ = "0.1.0"
 
@@ -40,6 +40,7 @@ __all__ = [
     "CPResult",
     "CPState",
     "ConvergenceWarning",
+    "FactorState",
     "FileFormatError",
     "GaussianPosterior",
     "IterationInfo",

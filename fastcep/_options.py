@@ -278,7 +278,7 @@ OPTIONS = (
         "regression/vb": Refused("it has no site messages"),
         "cp": Spec(DataCheck("CPState or None"), None, methods=CEP),
         "cp/vmp": Spec(DataCheck("VMPState or None"), None, "res.state of a VMP fit: its moments and q(tau)"),
-        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+        "cp/cp_wopt": Spec(DataCheck("FactorState or None"), None, "res.state of a CP-WOPT fit: its factors"),
         "stream": Spec(DataCheck("StreamState or None"), None, "of a stream of the same tensor and settings"),
     }),
     Option("probit_curvature", "cp_probit, 'cep1': the message's curvature, E[z z^T] or E[z] E[z]^T.", {

@@ -329,3 +329,17 @@ def test_kernels_use_the_central_options():
         assert disp.targetoptions.get("fastmath") is FASTMATH
         assert disp.targetoptions.get("error_model") == ERROR_MODEL
         assert disp._cache.__class__.__name__ == "FunctionCache"
+
+
+def test_a_cp_wopt_fit_resumes_from_its_factors(exact_tensor):
+    """res.state (the factors) continues the optimisation: the objective goes on falling from
+    where it stopped (L-BFGS's curvature memory starts afresh) (issue 19: every fit returns a
+    resumable state)."""
+    t = exact_tensor[0]
+    kw = dict(shape=t.shape, rank=2, seed=1, n_threads=1, tol=0.0)
+    part = fit_cp_wopt(t.coords, t.values, "cp_gaussian", max_iter=5, **kw)
+    assert isinstance(part.state, fastcep.FactorState) and part.state.U.shape == (sum(t.shape), 2)
+    rest = fit_cp_wopt(t.coords, t.values, "cp_gaussian", max_iter=5, init_state=part.state, **kw)
+    assert rest.trace.objective[0] < part.trace.objective[-1]
+    with pytest.raises(TypeError, match="'init_state' parameter of fit must be a FactorState"):
+        fit_cp_wopt(t.coords, t.values, "cp_gaussian", max_iter=2, init_state=part.state.U, **kw)

@@ -2,6 +2,6 @@
 (and Laplace propagation in it), the VMP and CP-WOPT baselines, and the result type."""
 
 from .engine import fit_cp
-from .result import CPPosterior, CPResult, CPState, VMPState
+from .result import CPPosterior, CPResult, CPState, FactorState, VMPState
 
-__all__ = ["CPPosterior", "CPResult", "CPState", "VMPState", "fit_cp"]
+__all__ = ["CPPosterior", "CPResult", "CPState", "FactorState", "VMPState", "fit_cp"]

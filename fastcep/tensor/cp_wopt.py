@@ -28,7 +28,7 @@ from ..metrics import auc as _auc
 from ..metrics import rmse as _rmse
 from .init import svd_init
 from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardized
-from .result import CPResult
+from .result import CPResult, FactorState
 
 METHOD = "cp_wopt"
 #: entries per parallel work unit of the residual pass (fixed: results do not depend on threads)
@@ -109,7 +109,7 @@ def _pack(model, R, shape, U, n_iter, converged, stop_reason, trace, options):
     """A point estimate as a CPResult: covariances zero, noise None."""
     return CPResult(
         model, METHOD, "full", R, shape, U, np.zeros((U.shape[0], R, R)), None, n_iter, converged,
-        stop_reason, trace, None, dict(options),
+        stop_reason, trace, FactorState(U.copy()), dict(options),
     )  # fmt: skip
 
 
@@ -132,6 +132,7 @@ def fit_cp_wopt(
     seed=WOPT_DEFAULTS["seed"],
     verbose=WOPT_DEFAULTS["verbose"],
     progress=WOPT_DEFAULTS["progress"],
+    init_state=WOPT_DEFAULTS["init_state"],
     **unknown,
 ):
     """CP decomposition of an incomplete tensor by CP-WOPT (called by ``fastcep.fit`` for
@@ -186,14 +187,14 @@ def fit_cp_wopt(
     **unknown
         The options of the Bayesian fit that do not apply to a point estimate (``NOT_APPLICABLE``:
         "prior_var", "a0", "b0", "damping", "schedule", "covariance", "noise_warmup",
-        "warmup_snr", "prior_mean", "init_state", "probit_curvature", "expect_under") raise a
+        "warmup_snr", "prior_mean", "probit_curvature", "expect_under") raise a
         ValueError naming them unless None; other names a TypeError listing the valid ones.
 
     Returns
     -------
     CPResult
-        ``method="cp_wopt"``, ``covariance="full"``: ``posterior.means[k]`` (d_k, R) are the
-        factor matrices, ``posterior.covs[k]`` (d_k, R, R) zeros and ``posterior.noise`` None.
+        ``method="cp_wopt"``, ``covariance="full"``, ``state`` a ``FactorState`` (its factors,
+        for ``init_state=``): ``posterior.means[k]`` (d_k, R) are the factor matrices, ``posterior.covs[k]`` (d_k, R, R) zeros and ``posterior.noise`` None.
         ``predict(coords)`` returns the reconstruction ``sum_r prod_k U_k[i_k, r]`` for both
         models (for cp_probit a score for AUC, not a probability) and, with ``return_var``, a
         predictive variance of 0. ``stop_reason`` is "tol", "max_iter", "callback" or
@@ -250,7 +251,13 @@ def fit_cp_wopt(
 
     lay = make_layout(coords, shape)
     n_obj = int(lay.offsets[-1])
-    if init == "svd":
+    init_state = o["init_state"]
+    if init_state is not None:  # (res.state of an earlier fit: L-BFGS's memory starts afresh)
+        if not isinstance(init_state, FactorState) or np.shape(init_state.U) != (n_obj, R):
+            want = f"a FactorState (res.state of a CP-WOPT fit) with U ({n_obj}, {R})"
+            raise V.param_error("init_state", func, want, init_state, TypeError)
+        U0 = np.array(init_state.U, dtype=np.float64)
+    elif init == "svd":
         U0 = svd_init(coords, y, shape, R, init_scale, rng)
     else:
         U0 = init_scale * rng.standard_normal((n_obj, R))

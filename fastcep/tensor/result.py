@@ -41,6 +41,13 @@ class VMPState(NamedTuple):
     b: float  #: rate of q(tau), the Gamma posterior of the noise precision (cp_gaussian; NaN else)
 
 
+class FactorState(NamedTuple):
+    """A point estimate's factors: resume a CP-WOPT fit with ``init_state=`` (of the values it
+    saw standardized, as the fit sees them)."""
+
+    U: np.ndarray  #: (n_obj, R) factor rows, every mode's objects in turn
+
+
 def eval_metric(result, coords, values):
     """Test RMSE (cp_gaussian) or AUC (cp_probit) of a fitted result on checked test entries."""
     return result.rmse(coords, values) if result.model == "cp_gaussian" else result.auc(coords, values)
