@@ -194,7 +194,8 @@ def fit_cp_wopt(
     -------
     CPResult
         ``method="cp_wopt"``, ``covariance="full"``, ``state`` a ``FactorState`` (its factors,
-        for ``init_state=``): ``posterior.means[k]`` (d_k, R) are the factor matrices, ``posterior.covs[k]`` (d_k, R, R) zeros and ``posterior.noise`` None.
+        for ``init_state=``): ``posterior.means[k]`` (d_k, R) are the factor matrices,
+        ``posterior.covs[k]`` (d_k, R, R) zeros and ``posterior.noise`` None.
         ``predict(coords)`` returns the reconstruction ``sum_r prod_k U_k[i_k, r]`` for both
         models (for cp_probit a score for AUC, not a probability) and, with ``return_var``, a
         predictive variance of 0. ``stop_reason`` is "tol", "max_iter", "callback" or
