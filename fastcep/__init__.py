@@ -27,7 +27,7 @@ from .io import (
     write_tensor,
 )
 from .metrics import auc, gaussian_kl, rmse
-from .results import GaussianPosterior, IterationInfo, RegressionState, Trace
+from .results import GaussianPosterior, IterationInfo, RegressionState, Trace, VBState
 from .streaming import stream
 from .tensor import CPPosterior, CPResult, CPState, FactorState, VMPState
 
@@ -48,6 +48,7 @@ __all__ = [
     "RegressionState",
     "TensorReader",
     "TensorWriter",
+    "VBState",
     "VMPState",
     "Trace",
     "auc",

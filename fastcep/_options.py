@@ -275,7 +275,7 @@ OPTIONS = (
     }),
     Option("init_state", "Resume from res.state of an earlier run on the same data.", {
         "regression": Spec(DataCheck("RegressionState or None"), None),
-        "regression/vb": Refused("it has no site messages"),
+        "regression/vb": Spec(DataCheck("VBState or None"), None, "res.state of a VB fit: q(w)'s moments"),
         "cp": Spec(DataCheck("CPState or None"), None, methods=CEP),
         "cp/vmp": Spec(DataCheck("VMPState or None"), None, "res.state of a VMP fit: its moments and q(tau)"),
         "cp/cp_wopt": Spec(DataCheck("FactorState or None"), None, "res.state of a CP-WOPT fit: its factors"),

@@ -29,6 +29,14 @@ class RegressionState(NamedTuple):
     N: np.ndarray  #: (d,) posterior precision-times-means
 
 
+class VBState(NamedTuple):
+    """A mean-field VB regression's q(w): resume it with ``init_state=`` (the intercept, if the
+    fit had one, last)."""
+
+    mean: np.ndarray  #: (d,) posterior means
+    var: np.ndarray  #: (d,) posterior variances
+
+
 # (the trace and the callback's argument belong to the one loop; re-exported here)
 Trace = _loop.Trace
 IterationInfo = _loop.IterationInfo

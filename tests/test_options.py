@@ -199,13 +199,6 @@ def test_the_public_calls_give_the_same_errors():
     "family, model, method, given, message",
     [
         (
-            "regression",
-            "probit",
-            "vb",
-            {"init_state": object()},
-            "fit: init_state is not supported with method='vb'",
-        ),
-        (
             "cp",
             "cp_gaussian",
             "vmp",

@@ -20,7 +20,7 @@ from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..kernels.likelihoods import REGISTRY
-from ..results import RegressionSites, RegressionState
+from ..results import RegressionSites, RegressionState, VBState
 from .kjit import KJITSweeps
 from .result import RegressionResult
 from .vb import VBFit
@@ -190,10 +190,17 @@ def _step_parallel(problem, lik, state, scratch, rho, key):
 SCHEDULES = {"parallel": _step_parallel, "sequential": S.sequential_step}
 
 
-def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, progress, start, options):
-    """Mean-field VB (``glm.vb``) packed as a ``RegressionResult`` (no site messages: state
-    None; the evidence lower bound per iteration in ``trace.elbo``; damping does not apply)."""
-    vb = VBFit(X, s, model, prior_T)
+def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, progress, start, options, init_state):
+    """Mean-field VB (``glm.vb``) packed as a ``RegressionResult`` (no site messages: its state
+    is q(w), a ``VBState``; the evidence lower bound per iteration in ``trace.elbo``; damping
+    does not apply)."""
+    d = X.shape[1]
+    if init_state is not None:
+        ok = isinstance(init_state, VBState) and np.shape(init_state.mean) == np.shape(init_state.var) == (d,)
+        if not ok or not (np.all(np.isfinite(init_state.mean)) and np.all(np.asarray(init_state.var) > 0)):
+            want = f"a VBState (res.state of a VB fit) of {d} finite means and variances > 0"
+            raise V.param_error("init_state", "fit", want, init_state, TypeError)
+    vb = VBFit(X, s, model, prior_T, start=init_state)
 
     def snapshot(it, trace):
         return RegressionResult.of(
@@ -205,8 +212,9 @@ def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, progress, st
         verbose=verbose, progress=progress, label=f"{model}/vb", hint="check the scale of X and prior_var",
         start=start,
     )  # fmt: skip
+    state = VBState(vb.mu.copy(), vb.v.copy())
     return RegressionResult.of(
-        model, "vb", vb.mu, vb.v, out.n_iter, out.converged, out.stop_reason, out.trace, None, options
+        model, "vb", vb.mu, vb.v, out.n_iter, out.converged, out.stop_reason, out.trace, state, options
     )
 
 
@@ -286,11 +294,22 @@ def fit_regression(
         seed=o["seed"],
     )
     label = f"{model}/{method}"
-    if method == "vb":  # (init_state is refused: fastcep._options)
+    if method == "vb":
         with num_threads(n_threads):
             vb_options = dict(options, damping=None)
             return _fit_vb(
-                X, s, model, prior_T, max_iter, tol, callback, verbose, progress, start, vb_options
+                X,
+                s,
+                model,
+                prior_T,
+                max_iter,
+                tol,
+                callback,
+                verbose,
+                progress,
+                start,
+                vb_options,
+                init_state,
             )
 
     if init_state is not None:

@@ -39,8 +39,9 @@ class RegressionResult:
         "tol" (posterior rule met), "paper" (paper's rule met), "max_iter" or "callback".
     trace : Trace
         Per-iteration elapsed time, change, skipped messages.
-    state : RegressionState
-        Messages and posterior natural parameters, for ``fit(..., init_state=res.state)``.
+    state : RegressionState or VBState
+        Messages and posterior natural parameters (method "vb": q(w)), for
+        ``fit(..., init_state=res.state)``.
     options : dict
         The options the fit ran with.
     """

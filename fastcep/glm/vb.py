@@ -30,18 +30,23 @@ def _check_prior_T(prior_T, d, func):
 class VBFit:
     """Coordinate ascent of mean-field VB on one problem, one iteration per ``step``.
 
-    Starts from mu = 0, v = 1 / prior_T. Each iteration updates the latent variables (probit:
-    the truncated normals q(z); logistic: the Jaakkola-Jordan xi) and then every q(w_m) in order,
-    and ends with the ELBO, which never decreases. X, s, prior_T must be checked already.
+    Starts from mu = 0, v = 1 / prior_T, or from ``start`` (a VBState). Each iteration updates
+    the latent variables (probit: the truncated normals q(z); logistic: the Jaakkola-Jordan xi)
+    and then every q(w_m) in order, and ends with the ELBO, which never decreases. X, s, prior_T
+    must be checked already.
     """
 
-    def __init__(self, X, s, model, prior_T):
+    def __init__(self, X, s, model, prior_T, start=None):
         self.X, self.s, self.prior_T = X, s, prior_T
         self.code = MODEL_CODES[model]
         n, d = X.shape
         self.Xt = np.ascontiguousarray(X.T)
-        self.mu = np.zeros(d)
-        self.v = 1.0 / prior_T
+        if start is None:
+            self.mu = np.zeros(d)
+            self.v = 1.0 / prior_T
+        else:  # (a resumed fit: ``start`` its checked VBState)
+            self.mu = np.array(start.mean, dtype=np.float64)
+            self.v = np.array(start.var, dtype=np.float64)
         self.t, self.sv, self.a, self.c = (np.empty(n) for _ in range(4))
         self.elbo = np.nan
         _vb.vb_elbo(self.code, X, s, prior_T, self.mu, self.v, self.t, self.sv)  # t = X mu, sv = (X * X) v
