@@ -2,7 +2,7 @@
 
 A checkpoint holds the arrays of the ``StreamState``, the per-batch trace, the run's settings
 (JSON), the digest of the data it was written for (``data_sha256``: the stream's
-``content_digest``, so that it resumes only on the same entries, wherever they are) and
+``sources.entries_digest``, so that it resumes only on the same entries, wherever they are) and
 (version 2) the digest of its own contents (``files.sign``). Reading checks the digest, the
 settings, the data and every field: shapes, finite numbers, positive definite precisions and
 covariances, a positive noise posterior, a position within the stream.

@@ -13,7 +13,7 @@ from ..io.tensor import TensorReader
 from ..tensor.layout import check_coords, check_values
 
 
-def content_digest(shape, blocks):
+def entries_digest(shape, blocks):
     """SHA-256 (hex) of a tensor's contents: its shape and every entry in order (coords as int64,
     values as float64), however ``blocks`` ((coords, values) pairs) cut them."""
     hc, hv = hashlib.sha256(), hashlib.sha256()
@@ -32,8 +32,8 @@ class ArraySource:
         self.n = len(self.coords)
 
     def identity(self):
-        """The digest of the stream's data (``content_digest``): what a checkpoint is bound to."""
-        return content_digest(self.shape, [(self.coords, self.values)])
+        """The digest of the stream's data (``entries_digest``): what a checkpoint is bound to."""
+        return entries_digest(self.shape, [(self.coords, self.values)])
 
     def value_blocks(self):
         """The values, in blocks (for their mean and sd)."""
@@ -65,8 +65,8 @@ class FileSource:
         self.block_rows = max(1, -(-int(block_rows) // chunk)) * chunk
 
     def identity(self):
-        """The digest of the file's entries (``content_digest``; one pass over the file)."""
-        return content_digest(self.shape, ((c, v) for _, c, v in self.reader.blocks(1 << 20)))
+        """The digest of the file's entries (``entries_digest``; one pass over the file)."""
+        return entries_digest(self.shape, ((c, v) for _, c, v in self.reader.blocks(1 << 20)))
 
     def value_blocks(self):
         """The values, in blocks (one pass over the file's values)."""
