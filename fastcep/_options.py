@@ -266,6 +266,17 @@ OPTIONS = (
             none=ByModel(cp_probit=0.1, cp_gaussian=0.0),
         ),
     }),
+    Option("prior", "The embeddings' prior: learned (hierarchical) or fixed N(m, prior_var I).", {
+        "cp": Spec(
+            Choice("fixed", "ard", "wishart"), "fixed",
+            "'ard': zero mean, one learned precision per rank column shared by the modes (BCPF; "
+            "reports res.effective_rank); 'wishart': a learned mean and precision matrix per mode "
+            "(BPMF), full covariances only; prior_var is their start",
+            methods=CEP,
+        ),
+        "cp/vmp": Refused("VMP keeps the fixed prior"),
+        "cp/cp_wopt": Refused(POINT_ESTIMATE),
+    }),
     Option("lp_indefinite", "'lp': what to do with a message whose precision is not PSD.", {
         "cp": Spec(
             Choice("skip", "apply", "clip"), "clip",
@@ -471,6 +482,20 @@ def _expect_under(func, model, method, o):
         )
 
 
+def _learned_prior(func, model, method, o):
+    """The Wishart prior needs full covariances; a prior mean is the fixed prior's."""
+    prior = o.get("prior", "fixed")
+    if prior == "wishart" and o["covariance"] != "full":
+        raise ValueError(
+            f"{func}: prior='wishart' needs covariance='full' (got {o['covariance']!r}); use prior='ard'."
+        )
+    if prior != "fixed" and o.get("prior_mean", 0.0) > 0.0:
+        raise ValueError(
+            f"{func}: prior_mean applies to prior='fixed' only; prior={prior!r} learns the prior's mean "
+            f"(got prior_mean={o['prior_mean']!r})."
+        )
+
+
 def _lp_needs_full_parallel(func, model, method, o):
     """Laplace propagation's sweeps exist for full covariances, parallel or block."""
     if method == "lp" and (o["schedule"] not in ("parallel", "block") or o["covariance"] != "full"):
@@ -490,7 +515,7 @@ def _resume_needs_checkpoint(func, model, method, o):
 #: the checks that involve more than one option, per family, in order (after each option's own)
 RULES = {
     "regression": (_kjit_is_logistic,),
-    "cp": (_no_cp_cep2, _probit_curvature, _expect_under, _lp_needs_full_parallel),
+    "cp": (_no_cp_cep2, _probit_curvature, _expect_under, _lp_needs_full_parallel, _learned_prior),
     "stream": (_probit_curvature, _expect_under, _resume_needs_checkpoint),
 }
 

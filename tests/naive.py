@@ -411,12 +411,16 @@ def cp_parallel_sweep(
     return Lam, eta, alpha, beta, skipped
 
 
-def cp_posterior(coords, shape, Lam, eta, prior_var):
-    """Per mode: posterior precision = I / prior_var + sum of messages; means and covariances."""
+def cp_posterior(coords, shape, Lam, eta, prior_var, prior=None):
+    """Per mode: posterior precision = I / prior_var + sum of messages; means and covariances.
+    ``prior``: per-mode lists (prior_Lam (d_k, R, R), prior_eta (d_k, R)) in place of prior_var."""
     n, K = coords.shape
     R = eta.shape[2]
-    P_Lam = [np.repeat(np.eye(R)[None] / prior_var, d, axis=0) for d in shape]
-    P_eta = [np.zeros((d, R)) for d in shape]
+    if prior is None:
+        P_Lam = [np.repeat(np.eye(R)[None] / prior_var, d, axis=0) for d in shape]
+        P_eta = [np.zeros((d, R)) for d in shape]
+    else:
+        P_Lam, P_eta = [a.copy() for a in prior[0]], [a.copy() for a in prior[1]]
     for e in range(n):
         for k in range(K):
             P_Lam[k][coords[e, k]] += Lam[e, k]
@@ -424,6 +428,38 @@ def cp_posterior(coords, shape, Lam, eta, prior_var):
     covs = [np.linalg.inv(P) for P in P_Lam]
     means = [np.einsum("jab,jb->ja", C, h) for C, h in zip(covs, P_eta, strict=True)]
     return P_Lam, P_eta, means, covs
+
+
+# ---------------------------------------------------------------- CP decomposition: hierarchical priors
+def cp_ard_update(means, covs, a0, b0):
+    """VMP update of the ARD precisions lambda_r ~ Gamma(a0, b0), shared by every mode, with
+    u^k_j ~ N(0, diag(lambda)^-1): shape a0 + (number of embeddings) / 2 and rates
+    b0 + sum over every embedding of E[u_r^2] / 2 (Bishop, PRML 10.1 with Gamma conjugacy)."""
+    R = means[0].shape[1]
+    a, b = a0, np.full(R, b0)
+    for m, S in zip(means, covs, strict=True):
+        for j in range(m.shape[0]):
+            a += 0.5
+            for r in range(R):
+                b[r] += 0.5 * (S[j][r, r] + m[j][r] ** 2)
+    return a, b
+
+
+def cp_normal_wishart_update(means_k, covs_k, beta0, nu0, W0):
+    """VMP update of one mode's N(mu | 0, (beta0 Lambda)^-1) Wishart(Lambda | W0, nu0) from the
+    embeddings' posteriors N(m_j, S_j) (PRML 10.60-10.63 with E[u u^T] in place of x x^T):
+    returns (m_N, beta_N, W_N, nu_N)."""
+    n, R = means_k.shape
+    xbar = means_k.mean(axis=0)
+    C = np.zeros((R, R))
+    for j in range(n):
+        d = means_k[j] - xbar
+        C += covs_k[j] + np.outer(d, d)
+    beta = beta0 + n
+    mean = n * xbar / beta
+    nu = nu0 + n
+    W = np.linalg.inv(np.linalg.inv(W0) + C + beta0 * n / (beta0 + n) * np.outer(xbar, xbar))
+    return mean, beta, W, nu
 
 
 # ---------------------------------------------------------------- CP decomposition: Laplace propagation

@@ -4,7 +4,9 @@ A model file holds, under the root group, the attributes ``format`` ("fastcep-cp
 ``format_version``, ``model``, ``method``, ``covariance``, ``rank``, ``shape``, ``n_iter``,
 ``converged``, ``stop_reason``, ``seed`` and ``options`` (JSON), and the datasets ``means/<k>``
 (d_k, R), ``covs/<k>`` (d_k, R, R) or (d_k, R), ``noise`` (a, b) for cp_gaussian, and the trace
-under ``trace/``, and (version 3) the digest of all of it in the attribute ``sha256``. Files are
+under ``trace/``, (version 3) the digest of all of it in the attribute ``sha256``, and (version 4)
+with a hierarchical prior its hyper-posterior under ``hyper/`` (attribute ``kind``, datasets
+``a``, ``b``, ``mean``, ``beta``, ``nu``, ``W_inv``: ``fastcep.tensor.hyper.HyperState``). Files are
 written to a temporary file beside the target and renamed over it, so a killed writer never
 leaves a half-written model behind. Reading checks the digest and every field (``_check``): a
 model, method and covariance fastcep knows, shapes, finite numbers, positive (semi)definite
@@ -17,18 +19,22 @@ import os
 import numpy as np
 
 from .._loop import TRACE_FIELDS, Trace
+from ..tensor import hyper as H
 from ..tensor.result import POINT_METHODS, CPResult
 from .files import atomic_h5, bad_file, json_default, open_h5, sign, verify
 
 MODEL_FORMAT = "fastcep-cp-model"
 #: version 2: the trace's columns named for what they hold (``fastcep._loop.TRACE_FIELDS``);
-#: version 3: the digest of the contents (``files.sign``)
-MODEL_FORMAT_VERSION = 3
+#: version 3: the digest of the contents (``files.sign``); version 4: the hyper-posterior of a
+#: hierarchical prior (``hyper/``)
+MODEL_FORMAT_VERSION = 4
 #: versions this fastcep reads (1 and 2 have no digest)
-READABLE_VERSIONS = (1, 2, 3)
+READABLE_VERSIONS = (1, 2, 3, 4)
 MODELS = ("cp_gaussian", "cp_probit")
 METHODS = ("cep1", "cep2", "lp", "vmp", "cp_wopt", "post")
 COVARIANCES = ("full", "diag")
+#: the arrays of a hyper-posterior (``HyperState`` after its kind)
+HYPER_FIELDS = H.HyperState._fields[1:]
 #: version 1's trace columns: "paper_change" held CEP's and VMP's largest parameter change,
 #: CP-WOPT's change of the reconstructions and a stream's inner iterations; "elbo" held CP-WOPT's
 #: objective (it may be missing in files written before it existed)
@@ -63,6 +69,11 @@ def save_model(result, path):
         gt = f.create_group("trace")
         for name in TRACE_FIELDS:
             gt.create_dataset(name, data=np.asarray(getattr(result.trace, name)))
+        if result.hyper is not None:
+            gh = f.create_group("hyper")
+            gh.attrs["kind"] = result.hyper.kind
+            for name in HYPER_FIELDS:
+                gh.create_dataset(name, data=np.asarray(getattr(result.hyper, name), dtype=np.float64))
         sign(f)
 
     atomic_h5(path, write)
@@ -95,6 +106,7 @@ def load_model(path):
         fields["model"], fields["method"], fields["covariance"], fields["rank"], fields["shape"],
         np.concatenate(fields["means"]), np.concatenate(fields["covs"]), noise, fields["n_iter"],
         fields["converged"], fields["stop_reason"], fields["trace"], None, options, standardized=False,
+        hyper=fields["hyper"],
     )  # fmt: skip
 
 
@@ -124,8 +136,17 @@ def _read(f, path):
         noise=tuple(float(v) for v in f["noise"][()]) if "noise" in f else None,
         trace=Trace.from_columns(len(columns["elapsed"]), **columns),
         n_iter=_int(f.attrs["n_iter"], "n_iter"), converged=bool(f.attrs["converged"]),
-        stop_reason=str(f.attrs["stop_reason"]),
+        stop_reason=str(f.attrs["stop_reason"]), hyper=_read_hyper(f),
     )  # fmt: skip
+
+
+def _read_hyper(f):
+    """The hyper-posterior of a model file, or None (none written, or a version before 4)."""
+    if "hyper" not in f:
+        return None
+    g = f["hyper"]
+    arrays = (np.asarray(g[name], dtype=np.float64) for name in HYPER_FIELDS)
+    return H.HyperState(str(g.attrs["kind"]), *arrays)
 
 
 def _int(value, name):
@@ -174,6 +195,10 @@ def _check(fields, path):
             )
         if not ok:
             raise bad(f"mode {k} holds a covariance that is not positive definite")
+    if fields["hyper"] is not None:
+        why = H.check(fields["hyper"], len(shape), rank)
+        if why:
+            raise bad(f"hyper-posterior: {why}")
     noise = fields["noise"]
     if model == "cp_gaussian" and noise is None and not point:
         raise bad("cp_gaussian model without a noise posterior")

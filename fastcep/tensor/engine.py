@@ -17,6 +17,7 @@ from .. import _validation as V
 from .._threads import num_threads, plan
 from ..kernels import tensor as K
 from ..kernels.tensor import lp as KLP
+from . import hyper as H
 from .init import svd_init
 from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardized
 from .result import CPResult, CPState, eval_metric, second_moments
@@ -143,12 +144,16 @@ class CPEngine:
         cp_gaussian, fresh fit: iterations with E[tau] held at warmup_snr / Var(y).
     rng : numpy.random.Generator
         Draws the entry order of the sequential schedule.
+    hyper : HyperState or None
+        A hierarchical prior's hyper-posterior (``tensor.hyper``), updated every iteration from
+        the embeddings' posterior (from the second of a fresh fit); it rewrites ``prior_Lam`` and
+        ``prior_eta``. None: the prior stays fixed.
     """
 
     def __init__(
         self, lay, y, s, model, method, R, covariance, schedule, rho, *, prior_Lam, prior_eta, a0, b0,
         probit_curvature="full", expect_under="posterior", lp_indefinite="clip", init_means=None,
-        init_covs=None, messages=None, noise_warmup=0, warmup_snr=10.0, rng=None,
+        init_covs=None, messages=None, noise_warmup=0, warmup_snr=10.0, rng=None, hyper=None,
     ):  # fmt: skip
         n, Kmodes = lay.gidx.shape
         n_obj = int(lay.offsets[-1])
@@ -157,12 +162,15 @@ class CPEngine:
         self.R, self.Kmodes, self.n, self.n_obj = R, Kmodes, n, n_obj
         self.rho, self.a0, self.b0 = rho, a0, b0
         self.prior_Lam, self.prior_eta = prior_Lam, prior_eta
+        self.hyper = hyper
+        if hyper is not None:
+            H.fill_prior(hyper, lay.offsets, covariance, prior_Lam, prior_eta)
         self.rng = rng
         if messages is None:
             self.Lam, self.eta, post = _allocate(n, Kmodes, R, n_obj, covariance)
             self.alpha, self.beta = np.zeros(n), np.zeros(n)
         else:
-            self.Lam, self.eta, self.alpha, self.beta = (np.array(a, dtype=np.float64) for a in messages)
+            self.Lam, self.eta, self.alpha, self.beta = (np.array(a, dtype=np.float64) for a in messages[:4])
             _, _, post = _allocate(1, Kmodes, R, n_obj, covariance)
         self.P_Lam, self.P_eta, self.M, self.S, self.E2 = post
         if model == "cp_gaussian":
@@ -410,6 +418,11 @@ class CPEngine:
         """One iteration (the sweep, the posterior, the noise, the change); its ``StepReport``."""
         M, S = self.M, self.S
         M_old, var_old = M.copy(), _variances(S, self.covariance).copy()
+        if self.hyper is not None and (it > 1 or self.resumed):
+            # the hyper-layer's VMP update from the posterior so far; the new prior enters the
+            # posterior at this iteration's rebuild (and the cavities from the next)
+            self.hyper = H.update(self.hyper, M, self.E2, self.lay.offsets, self.covariance)
+            H.fill_prior(self.hyper, self.lay.offsets, self.covariance, self.prior_Lam, self.prior_eta)
         n_skipped = self.sweep(self, it)
         if self.with_sums:  # posterior = prior + the sweep's per-group sums of the messages
             K.reduce_object_sums(
@@ -438,7 +451,7 @@ class CPEngine:
 
     def messages(self):
         """The resumable state: the messages (``fit(..., init_state=...)``)."""
-        return CPState(self.Lam, self.eta, self.alpha, self.beta)
+        return CPState(self.Lam, self.eta, self.alpha, self.beta, self.hyper)
 
     def result(self, shape, n_iter, converged, stop_reason, trace, options, copy=True):
         """The result object; ``copy=False`` hands over M and S (once the fit is done with them)."""
@@ -446,7 +459,7 @@ class CPEngine:
         M, S = (self.M.copy(), self.S.copy()) if copy else (self.M, self.S)
         return CPResult(
             self.model, self.method, self.covariance, self.R, shape, M, S, noise, n_iter, converged,
-            stop_reason, trace, self.messages(), options,
+            stop_reason, trace, self.messages(), options, hyper=self.hyper,
         )  # fmt: skip
 
 
@@ -505,6 +518,7 @@ def fit_cp(
     noise_warmup=CP_DEFAULTS["noise_warmup"],
     warmup_snr=CP_DEFAULTS["warmup_snr"],
     prior_mean=CP_DEFAULTS["prior_mean"],
+    prior=CP_DEFAULTS["prior"],
     init=CP_DEFAULTS["init"],
     lp_indefinite=CP_DEFAULTS["lp_indefinite"],
     probit_curvature=CP_DEFAULTS["probit_curvature"],
@@ -694,11 +708,17 @@ def fit_cp(
         options["probit_curvature"] = probit_curvature
     if expect_under != "posterior":
         options["expect_under"] = expect_under
+    prior = o["prior"]
+    options["prior"] = prior
 
     lay = make_layout(coords, shape)
     n_obj = int(lay.offsets[-1])
     messages = _check_state(init_state, n, Kmodes, R, covariance, func) if init_state is not None else None
     prior_Lam, prior_eta, m0 = default_prior(n_obj, R, covariance, pv, prior_mean, rng)
+    hyper = None
+    if prior != "fixed":  # (resumed from the state's hyper-posterior when it has one of this kind)
+        held = getattr(messages, "hyper", None)
+        hyper = held if held is not None and held.kind == prior else H.initial(prior, Kmodes, R, pv)
     threads, governor = plan(n_threads, n * Kmodes * R * R)
     with num_threads(threads):
         init_means = (
@@ -708,7 +728,7 @@ def fit_cp(
             lay, y, s, model, method, R, covariance, schedule, rho, prior_Lam=prior_Lam, prior_eta=prior_eta,
             a0=a0, b0=b0, probit_curvature=probit_curvature, expect_under=expect_under,
             lp_indefinite=lp_indefinite, init_means=init_means, messages=messages, noise_warmup=noise_warmup,
-            warmup_snr=warmup_snr, rng=rng,
+            warmup_snr=warmup_snr, rng=rng, hyper=hyper,
         )  # fmt: skip
         return run_engine(
             engine, shape, options, max_iter=max_iter, tol=tol, callback=callback, eval_set=eval_set,

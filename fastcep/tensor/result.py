@@ -10,6 +10,7 @@ from ..kernels import tensor as K
 from ..metrics import auc as _auc
 from ..metrics import gaussian_log_likelihood
 from ..metrics import rmse as _rmse
+from . import hyper as H
 from .layout import check_coords, check_values
 
 POINT_METHODS = ("cp_wopt",)
@@ -30,6 +31,7 @@ class CPState(NamedTuple):
     eta: np.ndarray  #: (n, K, R) site precision-times-means
     alpha: np.ndarray  #: (n,) Gamma shape messages (cp_gaussian)
     beta: np.ndarray  #: (n,) Gamma rate messages (cp_gaussian)
+    hyper: object = None  #: the hierarchical prior's hyper-posterior (``HyperState``), or None
 
 
 class VMPState(NamedTuple):
@@ -71,6 +73,15 @@ class CPResult:
         Per-iteration elapsed time, change, skipped messages, damping; ``eval_metric`` holds the
         test RMSE (cp_gaussian) or AUC (cp_probit) of ``eval_set`` per iteration (NaN without it).
     state : CPState
+    hyper : HyperState or None
+        The hyper-posterior of a hierarchical prior (``prior="ard"`` or ``"wishart"``; of the
+        standardized values, as the engine fits them), None with the fixed prior.
+    effective_rank : int
+        The rank columns that are not switched off: those whose means' power in the
+        reconstruction, prod_k mean_j E[u^k_jr]^2, is above ``hyper.OFF_FRACTION`` (1e-6) of
+        the largest column's. The columns the data do not carry fall to 1e-40 of it or less,
+        so that a generous rank reports the rank the data carry; with ``prior="ard"`` their
+        precisions grow too (``hyper``).
     options : dict
     point_estimate : bool
         True for the methods in ``POINT_METHODS`` (covariances zero, noise None, predictions
@@ -100,6 +111,7 @@ class CPResult:
         state,
         options,
         standardized=True,
+        hyper=None,
     ):
         self.model = model
         self.method = method
@@ -129,6 +141,8 @@ class CPResult:
         self.state = state
         self.options = options
         self.point_estimate = method in POINT_METHODS
+        self.hyper = hyper
+        self.effective_rank = int(np.count_nonzero(H.active_columns(M, self._offsets)))
 
     def __repr__(self):
         return (

@@ -1,0 +1,158 @@
+"""Hierarchical priors of the CP embeddings, learned by messages in the engine's loop (DESIGN.md 8).
+
+The embeddings u^k_j of mode k have the prior N(mu_k, Lambda_k^-1) whose parameters carry
+conjugate hyperpriors; their posterior is updated by variational message passing from the
+embeddings' posterior moments (E[u], E[u u^T]) every iteration, and the message back to each
+embedding is the Gaussian with precision E[Lambda_k] and precision-times-mean E[Lambda_k mu_k]:
+the engine's per-object prior (``CPEngine.prior_Lam``, ``prior_eta``).
+
+- ``"ard"`` (BCPF, Zhao, Zhang & Cichocki 2015): mu = 0 and Lambda = diag(lambda), one precision
+  per rank column shared by every mode, lambda_r ~ Gamma(ARD_A0, ARD_B0). Columns the data do not
+  support grow a large precision and are switched off (``effective_rank``).
+- ``"wishart"`` (BPMF, Salakhutdinov & Mnih 2008): per mode, (mu_k, Lambda_k) ~
+  N(mu_k | 0, (NW_BETA0 Lambda_k)^-1) Wishart(Lambda_k | I, R): a learned mean and a full
+  precision per mode.
+
+The hyper-posterior is a ``HyperState`` of flat arrays: part of the fit's resumable state, of the
+model file and of the stream (ADF carries it from batch to batch).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+#: the hierarchical priors (``prior=`` of ``fastcep.fit``); "fixed" is N(m, prior_var I)
+KINDS = ("ard", "wishart")
+#: Gamma(ARD_A0, ARD_B0) hyperprior of each ARD precision: broad, as BCPF's 1e-6
+ARD_A0 = 1e-6
+ARD_B0 = 1e-6
+#: the Normal-Wishart hyperprior of each mode: N(mu | 0, (NW_BETA0 Lambda)^-1) W(Lambda | I, R)
+#: (BPMF's choices: mu_0 = 0, beta_0 = 2, W_0 = I, nu_0 = R)
+NW_BETA0 = 2.0
+#: a rank column is switched off when the power of its means in the reconstruction
+#: (prod_k mean_j E[u^k_jr]^2) falls below this fraction of the largest column's (a column the
+#: data do not carry falls to 1e-40 or less, measured; one at this fraction has 0.1 % of the
+#: largest column's amplitude)
+OFF_FRACTION = 1e-6
+
+
+class HyperState(NamedTuple):
+    """The hyper-posterior of a hierarchical prior (flat arrays; unused fields have size 0).
+
+    ``kind`` "ard": ``a`` (1,) the shape and ``b`` (R,) the rates of the Gamma posteriors of the
+    column precisions. ``kind`` "wishart": per mode k, ``mean`` (K, R) and ``beta`` (K,) of the
+    Gaussian of mu_k, ``nu`` (K,) and ``W_inv`` (K, R, R) of the Wishart of Lambda_k (scale
+    matrix W = inv(W_inv)).
+    """
+
+    kind: str
+    a: np.ndarray
+    b: np.ndarray
+    mean: np.ndarray
+    beta: np.ndarray
+    nu: np.ndarray
+    W_inv: np.ndarray
+
+
+def initial(kind, Kmodes, R, prior_var):
+    """The hyper-posterior whose prior message is the fixed prior N(0, prior_var I): the start."""
+    empty = np.zeros(0)
+    if kind == "ard":
+        a = np.array([ARD_A0 + 0.5])
+        b = np.full(R, a[0] * prior_var)
+        return HyperState(kind, a, b, empty, empty, empty, np.zeros((0, R, R)))
+    nu = np.full(Kmodes, float(R))
+    W_inv = np.broadcast_to(np.eye(R) * (R * prior_var), (Kmodes, R, R)).copy()
+    return HyperState(kind, empty, empty, np.zeros((Kmodes, R)), np.full(Kmodes, NW_BETA0), nu, W_inv)
+
+
+def check(hyper, Kmodes, R):
+    """What is wrong with a hyper-posterior read from a file, or "" (shapes, finite numbers,
+    proper Gamma and Normal-Wishart posteriors)."""
+    if hyper.kind not in KINDS:
+        return f"unknown kind {hyper.kind!r} (fastcep knows {', '.join(KINDS)})"
+    arrays = hyper[1:]
+    if not all(np.all(np.isfinite(x)) for x in arrays):
+        return "non-finite numbers"
+    if hyper.kind == "ard":
+        if hyper.a.shape != (1,) or hyper.b.shape != (R,):
+            return f"shapes {hyper.a.shape}, {hyper.b.shape} (expected (1,), ({R},))"
+        if hyper.a[0] <= 0 or np.any(hyper.b <= 0):
+            return "a Gamma posterior with a shape or rate <= 0"
+        return ""
+    want = ((Kmodes, R), (Kmodes,), (Kmodes,), (Kmodes, R, R))
+    got = (hyper.mean.shape, hyper.beta.shape, hyper.nu.shape, hyper.W_inv.shape)
+    if got != want:
+        return f"shapes {got} (expected {want})"
+    if np.any(hyper.beta <= 0) or np.any(hyper.nu <= R - 1):
+        return f"beta <= 0 or nu <= R - 1 = {R - 1}"
+    W = hyper.W_inv
+    symmetric = np.allclose(W, np.swapaxes(W, 1, 2), rtol=1e-10, atol=0)
+    if not (symmetric and np.all(np.linalg.eigvalsh(W)[:, 0] > 0)):
+        return "a Wishart scale that is not positive definite"
+    return ""
+
+
+def expected_precision(hyper):
+    """E[Lambda_k] per mode, (K, R, R) ("wishart"), or E[lambda] (R,) ("ard")."""
+    if hyper.kind == "ard":
+        return hyper.a[0] / hyper.b
+    return hyper.nu[:, None, None] * np.linalg.inv(hyper.W_inv)
+
+
+def update(hyper, M, E2, offsets, covariance):
+    """The hyper-posterior given the embeddings' posterior moments: one VMP update.
+
+    ``M`` (n_obj, R) means; ``E2`` (n_obj, R, R) second moments E[u u^T] (the diagonals (n_obj,
+    R) with covariance "diag"); ``offsets`` (K + 1,) the first object of each mode.
+    """
+    R = M.shape[1]
+    diag = np.diagonal(E2, axis1=1, axis2=2) if covariance == "full" else E2
+    if hyper.kind == "ard":
+        n = M.shape[0]
+        a = np.array([ARD_A0 + 0.5 * n])
+        b = ARD_B0 + 0.5 * diag.sum(axis=0)
+        return hyper._replace(a=a, b=b)
+    Kmodes = len(offsets) - 1
+    mean, beta, nu = np.empty((Kmodes, R)), np.empty(Kmodes), np.empty(Kmodes)
+    W_inv = np.empty((Kmodes, R, R))
+    for k in range(Kmodes):
+        lo, hi = offsets[k], offsets[k + 1]
+        n = hi - lo
+        xbar = M[lo:hi].mean(axis=0)
+        scatter = E2[lo:hi].sum(axis=0) - n * np.outer(xbar, xbar)
+        beta[k] = NW_BETA0 + n
+        mean[k] = n * xbar / beta[k]
+        nu[k] = R + n
+        W_inv[k] = np.eye(R) + scatter + (NW_BETA0 * n / beta[k]) * np.outer(xbar, xbar)
+        W_inv[k] = 0.5 * (W_inv[k] + W_inv[k].T)
+    return hyper._replace(mean=mean, beta=beta, nu=nu, W_inv=W_inv)
+
+
+def fill_prior(hyper, offsets, covariance, prior_Lam, prior_eta):
+    """Write the prior message of every object (natural parameters) into ``prior_Lam`` (n_obj, R,
+    R) or (n_obj, R) with "diag" ("ard" only), and ``prior_eta`` (n_obj, R)."""
+    P = expected_precision(hyper)
+    if hyper.kind == "ard":
+        prior_Lam[:] = np.diag(P) if covariance == "full" else P
+        prior_eta[:] = 0.0
+        return
+    for k in range(len(offsets) - 1):
+        lo, hi = offsets[k], offsets[k + 1]
+        prior_Lam[lo:hi] = P[k]
+        prior_eta[lo:hi] = P[k] @ hyper.mean[k]
+
+
+def column_power(M, offsets):
+    """Power of each rank column's means in the reconstruction, prod_k mean_j E[u^k_jr]^2 (R,)."""
+    power = np.ones(M.shape[1])
+    for k in range(len(offsets) - 1):
+        power *= np.mean(M[offsets[k] : offsets[k + 1]] ** 2, axis=0)
+    return power
+
+
+def active_columns(M, offsets):
+    """The rank columns that are not switched off (bool (R,)): power above OFF_FRACTION of the
+    largest column's (``column_power``)."""
+    power = column_power(M, offsets)
+    return power > OFF_FRACTION * power.max()
