@@ -2,7 +2,7 @@
 
     python -m bench.dblp_stream [--data-dir ../shared/data/dblp] [--batch-sizes 100 500 1000 5000 10000]
                                 [--shuffles 5] [--max-iter 50] [--tol 1e-3] [--damping 0.5]
-                                [--probit-curvature rank1] [--expect-under cavity]
+                                [--probit-curvature rank1] [--expect-under cavity] [--prior wishart]
 
 Builds the papers' training set (155,185 nonzeros + as many sampled zeros, seed 0; see
 ``fastcep.data_tools.dblp``) into an HDF5 tensor file, streams it from that file in shuffled
@@ -38,6 +38,7 @@ def main():
     ap.add_argument("--damping", type=float, default=None)
     ap.add_argument("--probit-curvature", choices=("full", "rank1"), default=None)
     ap.add_argument("--expect-under", choices=("posterior", "cavity"), default=None)
+    ap.add_argument("--prior", choices=("fixed", "wishart", "ard"), default=None)
     ap.add_argument("--batch-fit", action="store_true", help="also a batch fit for reference")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
@@ -46,6 +47,8 @@ def main():
         opts["probit_curvature"] = args.probit_curvature
     if args.expect_under is not None:
         opts["expect_under"] = args.expect_under
+    if args.prior is not None:
+        opts["prior"] = args.prior
     tests = load_dblp(args.data_dir)["test_sets"]
     rows, raw = [], {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -51,9 +51,14 @@ def _paper_model():
     return {"fit_intercept": False} if _option_exists("fit_intercept") else {}
 
 
-def _paper_cp():
-    """Likewise for CP: the values as they are (no standardization)."""
-    return {"standardize": "none"} if _option_exists("standardize") else {}
+def _paper_cp(fit=True):
+    """Likewise for CP: the values as they are (no standardization) and, for ``fit``, the fixed
+    prior with the posterior's expectations (issue 21's defaults are learned priors and the
+    cavity's)."""
+    out = {"standardize": "none"} if _option_exists("standardize") else {}
+    if fit and _option_exists("prior"):
+        out.update(prior="fixed", expect_under="posterior")
+    return out
 
 
 def _regression_cases():
@@ -121,8 +126,10 @@ def _cp_cases():
                 dict(base, probit_curvature="rank1", expect_under="cavity"),
             )
         yield f"cp/{model}/lp", (c, v), dict(base, method="lp", max_iter=8)
-        yield f"cp/{model}/vmp", (c, v), dict(base, method="vmp")
-        yield f"cp/{model}/cp_wopt", (c, v), dict(base, method="cp_wopt")
+        # (the baselines take neither option)
+        other = {k: x for k, x in base.items() if k not in ("prior", "expect_under")}
+        yield f"cp/{model}/vmp", (c, v), dict(other, method="vmp")
+        yield f"cp/{model}/cp_wopt", (c, v), dict(other, method="cp_wopt")
 
 
 def _stream_cases():
@@ -133,7 +140,7 @@ def _stream_cases():
     yb = (B.values > np.median(B.values)).astype(float)
     data = {"cp_gaussian": (T.coords, T.values, T.shape), "cp_probit": (B.coords, yb, B.shape)}
     for model, (c, v, shape) in data.items():
-        base = dict(model=model, rank=3, shape=shape, batch_size=300, seed=0, **_paper_cp())
+        base = dict(model=model, rank=3, shape=shape, batch_size=300, seed=0, **_paper_cp(fit=False))
         yield f"stream/{model}/cep1", (c, v), dict(base)
         yield f"stream/{model}/cep1-shuffle", (c, v), dict(base, shuffle=True)
         yield f"stream/{model}/cep1-diag", (c, v), dict(base, covariance="diag", schedule="block")

@@ -268,14 +268,21 @@ OPTIONS = (
     }),
     Option("prior", "The embeddings' prior: learned (hierarchical) or fixed N(m, prior_var I).", {
         "cp": Spec(
-            Choice("fixed", "ard", "wishart"), "fixed",
-            "'ard': zero mean, one learned precision per rank column shared by the modes (BCPF; "
-            "reports res.effective_rank); 'wishart': a learned mean and precision matrix per mode "
-            "(BPMF), full covariances only; prior_var is their start",
+            Maybe(Choice("fixed", "ard", "wishart")), None,
+            "None: 'wishart' for 'cep1' with full covariances, 'ard' with diagonal ones, 'fixed' "
+            "for 'lp' (the paper's baseline) or with a prior_mean; 'wishart': a learned mean and "
+            "precision matrix per mode (BPMF), full covariances only; 'ard': zero mean, one learned "
+            "precision per rank column shared by the modes (BCPF); prior_var is their start",
             methods=CEP,
         ),
         "cp/vmp": Refused("VMP keeps the fixed prior"),
         "cp/cp_wopt": Refused(POINT_ESTIMATE),
+        "stream": Spec(
+            Maybe(Choice("fixed", "ard", "wishart")), None,
+            "None: 'wishart' for 'cep1' with full covariances, 'ard' with diagonal ones, 'fixed' for "
+            "'post' (the baseline); learned from the objects seen so far, one update a batch "
+            "(``fastcep.streaming.prior``); prior_mean then offsets the prior of new objects",
+        ),
     }),
     Option("lp_indefinite", "'lp': what to do with a message whose precision is not PSD.", {
         "cp": Spec(
@@ -300,13 +307,18 @@ OPTIONS = (
     }),
     Option("expect_under", "'cep1': the other modes' moments under the posterior or the cavity.", {
         "cp": Spec(
-            Choice("posterior", "cavity"), "posterior",
-            "'cavity': full covariances and the parallel or block schedule only",
+            Maybe(Choice("posterior", "cavity")), None,
+            "None: 'cavity' where it applies ('cep1', full covariances, the parallel or block "
+            "schedule), else 'posterior'",
             methods=CEP,
         ),
         "cp/vmp": Refused("VMP's updates are expectations under the posterior (there are no cavities)"),
         "cp/cp_wopt": Refused(POINT_ESTIMATE),
-        "stream": Spec(Choice("posterior", "cavity"), "posterior"),
+        "stream": Spec(
+            Maybe(Choice("posterior", "cavity")), None,
+            "None: 'cavity' where it applies (method 'cep1', full covariances, the parallel or block "
+            "schedule), else 'posterior'",
+        ),
     }),
     Option("eval_set", "Test entries whose RMSE or AUC goes to trace.eval_metric.", {
         "cp": Spec(DataCheck("(coords, values) or None"), None, "after every iteration"),
@@ -482,14 +494,29 @@ def _expect_under(func, model, method, o):
         )
 
 
+def _cp_defaults(func, model, method, o):
+    """What None stands for in ``prior`` and ``expect_under`` (chosen on held-out training entries
+    of Alog and Enron, ``bench.cp_defaults``; BENCHMARKS.md): the learned Normal-Wishart prior and
+    the cavity's expectations wherever they apply."""
+    if method not in CEP:
+        return
+    full = o["covariance"] == "full"
+    if o["prior"] is None:  # (a prior mean asks for the fixed prior)
+        fixed = method != "cep1" or o["prior_mean"] > 0.0
+        o["prior"] = "fixed" if fixed else ("wishart" if full else "ard")
+    if o["expect_under"] is None:
+        cavity = method == "cep1" and full and o["schedule"] in ("parallel", "block")
+        o["expect_under"] = "cavity" if cavity else "posterior"
+
+
 def _learned_prior(func, model, method, o):
-    """The Wishart prior needs full covariances; a prior mean is the fixed prior's."""
+    """The Wishart prior needs full covariances; a fit's prior mean is the fixed prior's."""
     prior = o.get("prior", "fixed")
     if prior == "wishart" and o["covariance"] != "full":
         raise ValueError(
             f"{func}: prior='wishart' needs covariance='full' (got {o['covariance']!r}); use prior='ard'."
         )
-    if prior != "fixed" and o.get("prior_mean", 0.0) > 0.0:
+    if func == "fit" and prior != "fixed" and o.get("prior_mean", 0.0) > 0.0:
         raise ValueError(
             f"{func}: prior_mean applies to prior='fixed' only; prior={prior!r} learns the prior's mean "
             f"(got prior_mean={o['prior_mean']!r})."
@@ -505,6 +532,17 @@ def _lp_needs_full_parallel(func, model, method, o):
         )
 
 
+def _stream_defaults(func, model, method, o):
+    """What None stands for in the stream's ``prior`` and ``expect_under``: as for ``fit``
+    (``_cp_defaults``), the learned prior and the cavity's expectations wherever they apply."""
+    full = o["covariance"] == "full"
+    if o["prior"] is None:
+        o["prior"] = "fixed" if method != "cep1" else ("wishart" if full else "ard")
+    if o["expect_under"] is None:
+        cavity = method == "cep1" and full and o["schedule"] in ("parallel", "block")
+        o["expect_under"] = "cavity" if cavity else "posterior"
+
+
 def _resume_needs_checkpoint(func, model, method, o):
     if o["resume"] and o["checkpoint"] is None:
         raise ValueError(f"{func}: resume=True needs a checkpoint path.")
@@ -515,8 +553,15 @@ def _resume_needs_checkpoint(func, model, method, o):
 #: the checks that involve more than one option, per family, in order (after each option's own)
 RULES = {
     "regression": (_kjit_is_logistic,),
-    "cp": (_no_cp_cep2, _probit_curvature, _expect_under, _lp_needs_full_parallel, _learned_prior),
-    "stream": (_probit_curvature, _expect_under, _resume_needs_checkpoint),
+    "cp": (
+        _cp_defaults,
+        _no_cp_cep2,
+        _probit_curvature,
+        _expect_under,
+        _lp_needs_full_parallel,
+        _learned_prior,
+    ),
+    "stream": (_stream_defaults, _probit_curvature, _expect_under, _resume_needs_checkpoint, _learned_prior),
 }
 
 

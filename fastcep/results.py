@@ -42,6 +42,18 @@ Trace = _loop.Trace
 IterationInfo = _loop.IterationInfo
 
 
+class StreamPrior(NamedTuple):
+    """A stream's learned prior, as its state and checkpoints hold it (``fastcep.streaming.prior``)."""
+
+    hyper: object  #: the hyper-posterior (``fastcep.tensor.hyper.HyperState``)
+    counts: np.ndarray  #: (K,) seen objects per mode
+    sum_M: np.ndarray  #: (K, R) sums of their posterior means
+    sum_E2: np.ndarray  #: (K, R, R) or (K, R) sums of their second moments (diagonals with "diag")
+    version: np.ndarray  #: (n_obj,) int64: the version of the prior message each posterior holds
+    msg_Lam: np.ndarray  #: (V, K, R, R) or (V, K, R): each version's prior precisions per mode
+    msg_eta: np.ndarray  #: (V, K, R): each version's prior precision-times-means per mode
+
+
 class StreamState(NamedTuple):
     """Everything needed to continue a stream (``res.state`` of ``fastcep.stream``; a checkpoint
     file holds it): the posterior of every object so far and the position in the stream."""
@@ -55,3 +67,4 @@ class StreamState(NamedTuple):
     batches_done: int  #: batches absorbed
     rows_done: int  #: entries absorbed
     init_sd: float  #: sd of the random start of new objects (NaN until the first batch sets it)
+    prior: object = None  #: the learned prior (``streaming.prior.StreamPrior``), None when fixed

@@ -123,7 +123,9 @@ def test_cavity_expectations_recover_the_noise_and_reach_the_floor(gaussian_spli
     a, b = res.posterior.noise
     assert 85.0 < a / b < 115.0
     assert res.rmse(T.coords[te], T.values[te]) <= 1.05 * floor
-    post = fastcep.fit(T.coords[tr], T.values[tr], max_iter=res.n_iter, tol=0.0, **kw)
+    post = fastcep.fit(
+        T.coords[tr], T.values[tr], max_iter=res.n_iter, tol=0.0, expect_under="posterior", **kw
+    )
     assert "expect_under" not in post.options
     assert not np.allclose(post.posterior.covs[0], res.posterior.covs[0], rtol=1e-6)
 
@@ -167,12 +169,14 @@ def test_cavity_expectations_resume_save_and_threads(tmp_path, gaussian_split, s
     np.testing.assert_array_equal(back.predict(T.coords[te]), r1.predict(T.coords[te]))
 
 
+@pytest.mark.parametrize("prior", ["fixed", "ard"])
 @pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
-def test_diag_equals_full_at_rank_one_with_the_block_schedule(model):
+def test_diag_equals_full_at_rank_one_with_the_block_schedule(model, prior):
     # with R = 1 a 1 x 1 covariance is diagonal and the block schedules visit the same blocks
     # (mode by mode) in the same order: the two code paths must give the same numbers
     T, _ = make_cp_tensor((12, 10, 8), 1, 500, noise_sd=0.1, seed=5, binary=model == "cp_probit")
     kw = dict(model=model, shape=T.shape, rank=1, max_iter=30, tol=0.0, seed=0, schedule="block", damping=0.7)
+    kw.update(prior=prior, expect_under="posterior")
     full = fastcep.fit(T.coords, T.values, covariance="full", **kw)
     diag = fastcep.fit(T.coords, T.values, covariance="diag", **kw)
     for k in range(3):
@@ -378,7 +382,7 @@ def test_prior_mean_is_the_posterior_of_an_unobserved_object(model):
     for pm in (0.0, 0.3):
         res = fastcep.fit(
             T.coords, T.values, model=model, shape=shape, rank=2, prior_mean=pm, prior_var=2.0, seed=3,
-            standardize="none",  # (the prior as given, on the values' own scale)
+            standardize="none", prior="fixed",  # (the prior as given, on the values' own scale)
         )  # fmt: skip
         m, c = res.posterior.means[0][8], res.posterior.covs[0][8]
         np.testing.assert_allclose(c, 2.0 * np.eye(2), rtol=1e-12)  # no messages: the prior

@@ -76,10 +76,10 @@ def test_engine_iterations_equal_the_slow_loop(kind, model):
     prior + messages, then the noise (tests/naive.py)."""
     binary = model == "cp_probit"
     T, _ = make_cp_tensor(SHAPE, 2, 300, noise_sd=0.3, binary=binary, seed=4)
-    kw = dict(model=model, shape=SHAPE, rank=2, seed=0, damping=0.7)
+    kw = dict(model=model, shape=SHAPE, rank=2, seed=0, damping=0.7, expect_under="posterior")
     if not binary:
         kw["standardize"] = "none"  # (the values as the slow loop sees them)
-    start = fastcep.fit(T.coords, T.values, max_iter=3, tol=0.0, **kw)
+    start = fastcep.fit(T.coords, T.values, max_iter=3, tol=0.0, prior="fixed", **kw)
     n_iter = 4
     res = fastcep.fit(T.coords, T.values, max_iter=n_iter, tol=0.0, prior=kind, init_state=start.state, **kw)
 
@@ -184,7 +184,9 @@ def test_a_model_file_keeps_the_hyper_posterior(kind, tmp_path):
     assert back.hyper.kind == kind and back.effective_rank == res.effective_rank
     for name in H.HyperState._fields[1:]:
         np.testing.assert_array_equal(getattr(back.hyper, name), getattr(res.hyper, name))
-    fixed = fastcep.fit(T.coords, T.values, model="cp_gaussian", shape=SHAPE, rank=2, max_iter=5)
+    fixed = fastcep.fit(
+        T.coords, T.values, model="cp_gaussian", shape=SHAPE, rank=2, max_iter=5, prior="fixed"
+    )
     fastcep.save_model(fixed, path)
     assert fastcep.load_model(path).hyper is None
 

@@ -82,8 +82,27 @@ def test_the_defaults_have_not_changed():
         k: cp[k] for k in ("damping", "max_iter", "tol", "a0", "b0", "noise_warmup", "warmup_snr")
     } == dict(damping=0.5, max_iter=500, tol=1e-4, a0=1e-3, b0=1e-3, noise_warmup=10, warmup_snr=10.0)
     assert (cp["lp_indefinite"], cp["probit_curvature"], cp["expect_under"], cp["init"]) == (
-        "clip", "full", "posterior", "svd",
+        "clip", "full", None, "svd",
     )  # fmt: skip
+    # issue 21: what None stands for in prior and expect_under, per method and covariance
+    resolved = {
+        (method, cov, schedule): O.validate(
+            "fit", "cp", "cp_probit", method, {"rank": 2, "covariance": cov, "schedule": schedule}
+        )
+        for method, cov, schedule in (
+            ("cep1", "full", "parallel"), ("cep1", "full", "block"), ("cep1", "full", "sequential"),
+            ("cep1", "diag", "parallel"), ("lp", "full", "parallel"),
+        )
+    }  # fmt: skip
+    assert {k: (v["prior"], v["expect_under"]) for k, v in resolved.items()} == {
+        ("cep1", "full", "parallel"): ("wishart", "cavity"),
+        ("cep1", "full", "block"): ("wishart", "cavity"),
+        ("cep1", "full", "sequential"): ("wishart", "posterior"),
+        ("cep1", "diag", "parallel"): ("ard", "posterior"),
+        ("lp", "full", "parallel"): ("fixed", "posterior"),
+    }
+    with_mean = O.validate("fit", "cp", "cp_probit", "cep1", {"rank": 2, "prior_mean": 0.3})
+    assert with_mean["prior"] == "fixed"
     assert O.defaults("cp", "vmp")["init_snr"] == 10.0
     assert O.defaults("cp", "cp_wopt")["tol"] == 1e-9 and O.defaults("cp", "cp_wopt")["reg"] == 0.0
     # the stream's per-model values of None
@@ -284,8 +303,9 @@ def test_the_docstrings_document_every_option():
     assert "batch_size" in stream_names and "n_nodes" not in _documented(fastcep.stream.__doc__)
     # the CP options' constraints and defaults are in help(fastcep.fit)
     doc = inspect.getdoc(fastcep.fit)
-    assert "cp (methods cep1, cep2, lp): {'posterior', 'cavity'}, default 'posterior'" in " ".join(
-        doc.split()
+    assert (
+        "cp (methods cep1, cep2, lp): {'posterior', 'cavity'} or None, default None; None: 'cavity' "
+        "where it applies" in " ".join(doc.split())
     )
 
 

@@ -73,13 +73,14 @@ def test_probit_stream_learns(binary):
     assert res.posterior.noise is None
 
 
-#: per option of the inner fits: (its non-default value, other stream options, a bad value, the
-#: message refusing it with method "post", other refused combinations)
+#: per option of the inner fits: (its value, other stream options, a bad value, the message
+#: refusing it with method "post", other refused combinations, the other value: the one a
+#: checkpoint does not record)
 INNER_OPTIONS = {
-    "probit_curvature": ("rank1", {}, "diag", "applies to model='cp_probit' with method='cep1'", []),
+    "probit_curvature": ("rank1", {}, "diag", "applies to model='cp_probit' with method='cep1'", [], "full"),
     "expect_under": (
         "cavity", {"probit_curvature": "rank1"}, "tilted", "supports method='cep1'",
-        [({"covariance": "diag"}, "covariance='full'")],
+        [({"covariance": "diag"}, "covariance='full'")], "posterior",
     ),
 }  # fmt: skip
 
@@ -87,19 +88,21 @@ INNER_OPTIONS = {
 @pytest.mark.parametrize("name", list(INNER_OPTIONS))
 def test_probit_stream_inner_fit_options(tmp_path, binary, name):
     """probit_curvature="rank1" and expect_under="cavity" reach the inner fits (a different
-    posterior from the default's), are thread-count invariant, are recorded for resume and are
-    refused where they do not apply."""
-    value, extra, bad, post_msg, refused = INNER_OPTIONS[name]
+    posterior from the other value's), are thread-count invariant, are recorded for resume and
+    are refused where they do not apply."""
+    value, extra, bad, post_msg, refused, other = INNER_OPTIONS[name]
     src = dict(coords=binary.coords, values=binary.values)
     kw = dict(batch_size=250, seed=2, shuffle=True, prior_mean=0.0, **extra)
     r1 = fastcep.stream(**src, model="cp_probit", rank=2, n_threads=1, **kw, **{name: value})
     r2 = fastcep.stream(**src, model="cp_probit", rank=2, n_threads=2, **kw, **{name: value})
     _same(r1, r2)
     assert r1.auc(binary.coords, binary.values) > 0.8
-    default = fastcep.stream(**src, model="cp_probit", rank=2, **kw)
+    default = fastcep.stream(**src, model="cp_probit", rank=2, **kw, **{name: other})
     assert not np.array_equal(default.posterior.means[0], r1.posterior.means[0])
     ck = tmp_path / "ck.h5"
+    kw[name] = other
     fastcep.stream(**src, model="cp_probit", rank=2, checkpoint=ck, max_batches=2, checkpoint_every=1, **kw)
+    del kw[name]
     with pytest.raises(ValueError, match=f"{name}: checkpoint None vs now '{value}'"):
         fastcep.stream(**src, model="cp_probit", rank=2, checkpoint=ck, resume=True, **kw, **{name: value})
     with pytest.raises(ValueError, match=f"'{name}' parameter"):

@@ -3,9 +3,11 @@
 A checkpoint holds the arrays of the ``StreamState``, the per-batch trace, the run's settings
 (JSON), the digest of the data it was written for (``data_sha256``: the stream's
 ``sources.entries_digest``, so that it resumes only on the same entries, wherever they are) and
-(version 2) the digest of its own contents (``files.sign``). Reading checks the digest, the
-settings, the data and every field: shapes, finite numbers, positive definite precisions and
-covariances, a positive noise posterior, a position within the stream.
+(version 2) the digest of its own contents (``files.sign``) and (version 3) with a learned
+prior its ``StreamPrior`` under ``prior/`` (the hyper-posterior under ``prior/hyper``).
+Reading checks the digest, the settings, the data and every field: shapes, finite numbers,
+positive definite precisions and covariances, a positive noise posterior, a position within the
+stream.
 """
 
 import json
@@ -15,15 +17,16 @@ import warnings
 import h5py
 import numpy as np
 
-from ..results import StreamState
+from ..results import StreamPrior, StreamState
+from ..tensor import hyper as H
 from .files import FileFormatError, atomic_h5, sign, verify
 
 CHECKPOINT_FORMAT = "fastcep-stream-checkpoint"
 #: arrays of the stream state in a checkpoint (the per-batch trace is stored beside them)
 _STATE_ARRAYS = ("P_Lam", "P_eta", "M", "S", "seen", "noise")
-#: version 2: the digests of the contents and of the data
-CHECKPOINT_FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: version 2: the digests of the contents and of the data; version 3: the learned prior
+CHECKPOINT_FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 
 def write_checkpoint(path, state, options, trace_lists, data_digest):
@@ -40,6 +43,8 @@ def write_checkpoint(path, state, options, trace_lists, data_digest):
         f.attrs["init_sd"] = -1.0 if np.isnan(state.init_sd) else state.init_sd
         for name in _STATE_ARRAYS:
             f.create_dataset(name, data=getattr(state, name))
+        if state.prior is not None:
+            _write_prior(f.create_group("prior"), state.prior)
         g = f.create_group("trace")
         for name, values in trace_lists.items():
             g.create_dataset(name, data=np.asarray(values, dtype=np.float64))
@@ -73,6 +78,7 @@ def read_checkpoint(path, options, resume_keys=(), data_digest=None):
             saved = json.loads(f.attrs["options"])
             saved_data = f.attrs.get("data_sha256")
             arrays = {k: np.array(f[k]) for k in _STATE_ARRAYS}
+            arrays["prior"] = _read_prior(f["prior"]) if "prior" in f else None
             init_sd = float(f.attrs["init_sd"])
             position = {k: np.asarray(f.attrs[k]) for k in ("batches_done", "rows_done")}
             trace = {k: list(np.array(v, dtype=np.float64)) for k, v in f["trace"].items()}
@@ -115,6 +121,25 @@ def read_checkpoint(path, options, resume_keys=(), data_digest=None):
     return state, trace
 
 
+def _write_prior(g, prior):
+    for name in StreamPrior._fields[1:]:
+        g.create_dataset(name, data=getattr(prior, name))
+    gh = g.create_group("hyper")
+    gh.attrs["kind"] = prior.hyper.kind
+    for name in H.HyperState._fields[1:]:
+        gh.create_dataset(name, data=np.asarray(getattr(prior.hyper, name), dtype=np.float64))
+
+
+def _read_prior(g):
+    gh = g["hyper"]
+    hyper = H.HyperState(
+        str(gh.attrs["kind"]), *(np.array(gh[n], dtype=np.float64) for n in H.HyperState._fields[1:])
+    )
+    arrays = {n: np.array(g[n]) for n in StreamPrior._fields[1:]}
+    arrays["version"] = arrays["version"].astype(np.int64)
+    return StreamPrior(hyper, **arrays)
+
+
 def _check(state, options):
     """What is wrong with a checkpoint's state for a stream with ``options`` (None if nothing)."""
     n_obj, R = int(np.sum(options["shape"])), int(options["rank"])
@@ -141,6 +166,12 @@ def _check(state, options):
             )
         if not ok:
             return f"{name} holds a matrix that is not positive definite"
+    if (state.prior is None) != (options.get("prior", "fixed") == "fixed"):
+        return "its learned prior does not match the run's prior setting"
+    if state.prior is not None:
+        why = _check_prior(state.prior, len(options["shape"]), R, n_obj, options.get("covariance", "full"))
+        if why:
+            return why
     n, batch = int(options["n"]), int(options["batch_size"])
     n_batches = -(-n // batch)
     if not 0 <= state.batches_done <= n_batches:
@@ -148,3 +179,25 @@ def _check(state, options):
     if state.rows_done != min(n, state.batches_done * batch):
         return f"rows_done {state.rows_done} does not match {state.batches_done} batches of {batch}"
     return None
+
+
+def _check_prior(prior, Kmodes, R, n_obj, covariance):
+    """What is wrong with a ``StreamPrior`` read from a checkpoint, or ""."""
+    why = H.check(prior.hyper, Kmodes, R)
+    if why:
+        return f"hyper-posterior: {why}"
+    cov = (R, R) if covariance == "full" else (R,)
+    V = len(prior.msg_Lam)
+    want = {
+        "counts": (Kmodes,), "sum_M": (Kmodes, R), "sum_E2": (Kmodes, *cov), "version": (n_obj,),
+        "msg_Lam": (V, Kmodes, *cov), "msg_eta": (V, Kmodes, R),
+    }  # fmt: skip
+    for name, shape in want.items():
+        arr = getattr(prior, name)
+        if arr.shape != shape or not np.all(np.isfinite(arr)):
+            return (
+                f"the learned prior's {name} has shape {arr.shape} (expected {shape}) or non-finite numbers"
+            )
+    if V < 1 or prior.version.min() < -1 or prior.version.max() >= V or np.any(prior.counts < 0):
+        return "the learned prior's versions or counts are out of range"
+    return ""

@@ -33,6 +33,7 @@ from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, _exact_sum
 from ..tensor.layout import check_coords, check_memory, check_values, make_layout, standardization
 from ..tensor.result import CPResult, eval_metric
 from ..tensor.vmp import VMP_DEFAULTS, VMPEngine
+from .prior import PriorLedger
 from .sources import open_source
 
 NOISE_WARMUP = 10
@@ -63,6 +64,7 @@ _RESUME_KEYS = (
     "prior_mean",
     "probit_curvature",
     "expect_under",
+    "prior",
 )
 
 
@@ -115,6 +117,7 @@ def stream(
     schedule=STREAM_DEFAULTS["schedule"],
     init_scale=STREAM_DEFAULTS["init_scale"],
     prior_mean=STREAM_DEFAULTS["prior_mean"],
+    prior=STREAM_DEFAULTS["prior"],
     probit_curvature=STREAM_DEFAULTS["probit_curvature"],
     expect_under=STREAM_DEFAULTS["expect_under"],
     standardize=STREAM_DEFAULTS["standardize"],
@@ -163,6 +166,11 @@ def stream(
         same whatever the thread count or where it was interrupted and resumed).
     prior_var, a0, b0, covariance, schedule
         As in ``fastcep.fit`` (schedule default, None: "parallel").
+    prior : {"fixed", "wishart", "ard"} or None
+        The embeddings' prior, as in ``fastcep.fit``. A learned one is updated once a batch from
+        the posterior of the objects seen so far (``fastcep.streaming.prior``): the batch's
+        objects take its current message (a new object starts at its mean), and at the end of
+        the stream every object holds the last one. Default (None): "fixed".
     prior_mean : float >= 0 or None
         Prior of an object first seen mid-stream: N(m, prior_var I) with m drawn (seeded) as
         |N(0, prior_mean^2)| per coordinate, small and positive, and its initial posterior mean
@@ -236,7 +244,7 @@ def stream(
             "batch_size", "shuffle", "seed", "a0", "b0", "damping", "tol", "max_iter", "covariance",
             "schedule", "init_scale", "prior_mean", "checkpoint", "checkpoint_every", "resume",
             "eval_set", "callback", "progress", "verbose", "max_batches", "probit_curvature",
-            "expect_under", "init_state", "standardize",
+            "expect_under", "init_state", "standardize", "prior",
         )},
     )  # fmt: skip
     # the batches' thread count is governed from their times (one thread when it is clearly faster:
@@ -256,7 +264,8 @@ if stream.__doc__ is not None:  # (None under python -OO)
 def _run(
     src, *, model, R, batch_size, shuffle, seed, pv, a0, b0, damping, tol, max_iter, covariance, schedule,
     init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set, callback, progress, verbose,
-    max_batches, func, method, probit_curvature, expect_under, init_state, standardize, governor=None,
+    max_batches, func, method, probit_curvature, expect_under, init_state, standardize, prior,
+    governor=None,
 ):  # fmt: skip
     shape = tuple(int(d) for d in src.shape)
     Kmodes = len(shape)
@@ -274,6 +283,8 @@ def _run(
         options["probit_curvature"] = probit_curvature
     if expect_under != "posterior":  # (likewise)
         options["expect_under"] = expect_under
+    if prior != "fixed":  # (likewise)
+        options["prior"] = prior
     # cp_gaussian: the values' scale (one pass over a file); the batches are standardized
     center, scale = standardization(src.value_blocks(), model, standardize)
     options.update(standardize=standardize, value_center=center, value_scale=scale)
@@ -287,6 +298,13 @@ def _run(
         state, trace = read_checkpoint(checkpoint, options, _RESUME_KEYS, data_digest)
     elif init_state is not None:
         state = _check_stream_state(init_state, n_obj, R, covariance, func)
+        if (state.prior is None) != (prior == "fixed") or (
+            prior != "fixed" and state.prior.hyper.kind != prior
+        ):
+            held = "fixed" if state.prior is None else state.prior.hyper.kind
+            raise ValueError(
+                f"{func}: init_state was streamed with prior={held!r}, this run has prior={prior!r}."
+            )
     else:
         eye = np.eye(R) if covariance == "full" else np.ones(R)
         state = StreamState(
@@ -302,9 +320,16 @@ def _run(
         )
     P_Lam, P_eta, M, S, seen, noise = state[:6]
     batches_done, rows_done, init_sd = state.batches_done, state.rows_done, state.init_sd
+    ledger = None
+    if prior != "fixed":  # the learned prior (streaming.prior), continued from the state's
+        if state.prior is not None:
+            ledger = PriorLedger(state.prior, offsets, covariance)
+        else:
+            ledger = PriorLedger.start(prior, offsets, R, pv, covariance)
 
     def current():
-        return StreamState(P_Lam, P_eta, M, S, seen, noise, batches_done, rows_done, init_sd)
+        learned = ledger.state() if ledger is not None else None
+        return StreamState(P_Lam, P_eta, M, S, seen, noise, batches_done, rows_done, init_sd, learned)
 
     order_rng = np.random.default_rng(seed) if shuffle else None
     bar = _Progress(src.n, progress)
@@ -346,10 +371,27 @@ def _run(
             else:
                 init_sd = (_exact_sum(y_b**2) / len(y_b) / R) ** (1.0 / (2 * Kmodes))
         sd0 = float(init_sd)
+        learned_means = ledger.before(glob, new, P_Lam, P_eta) if ledger is not None else None
         if new.any():
             rng = np.random.default_rng([seed, b])
             draw = rng.standard_normal((int(new.sum()), R))
-            if prior_mean > 0.0:
+            if ledger is not None and prior_mean > 0.0:
+                # new objects: the learned prior (written by ledger.before), its mean offset by a
+                # small positive m as the fixed prior's (a zero mean collapses the first sparse
+                # batches to 0); start from it
+                gn, m = glob[new], prior_mean * np.abs(draw)
+                if covariance == "full":
+                    P_eta[gn] += np.einsum("oij,oj->oi", P_Lam[gn], m)
+                else:
+                    P_eta[gn] += P_Lam[gn] * m
+                init[new] = learned_means + m
+                M[gn] = init[new]
+            elif ledger is not None:
+                # new objects: the learned prior; a random start about its mean
+                init[new] = learned_means + sd0 * draw
+                v0 = max(INIT_VAR_FRACTION * sd0**2, 1e-12)
+                init_cov[new] = v0 * (np.eye(R) if covariance == "full" else np.ones(R))
+            elif prior_mean > 0.0:
                 # new objects: prior N(m, prior_var I), m small and positive; start from m
                 init[new] = prior_mean * np.abs(draw)
                 gn = glob[new]
@@ -388,6 +430,8 @@ def _run(
             warn=False,  # (a batch's inner iterations are a budget, not a convergence promise)
         )
         P_Lam[glob], P_eta[glob] = engine.P_Lam, engine.P_eta
+        if ledger is not None:  # (init, init_cov: the seen objects' moments before the batch)
+            ledger.after(glob, new, init, init_cov, engine.M, engine.S)
         M[glob], S[glob] = engine.M, engine.S
         seen[glob] = True
         if model == "cp_gaussian":
@@ -426,6 +470,8 @@ def _run(
             if callback(info):
                 stop_reason = "callback"
                 break
+    if ledger is not None and stop_reason == "end" and batches_done == -(-src.n // batch_size):
+        ledger.finish(P_Lam, P_eta, M, S)  # (every object: the last prior message)
     if eval_set is not None and trace["eval_metric"]:
         trace["eval_metric"][-1] = evaluate()
     if checkpoint is not None and last is not None:
@@ -467,6 +513,10 @@ def _result(model, covariance, R, shape, state, trace, options, stop_reason, met
         state = state._replace(
             **{k: np.array(getattr(state, k)) for k in ("P_Lam", "P_eta", "M", "S", "seen", "noise")}
         )
+        if state.prior is not None:
+            state = state._replace(prior=state.prior._replace(**{
+                k: np.array(getattr(state.prior, k)) for k in state.prior._fields[1:]
+            }))  # fmt: skip
     t = Trace.from_columns(
         len(trace["elapsed"]),
         elapsed=trace["elapsed"],
@@ -480,4 +530,5 @@ def _result(model, covariance, R, shape, state, trace, options, stop_reason, met
     return CPResult(
         model, method, covariance, R, shape, state.M, state.S, noise, int(state.batches_done),
         stop_reason == "end", stop_reason, t, state, dict(options, stream=True),
+        hyper=state.prior.hyper if state.prior is not None else None,
     )  # fmt: skip

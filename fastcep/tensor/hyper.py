@@ -100,27 +100,41 @@ def expected_precision(hyper):
     return hyper.nu[:, None, None] * np.linalg.inv(hyper.W_inv)
 
 
+def mode_sums(M, E2, offsets):
+    """Per mode k: the number of objects (K,), the sum of their means (K, R) and of their second
+    moments E[u u^T] (K, R, R), or of its diagonals (K, R) with covariance "diag" (E2 (n_obj, R))."""
+    Kmodes = len(offsets) - 1
+    counts = np.diff(offsets).astype(np.float64)
+    sum_M = np.stack([M[offsets[k] : offsets[k + 1]].sum(axis=0) for k in range(Kmodes)])
+    sum_E2 = np.stack([E2[offsets[k] : offsets[k + 1]].sum(axis=0) for k in range(Kmodes)])
+    return counts, sum_M, sum_E2
+
+
 def update(hyper, M, E2, offsets, covariance):
     """The hyper-posterior given the embeddings' posterior moments: one VMP update.
 
     ``M`` (n_obj, R) means; ``E2`` (n_obj, R, R) second moments E[u u^T] (the diagonals (n_obj,
     R) with covariance "diag"); ``offsets`` (K + 1,) the first object of each mode.
     """
-    R = M.shape[1]
-    diag = np.diagonal(E2, axis1=1, axis2=2) if covariance == "full" else E2
+    return update_from_sums(hyper, *mode_sums(M, E2, offsets))
+
+
+def update_from_sums(hyper, counts, sum_M, sum_E2):
+    """One VMP update of the hyper-posterior from per-mode sums of the embeddings' posterior
+    moments (``mode_sums``): what a stream keeps of the objects it has seen."""
+    R = sum_M.shape[1]
+    diag = np.diagonal(sum_E2, axis1=1, axis2=2) if sum_E2.ndim == 3 else sum_E2
     if hyper.kind == "ard":
-        n = M.shape[0]
-        a = np.array([ARD_A0 + 0.5 * n])
+        a = np.array([ARD_A0 + 0.5 * counts.sum()])
         b = ARD_B0 + 0.5 * diag.sum(axis=0)
         return hyper._replace(a=a, b=b)
-    Kmodes = len(offsets) - 1
+    Kmodes = len(counts)
     mean, beta, nu = np.empty((Kmodes, R)), np.empty(Kmodes), np.empty(Kmodes)
     W_inv = np.empty((Kmodes, R, R))
     for k in range(Kmodes):
-        lo, hi = offsets[k], offsets[k + 1]
-        n = hi - lo
-        xbar = M[lo:hi].mean(axis=0)
-        scatter = E2[lo:hi].sum(axis=0) - n * np.outer(xbar, xbar)
+        n = counts[k]
+        xbar = sum_M[k] / max(n, 1.0)
+        scatter = sum_E2[k] - n * np.outer(xbar, xbar)
         beta[k] = NW_BETA0 + n
         mean[k] = n * xbar / beta[k]
         nu[k] = R + n
@@ -129,18 +143,23 @@ def update(hyper, M, E2, offsets, covariance):
     return hyper._replace(mean=mean, beta=beta, nu=nu, W_inv=W_inv)
 
 
+def messages(hyper, Kmodes, covariance):
+    """The prior message of each mode's objects, natural parameters: (K, R, R) precisions ((K, R)
+    with covariance "diag", "ard" only) and (K, R) precision-times-means."""
+    P = expected_precision(hyper)
+    if hyper.kind == "ard":
+        Lam = np.diag(P) if covariance == "full" else P
+        return np.broadcast_to(Lam, (Kmodes, *Lam.shape)).copy(), np.zeros((Kmodes, len(P)))
+    return P, np.einsum("kij,kj->ki", P, hyper.mean)
+
+
 def fill_prior(hyper, offsets, covariance, prior_Lam, prior_eta):
     """Write the prior message of every object (natural parameters) into ``prior_Lam`` (n_obj, R,
     R) or (n_obj, R) with "diag" ("ard" only), and ``prior_eta`` (n_obj, R)."""
-    P = expected_precision(hyper)
-    if hyper.kind == "ard":
-        prior_Lam[:] = np.diag(P) if covariance == "full" else P
-        prior_eta[:] = 0.0
-        return
+    Lam, eta = messages(hyper, len(offsets) - 1, covariance)
     for k in range(len(offsets) - 1):
-        lo, hi = offsets[k], offsets[k + 1]
-        prior_Lam[lo:hi] = P[k]
-        prior_eta[lo:hi] = P[k] @ hyper.mean[k]
+        prior_Lam[offsets[k] : offsets[k + 1]] = Lam[k]
+        prior_eta[offsets[k] : offsets[k + 1]] = eta[k]
 
 
 def column_power(M, offsets):

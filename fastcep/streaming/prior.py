@@ -1,0 +1,125 @@
+"""A stream's learned prior: the hierarchical prior of ``fastcep.tensor.hyper`` under ADF.
+
+The stream absorbs each batch into the posterior of the objects it touches; the posterior of an
+object holds one prior message, the hyper-posterior's at some time. ``PriorLedger`` keeps the
+hyper-posterior, the per-mode sums of the seen objects' posterior moments it is learned from,
+the prior message of every version of it (one version a batch) and the version each object's
+posterior holds. Around a batch:
+
+- ``before``: the batch's objects get the current prior message: a seen object's posterior
+  swaps its old message for it (precisions and precision-times-means are sums of messages), a
+  new object starts from it;
+- ``after``: the batch's objects' new moments replace their old ones in the sums, and one VMP
+  update gives the next version of the hyper-posterior.
+
+Nothing is done for objects the batch does not touch; at the end of the stream (``finish``)
+every object's posterior takes the last version's message. The ledger's arrays are part of the
+``StreamState`` (``StreamPrior``) and of checkpoints.
+"""
+
+import numpy as np
+
+from ..results import StreamPrior
+from ..tensor import hyper as H
+from ..tensor.result import second_moments
+
+
+class PriorLedger:
+    """The learned prior of one stream (``start`` or ``from_state``), updated around each batch."""
+
+    def __init__(self, prior, offsets, covariance):
+        self.offsets, self.covariance = offsets, covariance
+        self.hyper = prior.hyper
+        self.counts, self.sum_M, self.sum_E2, self.version = (np.array(a) for a in prior[1:5])
+        n = len(prior.msg_Lam)
+        self._Lam = _grown(prior.msg_Lam, max(8, 2 * n))
+        self._eta = _grown(prior.msg_eta, max(8, 2 * n))
+        self.n_versions = n
+
+    @classmethod
+    def start(cls, kind, offsets, R, prior_var, covariance):
+        """A fresh stream's ledger: the fixed prior N(0, prior_var I) as version 0, no object seen."""
+        Kmodes = len(offsets) - 1
+        hyper = H.initial(kind, Kmodes, R, prior_var)
+        Lam, eta = H.messages(hyper, Kmodes, covariance)
+        cov = (Kmodes, R, R) if covariance == "full" else (Kmodes, R)
+        version = np.full(int(offsets[-1]), -1, dtype=np.int64)
+        prior = StreamPrior(
+            hyper, np.zeros(Kmodes), np.zeros((Kmodes, R)), np.zeros(cov), version, Lam[None], eta[None]
+        )
+        return cls(prior, offsets, covariance)
+
+    def state(self):
+        """The ``StreamPrior`` (views of the ledger's arrays: copy what you keep)."""
+        V = self.n_versions
+        return StreamPrior(
+            self.hyper, self.counts, self.sum_M, self.sum_E2, self.version, self._Lam[:V], self._eta[:V]
+        )
+
+    def before(self, glob, new, P_Lam, P_eta):
+        """The current prior message into the posterior of the batch's objects ``glob`` (``new``:
+        first seen now). Returns the prior means of the new objects (n_new, R)."""
+        cur = self.n_versions - 1
+        modes = np.searchsorted(self.offsets, glob, side="right") - 1
+        old = self.version[glob]
+        swap = ~new & (old != cur)
+        g, k, v = glob[swap], modes[swap], old[swap]
+        P_Lam[g] += self._Lam[cur, k] - self._Lam[v, k]
+        P_eta[g] += self._eta[cur, k] - self._eta[v, k]
+        gn, kn = glob[new], modes[new]
+        P_Lam[gn] = self._Lam[cur, kn]
+        P_eta[gn] = self._eta[cur, kn]
+        self.version[glob] = cur
+        if self.hyper.kind == "ard":
+            return np.zeros((len(gn), P_eta.shape[1]))
+        return self.hyper.mean[kn]
+
+    def after(self, glob, new, M_old, S_old, M_new, S_new):
+        """The batch's objects' moments, before (``M_old``, ``S_old``: of the seen ones; ignored
+        for ``new``) and after the batch, into the sums; the next version of the hyper-posterior."""
+        cov = self.covariance
+        modes = np.searchsorted(self.offsets, glob, side="right") - 1
+        seen = ~new
+        E2_new = second_moments(M_new, S_new, cov)
+        E2_old = second_moments(M_old[seen], S_old[seen], cov)
+        Kmodes = len(self.offsets) - 1
+        np.add.at(self.counts, modes[new], 1.0)
+        for k in range(Kmodes):
+            here, before = modes == k, modes[seen] == k
+            self.sum_M[k] += M_new[here].sum(axis=0) - M_old[seen][before].sum(axis=0)
+            self.sum_E2[k] += E2_new[here].sum(axis=0) - E2_old[before].sum(axis=0)
+        self.hyper = H.update_from_sums(self.hyper, self.counts, self.sum_M, self.sum_E2)
+        Lam, eta = H.messages(self.hyper, Kmodes, cov)
+        if self.n_versions == len(self._Lam):
+            self._Lam = _grown(self._Lam, 2 * self.n_versions)
+            self._eta = _grown(self._eta, 2 * self.n_versions)
+        self._Lam[self.n_versions], self._eta[self.n_versions] = Lam, eta
+        self.n_versions += 1
+
+    def finish(self, P_Lam, P_eta, M, S):
+        """At the end of the stream: every object's posterior takes the last version's prior
+        message (objects never seen: the prior itself); their moments again."""
+        n_obj = len(self.version)
+        cur = self.n_versions - 1
+        modes = np.searchsorted(self.offsets, np.arange(n_obj), side="right") - 1
+        held = self.version >= 0
+        g, k, v = np.nonzero(held)[0], modes[held], self.version[held]
+        P_Lam[g] += self._Lam[cur, k] - self._Lam[v, k]
+        P_eta[g] += self._eta[cur, k] - self._eta[v, k]
+        P_Lam[~held] = self._Lam[cur, modes[~held]]
+        P_eta[~held] = self._eta[cur, modes[~held]]
+        self.version[:] = cur
+        if self.covariance == "full":
+            S[:] = np.linalg.inv(P_Lam)
+            S[:] = 0.5 * (S + np.swapaxes(S, 1, 2))
+            M[:] = np.einsum("oij,oj->oi", S, P_eta)
+        else:
+            S[:] = 1.0 / P_Lam
+            M[:] = S * P_eta
+
+
+def _grown(a, capacity):
+    """``a`` (n, ...) copied into a buffer of ``capacity`` rows (the versions grow by doubling)."""
+    out = np.empty((capacity, *a.shape[1:]))
+    out[: len(a)] = a
+    return out
