@@ -693,6 +693,8 @@ def cli_help(name, family):
     methods whose default differs (``%`` escaped for argparse)."""
     found = spec(name, family)
     text = BY_NAME[name].doc.rstrip(".") + f" ({_default_text(found)}"
+    if found.default is None and found.none is None and found.note.startswith("None:"):
+        text += ", " + found.note.split(";")[0]  # (what None stands for, chosen by a rule)
     for key, other in BY_NAME[name].specs.items():
         fam, _, method = key.partition("/")
         if (

@@ -541,7 +541,9 @@ def cmd_fit(args):
     _check_plot(args, [args.tensor, args.output])
     coords, values, shape = _read_tensor(args.tensor, args.max_entries)
     names = ("damping", "max_iter", "tol", "covariance", "schedule", "seed", "prior_var", "prior_mean")
-    opts = _options(args, (*names, "a0", "b0", "probit_curvature", "init", "noise_warmup", "expect_under"))
+    opts = _options(
+        args, (*names, "a0", "b0", "probit_curvature", "init", "noise_warmup", "expect_under", "prior")
+    )
     t0 = time.perf_counter()
     res = fit(
         coords, values, model=args.model, method=args.method, shape=shape, rank=args.rank,
@@ -557,7 +559,7 @@ def cmd_stream(args):
     _check_plot(args, [args.tensor, args.output, args.checkpoint])
     _check_tensor(args.tensor)
     names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")
-    opts = _options(args, (*names, "a0", "b0", "probit_curvature", "expect_under"))
+    opts = _options(args, (*names, "a0", "b0", "probit_curvature", "expect_under", "prior"))
     t0 = time.perf_counter()
     res = stream(
         args.tensor, model=args.model, rank=args.rank, method=args.method, batch_size=args.batch_size,
@@ -771,7 +773,7 @@ def build_parser():
         for name in ("damping", "tol", "prior_var", "a0", "b0", "prior_mean"):
             option(q, name, family, type=float)
         option(q, "max_iter", family, type=int)
-        for name in ("covariance", "probit_curvature", "expect_under"):
+        for name in ("covariance", "probit_curvature", "expect_under", "prior"):
             option(q, name, family)
         option(q, "seed", family, type=int, default=O.defaults(family, "cep1")["seed"])
 

@@ -98,12 +98,13 @@ def test_fit_passes_the_prior_and_start_options(workdir, capsys):
     code, _, _ = run(
         capsys, "fit", "t.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2", "--a0", "2",
         "--b0", "3", "--init", "random", "--noise-warmup", "0", "--max-iter", "5", "--expect-under", "cavity",
-        "--quiet",
+        "--prior", "ard", "--quiet",
     )  # fmt: skip
     assert code == 0
-    opts = load_model("m.h5").options
+    model = load_model("m.h5")
+    opts = model.options
     assert (opts["a0"], opts["b0"], opts["init"], opts["noise_warmup"]) == (2.0, 3.0, "random", 0)
-    assert opts["expect_under"] == "cavity"
+    assert opts["expect_under"] == "cavity" and opts["prior"] == "ard" and model.hyper.kind == "ard"
     args = ("fit", "t.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2", "--a0", "-1")
     code, _, err = run(capsys, *args)
     assert code == 2 and "'a0' parameter" in err

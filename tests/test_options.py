@@ -103,6 +103,15 @@ def test_the_defaults_have_not_changed():
     }
     with_mean = O.validate("fit", "cp", "cp_probit", "cep1", {"rank": 2, "prior_mean": 0.3})
     assert with_mean["prior"] == "fixed"
+    streams = {
+        (method, cov): O.validate("stream", "stream", "cp_probit", method, {"rank": 2, "covariance": cov})
+        for method, cov in (("cep1", "full"), ("cep1", "diag"), ("post", "full"))
+    }
+    assert {k: (v["prior"], v["expect_under"]) for k, v in streams.items()} == {
+        ("cep1", "full"): ("wishart", "cavity"),
+        ("cep1", "diag"): ("ard", "posterior"),
+        ("post", "full"): ("fixed", "posterior"),
+    }
     assert O.defaults("cp", "vmp")["init_snr"] == 10.0
     assert O.defaults("cp", "cp_wopt")["tol"] == 1e-9 and O.defaults("cp", "cp_wopt")["reg"] == 0.0
     # the stream's per-model values of None
