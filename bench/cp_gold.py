@@ -1,17 +1,29 @@
-"""CP decomposition against a gold standard: the predictions of CEP-1 (and of VMP, the paper's
-baseline, in the same run) beside a long Gibbs sampler's, on small synthetic tensors.
+"""CP decomposition against a gold standard: the predictions of CEP-1 (and, with the fixed prior,
+of VMP, the paper's baseline, in the same run) beside a long Gibbs sampler's, on small synthetic
+tensors.
 
     python -m bench.cp_gold [--iterations 60000] [--seeds 0 1 2] [--models cp_probit cp_gaussian]
-                            [--tag SUFFIX]
+                            [--prior fixed|wishart|ard] [--tag SUFFIX]
 
 The sampler alternates the modes, drawing each mode's embeddings from their Gaussian
-conditional (a Bayesian linear regression on the Hadamard product of the other modes; prior
-N(0, I) as in ``fastcep.fit``'s default). cp_gaussian also draws the noise precision tau from
-its Gamma conditional (prior Gamma(1e-3, 1e-3), the default); cp_probit draws Albert and
-Chib's latent z_e ~ N(f_e, 1), truncated to the sign of the label. Two chains with different
-seeds, burn-in a tenth of the iterations; the largest difference between the two chains'
-estimates is printed as the Monte Carlo error. Sign and permutation symmetries of the factors
-leave f, and so every compared quantity, unchanged.
+conditional (a Bayesian linear regression on the Hadamard product of the other modes) under
+the prior of ``--prior``, the same model as ``fastcep.fit(prior=...)`` (hyperpriors from
+``fastcep.tensor.hyper``):
+
+- "fixed": N(0, I), ``fastcep.fit``'s ``prior_var`` default;
+- "wishart" (BPMF): N(mu_k, Lambda_k^-1) per mode k; every sweep first draws each mode's
+  (mu_k, Lambda_k) from its Normal-Wishart conditional given that mode's embeddings
+  (hyperprior N(mu | 0, (NW_BETA0 Lambda)^-1) Wishart(Lambda | I, R));
+- "ard" (BCPF): N(0, diag(lambda)^-1) in every mode; every sweep first draws the column
+  precisions lambda_r from their Gamma conditional given all the embeddings (hyperprior
+  Gamma(ARD_A0, ARD_B0), shape and rate).
+
+cp_gaussian also draws the noise precision tau from its Gamma conditional (prior
+Gamma(1e-3, 1e-3), the default); cp_probit draws Albert and Chib's latent z_e ~ N(f_e, 1),
+truncated to the sign of the label. Two chains with different seeds, burn-in a tenth of the
+iterations; the largest difference between the two chains' estimates is printed as the Monte
+Carlo error. Sign and permutation symmetries of the factors leave f, and so every compared
+quantity, unchanged.
 
 Compared, on the observed ("train") entries and on 200 unobserved ("test") ones:
 cp_probit P(y = 1) (gold: the average of Phi(f)); cp_gaussian the predictive mean of y in units
@@ -23,10 +35,12 @@ import argparse
 import time
 
 import numpy as np
+from scipy.linalg import solve_triangular
 from scipy.special import ndtr, ndtri
 
 import fastcep
 from fastcep.data_tools import make_cp_tensor
+from fastcep.tensor.hyper import ARD_A0, ARD_B0, NW_BETA0
 
 from .gold import RESULTS
 from .regression_quality import machine
@@ -36,19 +50,43 @@ CASES = (("dense", (10, 10, 10), 2, 500), ("sparse", (12, 12, 12), 3, 250))
 N_TEST = 200
 NOISE_SD = 0.3  # cp_gaussian
 A0 = B0 = 1e-3  # the default Gamma prior of tau
-#: the fits compared: (label, fastcep.fit options)
+#: the fits compared per prior (``--prior``): (label, fastcep.fit options)
 FITS = {
-    "cp_probit": (
-        ("CEP-1 full", dict(probit_curvature="full")),
-        ("CEP-1 rank1", dict(probit_curvature="rank1")),
-        ("CEP-1 rank1 cavity", dict(probit_curvature="rank1", expect_under="cavity")),
-        ("VMP", dict(method="vmp")),
-    ),
-    "cp_gaussian": (
-        ("CEP-1", {}),
-        ("CEP-1 cavity", dict(expect_under="cavity")),
-        ("VMP", dict(method="vmp")),
-    ),
+    "fixed": {
+        "cp_probit": (
+            ("CEP-1 full", dict(probit_curvature="full")),
+            ("CEP-1 rank1", dict(probit_curvature="rank1")),
+            ("CEP-1 rank1 cavity", dict(probit_curvature="rank1", expect_under="cavity")),
+            ("VMP", dict(method="vmp")),
+        ),
+        "cp_gaussian": (
+            ("CEP-1", {}),
+            ("CEP-1 cavity", dict(expect_under="cavity")),
+            ("VMP", dict(method="vmp")),
+        ),
+    },
+}
+#: the hierarchical priors: CEP-1 only (VMP keeps the fixed prior, fit refuses prior= with it)
+for _prior in ("wishart", "ard"):
+    FITS[_prior] = {
+        "cp_probit": (
+            ("CEP-1 full cavity", dict(prior=_prior, probit_curvature="full", expect_under="cavity")),
+            ("CEP-1 rank1 cavity", dict(prior=_prior, probit_curvature="rank1", expect_under="cavity")),
+            ("CEP-1 full", dict(prior=_prior, probit_curvature="full")),
+            ("CEP-1 rank1", dict(prior=_prior, probit_curvature="rank1")),
+        ),
+        "cp_gaussian": (
+            ("CEP-1 cavity", dict(prior=_prior, expect_under="cavity")),
+            ("CEP-1", dict(prior=_prior)),
+        ),
+    }
+#: the prior as written in the results' text
+PRIOR_TEXT = {
+    "fixed": "prior N(0, I)",
+    "wishart": "prior N(mu_k, Lambda_k^-1) per mode with a Normal-Wishart hyperprior (BPMF: "
+    f"beta0 {NW_BETA0:g}, W0 = I, nu0 = R), sampled in the chain and `prior='wishart'` in every fit",
+    "ard": f"prior N(0, diag(lambda)^-1) with lambda_r ~ Gamma({ARD_A0:g}, {ARD_B0:g}) (BCPF), sampled "
+    "in the chain and `prior='ard'` in every fit",
 }
 
 
@@ -60,8 +98,53 @@ def _products(U, coords, skip=None):
     return H
 
 
-def cp_gibbs(model, coords, y, shape, rank, n_iter, seed, eval_coords, prior_var=1.0):
-    """Gibbs averages after burn-in (n_iter // 10), at ``coords`` and ``eval_coords``.
+def draw_wishart(rng, W_inv, nu):
+    """Lambda ~ Wishart(W, nu), E[Lambda] = nu W, given the inverse scale W_inv (R, R) (Bartlett:
+    Lambda = X X^T, X = C^-T A with W_inv = C C^T and A lower triangular, A_ii^2 ~ chi2(nu - i),
+    A_ij ~ N(0, 1) below the diagonal)."""
+    R = len(W_inv)
+    A = np.tril(rng.standard_normal((R, R)), -1)
+    A[np.diag_indices(R)] = np.sqrt(rng.chisquare(nu - np.arange(R)))
+    X = solve_triangular(np.linalg.cholesky(W_inv), A, lower=True, trans="T")
+    return X @ X.T
+
+
+def draw_normal_wishart(rng, Uk):
+    """(mu (R,), Lambda (R, R)) of one mode from their conditional given its embeddings Uk (n, R):
+    Lambda ~ Wishart(W_N, nu_N), mu | Lambda ~ N(m_N, (beta_N Lambda)^-1) with beta_N = NW_BETA0 + n,
+    m_N = n xbar / beta_N, nu_N = R + n, W_N^-1 = I + sum_j (u_j - xbar)(u_j - xbar)^T
+    + NW_BETA0 n / beta_N xbar xbar^T (BPMF's Gibbs step)."""
+    n, R = Uk.shape
+    xbar = Uk.mean(axis=0)
+    d = Uk - xbar
+    beta = NW_BETA0 + n
+    W_inv = np.eye(R) + d.T @ d + (NW_BETA0 * n / beta) * np.outer(xbar, xbar)
+    Lam = draw_wishart(rng, W_inv, R + n)
+    L = np.linalg.cholesky(beta * Lam)
+    mu = n * xbar / beta + solve_triangular(L, rng.standard_normal(R), lower=True, trans="T")
+    return mu, Lam
+
+
+def draw_ard(rng, U):
+    """The column precisions lambda (R,) from their conditional given every mode's embeddings U
+    (list of (d_k, R)): Gamma(ARD_A0 + n / 2, ARD_B0 + sum of u_r^2 / 2), n embeddings in all."""
+    n = sum(len(Uk) for Uk in U)
+    squares = sum((Uk * Uk).sum(axis=0) for Uk in U)
+    return rng.gamma(ARD_A0 + 0.5 * n, 1.0 / (ARD_B0 + 0.5 * squares))
+
+
+def _draw_priors(rng, U, prior, prior_var):
+    """Each mode's prior (mean (R,), precision (R, R)) for this sweep: fixed, or drawn."""
+    R = U[0].shape[1]
+    if prior == "wishart":
+        return [draw_normal_wishart(rng, Uk) for Uk in U]
+    Lam = np.diag(draw_ard(rng, U)) if prior == "ard" else np.eye(R) / prior_var
+    return [(np.zeros(R), Lam)] * len(U)
+
+
+def cp_gibbs(model, coords, y, shape, rank, n_iter, seed, eval_coords, prior_var=1.0, prior="fixed"):
+    """Gibbs averages after burn-in (n_iter // 10), at ``coords`` and ``eval_coords``; ``prior``
+    "fixed" (N(0, prior_var I)), "wishart" or "ard" (hyperparameters drawn every sweep).
 
     cp_probit (y in {0, 1}): {"p": (train, test)} the mean of Phi(f). cp_gaussian:
     {"mean": (train, test)} of f, {"var": (train, test)} of y (Var f + E[1/tau]) and "tau" E[tau].
@@ -71,12 +154,12 @@ def cp_gibbs(model, coords, y, shape, rank, n_iter, seed, eval_coords, prior_var
     s = 2.0 * y - 1.0
     n, R = len(y), rank
     U = [0.5 * rng.standard_normal((d, R)) for d in shape]
-    eye = np.eye(R) / prior_var
     tau = 1.0
     sums = {key: [np.zeros(n), np.zeros(len(eval_coords))] for key in ("f", "f2", "p")}
     sum_tau = sum_inv_tau = 0.0
     burn, kept = n_iter // 10, 0
     for it in range(n_iter):
+        priors = _draw_priors(rng, U, prior, prior_var)
         if model == "cp_probit":
             f = _products(U, coords).sum(1)
             below = ndtr(-f)  # P(z < 0) under N(f, 1)
@@ -86,9 +169,10 @@ def cp_gibbs(model, coords, y, shape, rank, n_iter, seed, eval_coords, prior_var
         else:
             target = y
         for k, d in enumerate(shape):
+            mu, Lam = priors[k]
             H = _products(U, coords, skip=k)
-            P = np.broadcast_to(eye, (d, R, R)).copy()
-            b = np.zeros((d, R))
+            P = np.broadcast_to(Lam, (d, R, R)).copy()
+            b = np.broadcast_to(Lam @ mu, (d, R)).copy()
             np.add.at(P, coords[:, k], tau * H[:, :, None] * H[:, None, :])
             np.add.at(b, coords[:, k], tau * H * target[:, None])
             L = np.linalg.cholesky(P)
@@ -145,9 +229,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--iterations", type=int, default=60_000)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--models", nargs="+", default=["cp_probit", "cp_gaussian"], choices=list(FITS))
+    ap.add_argument("--models", nargs="+", default=["cp_probit", "cp_gaussian"], choices=list(FITS["fixed"]))
+    ap.add_argument("--prior", default="fixed", choices=list(FITS), help="the prior sampled and fitted")
     ap.add_argument("--tag", default="", help="suffix of the results file name")
     args = ap.parse_args()
+    fits = FITS[args.prior]
     tables = []
     for model in args.models:
         rows = []
@@ -163,14 +249,12 @@ def main():
                 free = np.flatnonzero(~observed)
                 test = np.stack(np.unravel_index(rng.choice(free, N_TEST, replace=False), shape), axis=1)
                 t0 = time.perf_counter()
-                chains = [
-                    cp_gibbs(model, T.coords, T.values, shape, rank, args.iterations, seed + 1000 * c, test)
-                    for c in range(2)
-                ]
+                problem = (model, T.coords, T.values, shape, rank, args.iterations)
+                chains = [cp_gibbs(*problem, seed + 1000 * c, test, prior=args.prior) for c in range(2)]
                 gibbs_s = time.perf_counter() - t0
                 gold, mc = _pool(chains)
                 cells = []
-                for _, options in FITS[model]:
+                for _, options in fits[model]:
                     # (the Gibbs gold samples the model on the values as they are)
                     res = fastcep.fit(
                         T.coords, T.values, model=model, shape=shape, rank=rank, seed=seed, max_iter=2000,
@@ -190,7 +274,7 @@ def main():
             else "mean |mean - gold mean| / gold sd (median sd / gold sd) train / test, E[tau] / gold, "
             "iterations"
         )
-        labels = [label for label, _ in FITS[model]]
+        labels = [label for label, _ in fits[model]]
         tables += [
             f"## {model}" + (f" (noise sd {NOISE_SD})" if model == "cp_gaussian" else ""),
             "",
@@ -210,10 +294,16 @@ def main():
         "",
         f"Command: `python -m bench.cp_gold --iterations {args.iterations} "
         f"--seeds {' '.join(map(str, args.seeds))} --models {' '.join(args.models)}"
+        + (f" --prior {args.prior}" if args.prior != "fixed" else "")
         + (f" --tag={args.tag}" if args.tag else "")
         + "`; two chains of "
         f"{args.iterations} Gibbs iterations per tensor (burn-in a tenth); {N_TEST} unobserved test "
-        "entries; prior N(0, I), `fastcep.fit` defaults otherwise (max_iter 2000).",
+        f"entries; {PRIOR_TEXT[args.prior]}, `fastcep.fit` defaults otherwise (max_iter 2000)."
+        + (
+            " VMP is left out: it keeps the fixed prior (`fastcep.fit` refuses `prior=` with method='vmp')."
+            if args.prior != "fixed"
+            else ""
+        ),
         "",
         *tables,
     ]
