@@ -300,10 +300,17 @@ OPTIONS = (
         "stream": Spec(DataCheck("StreamState or None"), None, "of a stream of the same tensor and settings"),
     }),
     Option("probit_curvature", "cp_probit, 'cep1': the message's curvature, E[z z^T] or E[z] E[z]^T.", {
-        "cp": Spec(Choice("full", "rank1"), "full", methods=CEP),
+        "cp": Spec(
+            Maybe(Choice("full", "rank1")), None,
+            "None: 'rank1' for cp_probit with 'cep1', else 'full' (which applies to every other case)",
+            methods=CEP,
+        ),
         "cp/vmp": Refused("VMP has no CEP probit messages (it augments the probit likelihood)"),
         "cp/cp_wopt": Refused(POINT_ESTIMATE),
-        "stream": Spec(Choice("full", "rank1"), "full"),
+        "stream": Spec(
+            Maybe(Choice("full", "rank1")), None,
+            "None: 'rank1' for cp_probit with 'cep1', else 'full' (which applies to every other case)",
+        ),
     }),
     Option("expect_under", "'cep1': the other modes' moments under the posterior or the cavity.", {
         "cp": Spec(
@@ -494,12 +501,22 @@ def _expect_under(func, model, method, o):
         )
 
 
+def _rank_one_default(model, method, o):
+    """What None stands for in ``probit_curvature``: the rank-one message for cp_probit's CEP-1
+    (issue 21: closer to the Gibbs gold before the learned priors, tied with "full" under them,
+    1.5x faster a sweep), else "full", the only value the other cases accept."""
+    if o["probit_curvature"] is None:
+        rank1 = model == "cp_probit" and method == "cep1"
+        o["probit_curvature"] = "rank1" if rank1 else "full"
+
+
 def _cp_defaults(func, model, method, o):
     """What None stands for in ``prior`` and ``expect_under`` (chosen on held-out training entries
     of Alog and Enron, ``bench.cp_defaults``; BENCHMARKS.md): the learned Normal-Wishart prior and
     the cavity's expectations wherever they apply."""
     if method not in CEP:
         return
+    _rank_one_default(model, method, o)
     full = o["covariance"] == "full"
     if o["prior"] is None:  # (a prior mean asks for the fixed prior)
         fixed = method != "cep1" or o["prior_mean"] > 0.0
@@ -535,6 +552,7 @@ def _lp_needs_full_parallel(func, model, method, o):
 def _stream_defaults(func, model, method, o):
     """What None stands for in the stream's ``prior`` and ``expect_under``: as for ``fit``
     (``_cp_defaults``), the learned prior and the cavity's expectations wherever they apply."""
+    _rank_one_default(model, method, o)
     full = o["covariance"] == "full"
     if o["prior"] is None:
         o["prior"] = "fixed" if method != "cep1" else ("wishart" if full else "ard")

@@ -19,3 +19,11 @@ def uci_dir():
     if not path.is_dir():
         pytest.skip(f"UCI raw files not found at {path}")
     return path
+
+
+def same_posterior(a, b):
+    """Two CP results (fits or streams) with bitwise the same posterior."""
+    for k in range(len(a.shape)):
+        np.testing.assert_array_equal(a.posterior.means[k], b.posterior.means[k])
+        np.testing.assert_array_equal(a.posterior.covs[k], b.posterior.covs[k])
+    assert a.posterior.noise == b.posterior.noise

@@ -82,7 +82,7 @@ def test_the_defaults_have_not_changed():
         k: cp[k] for k in ("damping", "max_iter", "tol", "a0", "b0", "noise_warmup", "warmup_snr")
     } == dict(damping=0.5, max_iter=500, tol=1e-4, a0=1e-3, b0=1e-3, noise_warmup=10, warmup_snr=10.0)
     assert (cp["lp_indefinite"], cp["probit_curvature"], cp["expect_under"], cp["init"]) == (
-        "clip", "full", None, "svd",
+        "clip", None, None, "svd",
     )  # fmt: skip
     # issue 21: what None stands for in prior and expect_under, per method and covariance
     resolved = {
@@ -94,23 +94,25 @@ def test_the_defaults_have_not_changed():
             ("cep1", "diag", "parallel"), ("lp", "full", "parallel"),
         )
     }  # fmt: skip
-    assert {k: (v["prior"], v["expect_under"]) for k, v in resolved.items()} == {
-        ("cep1", "full", "parallel"): ("wishart", "cavity"),
-        ("cep1", "full", "block"): ("wishart", "cavity"),
-        ("cep1", "full", "sequential"): ("wishart", "posterior"),
-        ("cep1", "diag", "parallel"): ("ard", "posterior"),
-        ("lp", "full", "parallel"): ("fixed", "posterior"),
+    assert {k: (v["prior"], v["expect_under"], v["probit_curvature"]) for k, v in resolved.items()} == {
+        ("cep1", "full", "parallel"): ("wishart", "cavity", "rank1"),
+        ("cep1", "full", "block"): ("wishart", "cavity", "rank1"),
+        ("cep1", "full", "sequential"): ("wishart", "posterior", "rank1"),
+        ("cep1", "diag", "parallel"): ("ard", "posterior", "rank1"),
+        ("lp", "full", "parallel"): ("fixed", "posterior", "full"),
     }
+    gaussian = O.validate("fit", "cp", "cp_gaussian", "cep1", {"rank": 2})
+    assert gaussian["probit_curvature"] == "full"  # (the only value it accepts; unused)
     with_mean = O.validate("fit", "cp", "cp_probit", "cep1", {"rank": 2, "prior_mean": 0.3})
     assert with_mean["prior"] == "fixed"
     streams = {
         (method, cov): O.validate("stream", "stream", "cp_probit", method, {"rank": 2, "covariance": cov})
         for method, cov in (("cep1", "full"), ("cep1", "diag"), ("post", "full"))
     }
-    assert {k: (v["prior"], v["expect_under"]) for k, v in streams.items()} == {
-        ("cep1", "full"): ("wishart", "cavity"),
-        ("cep1", "diag"): ("ard", "posterior"),
-        ("post", "full"): ("fixed", "posterior"),
+    assert {k: (v["prior"], v["expect_under"], v["probit_curvature"]) for k, v in streams.items()} == {
+        ("cep1", "full"): ("wishart", "cavity", "rank1"),
+        ("cep1", "diag"): ("ard", "posterior", "rank1"),
+        ("post", "full"): ("fixed", "posterior", "full"),
     }
     assert O.defaults("cp", "vmp")["init_snr"] == 10.0
     assert O.defaults("cp", "cp_wopt")["tol"] == 1e-9 and O.defaults("cp", "cp_wopt")["reg"] == 0.0

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import same_posterior
 
 import fastcep
 from fastcep.data_tools import make_cp_tensor
@@ -28,13 +29,6 @@ def gaussian():
 def binary():
     T, _ = make_cp_tensor((20, 15, 10), 2, 2000, binary=True, seed=3, factor_scale=1.2)
     return T
-
-
-def _same(a, b):
-    for k in range(len(a.shape)):
-        np.testing.assert_array_equal(a.posterior.means[k], b.posterior.means[k])
-        np.testing.assert_array_equal(a.posterior.covs[k], b.posterior.covs[k])
-    assert a.posterior.noise == b.posterior.noise
 
 
 def test_gaussian_stream_learns_the_tensor(gaussian):
@@ -95,7 +89,7 @@ def test_probit_stream_inner_fit_options(tmp_path, binary, name):
     kw = dict(batch_size=250, seed=2, shuffle=True, prior_mean=0.0, **extra)
     r1 = fastcep.stream(**src, model="cp_probit", rank=2, n_threads=1, **kw, **{name: value})
     r2 = fastcep.stream(**src, model="cp_probit", rank=2, n_threads=2, **kw, **{name: value})
-    _same(r1, r2)
+    same_posterior(r1, r2)
     assert r1.auc(binary.coords, binary.values) > 0.8
     default = fastcep.stream(**src, model="cp_probit", rank=2, **kw, **{name: other})
     assert not np.array_equal(default.posterior.means[0], r1.posterior.means[0])
@@ -120,7 +114,7 @@ def test_deterministic_for_seed_and_threads(gaussian):
     kw = dict(batch_size=700, shuffle=True, seed=5, max_iter=10)
     r1 = fastcep.stream(**src, model="cp_gaussian", rank=3, n_threads=1, **kw)
     r2 = fastcep.stream(**src, model="cp_gaussian", rank=3, n_threads=2, **kw)
-    _same(r1, r2)
+    same_posterior(r1, r2)
     r3 = fastcep.stream(**src, model="cp_gaussian", rank=3, **{**kw, "seed": 6})
     assert not np.array_equal(r3.posterior.means[0], r1.posterior.means[0])
 
@@ -132,7 +126,7 @@ def test_file_source_equals_array_source(tmp_path, gaussian):
     kw = dict(batch_size=300, max_iter=8, seed=3)
     from_file = fastcep.stream(path, model="cp_gaussian", rank=3, **kw)
     from_arrays = fastcep.stream(T.coords[tr], T.values[tr], shape=SHAPE, model="cp_gaussian", rank=3, **kw)
-    _same(from_file, from_arrays)
+    same_posterior(from_file, from_arrays)
     shuffled = fastcep.stream(path, model="cp_gaussian", rank=3, shuffle=True, **kw)
     assert shuffled.n_iter == from_file.n_iter == 20
 
@@ -152,7 +146,7 @@ def test_resume_gives_the_uninterrupted_posterior(tmp_path, gaussian, source):
     assert part.stop_reason == "max_batches" and part.n_iter == 5
     rest = fastcep.stream(**src, model="cp_gaussian", rank=3, checkpoint=ck, resume=True, **kw)
     assert rest.n_iter == full.n_iter == 15
-    _same(rest, full)
+    same_posterior(rest, full)
 
 
 def test_init_state_continues_the_stream(gaussian):
@@ -166,7 +160,7 @@ def test_init_state_continues_the_stream(gaussian):
     assert part.state.batches_done == 5 and part.state.rows_done == 2000
     rest = fastcep.stream(**src, init_state=part.state, **kw)
     assert rest.n_iter == full.n_iter == 15 and rest.state.rows_done == len(tr)
-    _same(rest, full)
+    same_posterior(rest, full)
     with pytest.raises(ValueError, match="'init_state' parameter of stream must be a StreamState with P_Lam"):
         fastcep.stream(**src, **dict(kw, rank=2), init_state=part.state)
 

@@ -4,6 +4,7 @@ the ledger's sums and messages, resume and checkpoints, determinism and bad inpu
 import h5py
 import numpy as np
 import pytest
+from conftest import same_posterior
 
 import fastcep
 from fastcep.data_tools import make_cp_tensor
@@ -21,11 +22,9 @@ def gaussian():
     return T
 
 
-def _same(a, b):
-    for k in range(len(a.shape)):
-        np.testing.assert_array_equal(a.posterior.means[k], b.posterior.means[k])
-        np.testing.assert_array_equal(a.posterior.covs[k], b.posterior.covs[k])
-    assert a.posterior.noise == b.posterior.noise
+def _stream(T, **kw):
+    """A cp_gaussian rank-3 stream of the whole tensor ``T`` (``kw``: the stream's options)."""
+    return fastcep.stream(T.coords, T.values, model="cp_gaussian", rank=3, shape=SHAPE, **kw)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -54,12 +53,8 @@ def test_the_ledger_sums_are_the_seen_objects_moments(gaussian, kind):
         assert len(st.prior.msg_Lam) == info.iteration + 1  # one version a batch, and the start's
         checked.append(info.iteration)
 
-    res = fastcep.stream(
-        T.coords,
-        T.values,
-        model="cp_gaussian",
-        rank=3,
-        shape=SHAPE,
+    res = _stream(
+        T,
         batch_size=500,
         prior=kind,
         callback=check,
@@ -102,11 +97,11 @@ def test_resume_and_init_state_give_the_uninterrupted_stream(tmp_path, gaussian,
     part = fastcep.stream(**src, checkpoint=ck, max_batches=4, checkpoint_every=2, **kw)
     assert part.state.prior is not None and part.stop_reason == "max_batches"
     rest = fastcep.stream(**src, checkpoint=ck, resume=True, **kw)
-    _same(rest, full)
+    same_posterior(rest, full)
     part = fastcep.stream(**src, max_batches=3, **kw)
-    _same(fastcep.stream(**src, init_state=part.state, **kw), full)
+    same_posterior(fastcep.stream(**src, init_state=part.state, **kw), full)
     # thread count
-    _same(fastcep.stream(**src, n_threads=1, **kw), fastcep.stream(**src, n_threads=2, **kw))
+    same_posterior(fastcep.stream(**src, n_threads=1, **kw), fastcep.stream(**src, n_threads=2, **kw))
     with pytest.raises(ValueError, match="init_state was streamed with prior="):
         fastcep.stream(**src, init_state=part.state, **dict(kw, prior="fixed"))
     with pytest.raises(ValueError, match="prior: checkpoint"):
@@ -137,12 +132,8 @@ def test_a_learned_prior_needs_full_covariances_for_wishart(gaussian):
     T = gaussian
     with pytest.raises(ValueError, match="prior='wishart' needs covariance='full'"):
         fastcep.stream(T.coords, T.values, model="cp_gaussian", rank=3, prior="wishart", covariance="diag")
-    res = fastcep.stream(
-        T.coords,
-        T.values,
-        model="cp_gaussian",
-        rank=3,
-        shape=SHAPE,
+    res = _stream(
+        T,
         prior="ard",
         covariance="diag",
         batch_size=1000,

@@ -180,12 +180,13 @@ def stream(
         BENCHMARKS.md), but on a dense synthetic tensor with factors of both signs a zero prior
         mean is better (AUC 0.86-0.92 against 0.66-0.91). Default (None): 0.1 for cp_probit, 0 for
         cp_gaussian (whose new objects then start from random means, see ``init_scale``).
-    probit_curvature : {"full", "rank1"}, default "full"
-        cp_probit with method "cep1": the message's curvature rule, as in ``fastcep.fit`` (on DBLP
-        "rank1" gives a higher test AUC; BENCHMARKS.md).
-    expect_under : {"posterior", "cavity"}, default "posterior"
-        Method "cep1": where the inner fits take the other modes' moments, as in ``fastcep.fit``
-        (full covariances with the parallel or block schedule only). On DBLP (rank 8, batches
+    probit_curvature : {"full", "rank1"} or None, default None
+        cp_probit with method "cep1": the message's curvature rule, as in ``fastcep.fit`` (None:
+        "rank1" there, else "full"; on DBLP "rank1" gives a higher test AUC; BENCHMARKS.md).
+    expect_under : {"posterior", "cavity"} or None, default None
+        None: "cavity" where it applies, as in ``fastcep.fit``. Method "cep1": where the inner
+        fits take the other modes' moments, as in ``fastcep.fit`` (full covariances with the
+        parallel or block schedule only). On DBLP (rank 8, batches
         100-10,000) "cavity" with ``probit_curvature="rank1"`` raised the test AUC from
         0.800-0.820 to 0.846-0.860, at 4.8 s a pass at batch 1,000 against 4.0 (BENCHMARKS.md).
     init_scale : float >= 0 or None
