@@ -51,13 +51,13 @@ def _paper_model():
     return {"fit_intercept": False} if _option_exists("fit_intercept") else {}
 
 
-def _paper_cp(fit=True):
-    """Likewise for CP: the values as they are (no standardization) and, for ``fit``, the fixed
-    prior with the posterior's expectations (issue 21's defaults are learned priors and the
-    cavity's)."""
+def _paper_cp():
+    """Likewise for CP fits and streams: the values as they are (no standardization), the fixed
+    prior, the posterior's expectations and the full probit curvature (issue 21's defaults are
+    learned priors, the cavity's expectations and the rank-one curvature)."""
     out = {"standardize": "none"} if _option_exists("standardize") else {}
-    if fit and _option_exists("prior"):
-        out.update(prior="fixed", expect_under="posterior")
+    if _option_exists("prior"):
+        out.update(prior="fixed", expect_under="posterior", probit_curvature="full")
     return out
 
 
@@ -127,7 +127,7 @@ def _cp_cases():
             )
         yield f"cp/{model}/lp", (c, v), dict(base, method="lp", max_iter=8)
         # (the baselines take neither option)
-        other = {k: x for k, x in base.items() if k not in ("prior", "expect_under")}
+        other = {k: x for k, x in base.items() if k not in ("prior", "expect_under", "probit_curvature")}
         yield f"cp/{model}/vmp", (c, v), dict(other, method="vmp")
         yield f"cp/{model}/cp_wopt", (c, v), dict(other, method="cp_wopt")
 
@@ -140,7 +140,7 @@ def _stream_cases():
     yb = (B.values > np.median(B.values)).astype(float)
     data = {"cp_gaussian": (T.coords, T.values, T.shape), "cp_probit": (B.coords, yb, B.shape)}
     for model, (c, v, shape) in data.items():
-        base = dict(model=model, rank=3, shape=shape, batch_size=300, seed=0, **_paper_cp(fit=False))
+        base = dict(model=model, rank=3, shape=shape, batch_size=300, seed=0, **_paper_cp())
         yield f"stream/{model}/cep1", (c, v), dict(base)
         yield f"stream/{model}/cep1-shuffle", (c, v), dict(base, shuffle=True)
         yield f"stream/{model}/cep1-diag", (c, v), dict(base, covariance="diag", schedule="block")

@@ -108,6 +108,7 @@ def main():
     ap.add_argument("--max-seconds", type=float, default=None, help="stop the stream after this long")
     ap.add_argument("--prior", default=None, help="the stream's prior (default: stream's)")
     ap.add_argument("--expect-under", default=None, help="the inner fits' expectations (default: stream's)")
+    ap.add_argument("--probit-curvature", default=None, help="the inner fits' curvature (default: stream's)")
     args = ap.parse_args()
     shape = tuple(int(v) for v in args.shape.split(","))
     path = args.file or f"/tmp/fastcep-ooc-{args.entries}.h5"
@@ -116,7 +117,12 @@ def main():
         generate(path, args.entries, shape)
         print(f"generated {path} in {time.perf_counter() - t0:.0f} s", flush=True)
     kw = dict(batch_size=args.batch_size, max_iter=args.max_iter)
-    kw.update({k: v for k, v in (("prior", args.prior), ("expect_under", args.expect_under)) if v is not None})
+    inner = {
+        "prior": args.prior,
+        "expect_under": args.expect_under,
+        "probit_curvature": args.probit_curvature,
+    }
+    kw.update({k: v for k, v in inner.items() if v is not None})
     fastcep.stream(path, model="cp_probit", rank=args.rank, max_batches=1, **kw)  # compile
     base = rss()
     sampler = Sampler()

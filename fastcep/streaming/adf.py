@@ -170,7 +170,10 @@ def stream(
         The embeddings' prior, as in ``fastcep.fit``. A learned one is updated once a batch from
         the posterior of the objects seen so far (``fastcep.streaming.prior``): the batch's
         objects take its current message (a new object starts at its mean), and at the end of
-        the stream every object holds the last one. Default (None): "fixed".
+        the stream every object holds the last one. Default (None): "wishart" for method "cep1"
+        with full covariances, "ard" with diagonal ones, "fixed" for "post" (the baseline). On
+        DBLP the learned prior raised the test AUC from 0.853 to 0.930 at batch 1,000
+        (BENCHMARKS.md).
     prior_mean : float >= 0 or None
         Prior of an object first seen mid-stream: N(m, prior_var I) with m drawn (seeded) as
         |N(0, prior_mean^2)| per coordinate, small and positive, and its initial posterior mean
@@ -179,7 +182,8 @@ def stream(
         embedding collapsed to 0 (AUC 0.50 at batch 1000); with positive means 0.76-0.80 (see
         BENCHMARKS.md), but on a dense synthetic tensor with factors of both signs a zero prior
         mean is better (AUC 0.86-0.92 against 0.66-0.91). Default (None): 0.1 for cp_probit, 0 for
-        cp_gaussian (whose new objects then start from random means, see ``init_scale``).
+        cp_gaussian (whose new objects then start from random means, see ``init_scale``). With a
+        learned prior, m offsets the learned mean in the same way.
     probit_curvature : {"full", "rank1"} or None, default None
         cp_probit with method "cep1": the message's curvature rule, as in ``fastcep.fit`` (None:
         "rank1" there, else "full"; on DBLP "rank1" gives a higher test AUC; BENCHMARKS.md).
@@ -299,10 +303,8 @@ def _run(
         state, trace = read_checkpoint(checkpoint, options, _RESUME_KEYS, data_digest)
     elif init_state is not None:
         state = _check_stream_state(init_state, n_obj, R, covariance, func)
-        if (state.prior is None) != (prior == "fixed") or (
-            prior != "fixed" and state.prior.hyper.kind != prior
-        ):
-            held = "fixed" if state.prior is None else state.prior.hyper.kind
+        held = "fixed" if state.prior is None else state.prior.hyper.kind
+        if held != prior:
             raise ValueError(
                 f"{func}: init_state was streamed with prior={held!r}, this run has prior={prior!r}."
             )
