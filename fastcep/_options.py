@@ -268,17 +268,19 @@ OPTIONS = (
     }),
     Option("prior", "The embeddings' prior: learned (hierarchical) or fixed N(m, prior_var I).", {
         "cp": Spec(
-            Maybe(Choice("fixed", "ard", "wishart")), None,
+            Maybe(Choice("fixed", "hierarchical", "ard", "wishart")), None,
             "None: 'wishart' for 'cep1' with full covariances, 'ard' with diagonal ones, 'fixed' "
             "for 'lp' (the paper's baseline) or with a prior_mean; 'wishart': a learned mean and "
             "precision matrix per mode (BPMF), full covariances only; 'ard': zero mean, one learned "
-            "precision per rank column shared by the modes (BCPF); prior_var is their start",
+            "precision per rank column shared by the modes (BCPF); 'hierarchical': the learned one "
+            "that suits the covariance ('wishart', or 'ard' with diagonal ones); prior_var is their "
+            "start",
             methods=CEP,
         ),
         "cp/vmp": Refused("VMP keeps the fixed prior"),
         "cp/cp_wopt": Refused(POINT_ESTIMATE),
         "stream": Spec(
-            Maybe(Choice("fixed", "ard", "wishart")), None,
+            Maybe(Choice("fixed", "hierarchical", "ard", "wishart")), None,
             "None: 'wishart' for 'cep1' with full covariances, 'ard' with diagonal ones, 'fixed' for "
             "'post' (the baseline); learned from the objects seen so far, one update a batch "
             "(``fastcep.streaming.prior``); prior_mean then offsets the prior of new objects",
@@ -518,6 +520,8 @@ def _cp_defaults(func, model, method, o):
         return
     _rank_one_default(model, method, o)
     full = o["covariance"] == "full"
+    if o["prior"] == "hierarchical":
+        o["prior"] = "wishart" if full else "ard"
     if o["prior"] is None:  # (a prior mean asks for the fixed prior)
         fixed = method != "cep1" or o["prior_mean"] > 0.0
         o["prior"] = "fixed" if fixed else ("wishart" if full else "ard")
@@ -554,6 +558,8 @@ def _stream_defaults(func, model, method, o):
     (``_cp_defaults``), the learned prior and the cavity's expectations wherever they apply."""
     _rank_one_default(model, method, o)
     full = o["covariance"] == "full"
+    if o["prior"] == "hierarchical":
+        o["prior"] = "wishart" if full else "ard"
     if o["prior"] is None:
         o["prior"] = "fixed" if method != "cep1" else ("wishart" if full else "ard")
     if o["expect_under"] is None:

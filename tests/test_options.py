@@ -101,6 +101,10 @@ def test_the_defaults_have_not_changed():
         ("cep1", "diag", "parallel"): ("ard", "posterior", "rank1"),
         ("lp", "full", "parallel"): ("fixed", "posterior", "full"),
     }
+    for cov, kind in (("full", "wishart"), ("diag", "ard")):  # (the learned prior that suits)
+        for family, func in (("cp", "fit"), ("stream", "stream")):
+            given = {"rank": 2, "covariance": cov, "prior": "hierarchical"}
+            assert O.validate(func, family, "cp_probit", "cep1", given)["prior"] == kind
     gaussian = O.validate("fit", "cp", "cp_gaussian", "cep1", {"rank": 2})
     assert gaussian["probit_curvature"] == "full"  # (the only value it accepts; unused)
     with_mean = O.validate("fit", "cp", "cp_probit", "cep1", {"rank": 2, "prior_mean": 0.3})

@@ -166,7 +166,7 @@ def stream(
         same whatever the thread count or where it was interrupted and resumed).
     prior_var, a0, b0, covariance, schedule
         As in ``fastcep.fit`` (schedule default, None: "parallel").
-    prior : {"fixed", "wishart", "ard"} or None
+    prior : {"fixed", "hierarchical", "wishart", "ard"} or None
         The embeddings' prior, as in ``fastcep.fit``. A learned one is updated once a batch from
         the posterior of the objects seen so far (``fastcep.streaming.prior``): the batch's
         objects take its current message (a new object starts at its mean), and at the end of

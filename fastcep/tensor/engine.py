@@ -564,11 +564,12 @@ def fit_cp(
     shape : sequence of K ints, optional
         Tensor shape (default: 1 + the largest index of each mode).
     rank : int >= 1 (required)
-    prior : {"wishart", "ard", "fixed"} or None, default None
+    prior : {"wishart", "ard", "hierarchical", "fixed"} or None, default None
         The embeddings' prior (``fastcep.tensor.hyper``). "wishart" (BPMF): each mode's
         embeddings are N(mu_k, inv(Lambda_k)) with a Normal-Wishart hyperprior, whose posterior
         is learned by VMP messages in the same loop (full covariances only). "ard" (BCPF): zero
-        mean and one learned precision per rank column, shared by the modes. "fixed":
+        mean and one learned precision per rank column, shared by the modes. "hierarchical":
+        the learned one that suits the covariance ("wishart", or "ard" with diagonal ones). "fixed":
         N(m, prior_var I) (see ``prior_mean``). None: "wishart" for "cep1" with full covariances,
         "ard" with diagonal ones, "fixed" for "lp" (the paper's baseline) or with a positive
         ``prior_mean``. Chosen on held-out training entries of Alog and Enron (folds 1 and 2,
