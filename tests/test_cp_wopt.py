@@ -3,14 +3,13 @@ differences, exact recovery of a low-rank tensor, determinism, the point-estimat
 
 import numpy as np
 import pytest
-from numba.core.registry import CPUDispatcher
+from kernel_options import central_options_count
 
 import fastcep
 from fastcep import IterationInfo
 from fastcep._threads import num_threads
 from fastcep.data_tools import make_cp_tensor
 from fastcep.io import load_model
-from fastcep.kernels._config import ERROR_MODEL, FASTMATH
 from fastcep.kernels.tensor import cp_wopt as kernel_module
 from fastcep.tensor.cp_wopt import NOT_APPLICABLE, _Problem, fit_cp_wopt
 from fastcep.tensor.layout import make_layout
@@ -319,16 +318,7 @@ def test_bad_data():
 
 
 def test_kernels_use_the_central_options():
-    found = [
-        obj
-        for obj in vars(kernel_module).values()
-        if isinstance(obj, CPUDispatcher) and obj.__module__ == kernel_module.__name__
-    ]
-    assert len(found) == 3
-    for disp in found:
-        assert disp.targetoptions.get("fastmath") is FASTMATH
-        assert disp.targetoptions.get("error_model") == ERROR_MODEL
-        assert disp._cache.__class__.__name__ == "FunctionCache"
+    assert central_options_count(kernel_module) == 3
 
 
 def test_a_cp_wopt_fit_resumes_from_its_factors(exact_tensor):
