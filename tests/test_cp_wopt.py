@@ -89,19 +89,24 @@ def exact_tensor():
     return t, held_out, full[~mask], float(np.sqrt(np.mean(full**2)))
 
 
-def test_recovers_exact_low_rank_tensor_from_svd_init(exact_tensor):
-    t, held_out, truth, scale = exact_tensor
-    res = fastcep.fit(
+def _fit_rank2(t, **kwargs):
+    """A rank-2 CP-WOPT fit of the cp_gaussian tensor t through ``fastcep.fit`` (seed 0, one thread)."""
+    return fastcep.fit(
         t.coords,
         t.values,
         model="cp_gaussian",
         method="cp_wopt",
         shape=t.shape,
         rank=2,
-        tol=1e-14,
         seed=0,
         n_threads=1,
+        **kwargs,
     )
+
+
+def test_recovers_exact_low_rank_tensor_from_svd_init(exact_tensor):
+    t, held_out, truth, scale = exact_tensor
+    res = _fit_rank2(t, tol=1e-14)
     assert res.method == "cp_wopt" and res.stop_reason in ("tol", "line_search")
     assert res.rmse(held_out, truth) / scale < 1e-6
     assert res.rmse(t.coords, t.values) / scale < 1e-6
@@ -188,17 +193,7 @@ def test_same_seed_same_factors_any_thread_count(rng):
 
 def test_point_estimate_result_predicts_reconstruction_and_round_trips(tmp_path, rng):
     t, _ = make_cp_tensor((8, 7, 6), 2, 200, noise_sd=0.1, seed=1)
-    res = fastcep.fit(
-        t.coords,
-        t.values,
-        model="cp_gaussian",
-        method="cp_wopt",
-        shape=t.shape,
-        rank=2,
-        seed=0,
-        max_iter=20,
-        n_threads=1,
-    )
+    res = _fit_rank2(t, max_iter=20)
     assert isinstance(res, CPResult) and res.point_estimate
     assert res.posterior.noise is None
     assert all(
