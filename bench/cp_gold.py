@@ -29,7 +29,7 @@ import fastcep
 from fastcep.data_tools import make_cp_tensor
 
 from .gold import RESULTS
-from .regression_quality import machine
+from .regression_quality import report_head
 
 #: (name, shape, rank, observed entries): a dense and a sparse case
 CASES = (("dense", (10, 10, 10), 2, 500), ("sparse", (12, 12, 12), 3, 250))
@@ -204,10 +204,7 @@ def main():
             "",
         ]
     lines = [
-        "# CP decomposition against a Gibbs sampler",
-        "",
-        f"Machine: {machine()}",
-        "",
+        *report_head("CP decomposition against a Gibbs sampler"),
         f"Command: `python -m bench.cp_gold --iterations {args.iterations} "
         f"--seeds {' '.join(map(str, args.seeds))} --models {' '.join(args.models)}"
         + (f" --tag={args.tag}" if args.tag else "")
