@@ -11,8 +11,8 @@ touches objects gidx[e, 0..K-1]. State (natural parameters, float64, C-contiguou
 With ``diag`` the R x R blocks are stored as their diagonals (R,) instead: the fully
 factorised variant, one Gaussian message per (entry, mode, r), for large R.
 
-Here: the expectations over the other modes of an entry, the expected squared error of a
-Gaussian entry, and one object's moments from its natural parameters.
+Here: the CP model's value at an entry, the expectations over the other modes of an entry, the
+expected squared error of a Gaussian entry, and one object's moments from its natural parameters.
 """
 
 from numba import njit
@@ -21,12 +21,29 @@ from .._config import LEAF
 from ..linalg import cholesky, cholesky_inverse
 
 __all__ = [
+    "cp_value",
     "other_modes_moments",
     "other_modes_moments_diag",
     "expected_sq_error",
     "expected_sq_error_diag",
     "object_moments",
 ]
+
+
+# ---------------------------------------------------------------- the model at one entry
+@njit(**LEAF)
+def cp_value(gidx_e, U):
+    """f = 1.(Hadamard_k U[o_k]) = sum_r prod_k U[gidx_e[k], r] at one entry: gidx_e (K,) int64
+    global objects, U (n_obj, R) (the factors, or the posterior means M: the predictive mean)."""
+    K = gidx_e.shape[0]
+    R = U.shape[1]
+    f = 0.0
+    for r in range(R):
+        p = 1.0
+        for k in range(K):
+            p *= U[gidx_e[k], r]
+        f += p
+    return f
 
 
 # ---------------------------------------------------------------- expectations of other modes
@@ -69,12 +86,7 @@ def expected_sq_error(gidx_e, y, M, E2):
     """E[(y - f)^2] = y^2 - 2 y 1.(Hadamard_k m_k) + sum of all entries of Hadamard_k E[u u^T]."""
     K = gidx_e.shape[0]
     R = M.shape[1]
-    mu = 0.0
-    for r in range(R):
-        p = 1.0
-        for k in range(K):
-            p *= M[gidx_e[k], r]
-        mu += p
+    mu = cp_value(gidx_e, M)
     second = 0.0
     for r in range(R):
         for q in range(R):
