@@ -96,6 +96,16 @@ def save_row(tau, nu, i, old):
 
 
 @njit(**LEAF)
+def start_row(order, ii, seq, tau, nu, old):
+    """Row i = order[ii], the next of a sweep (returned); in the sequential schedule its messages
+    are first saved into ``old`` (``save_row``), for ``apply_row_change`` after its update."""
+    i = order[ii]
+    if seq:
+        save_row(tau, nu, i, old)
+    return i
+
+
+@njit(**LEAF)
 def apply_row_change(tau, nu, i, old, T, N, mu, v):
     """Sequential schedule: add row i's message change (its messages minus ``old``, from
     ``save_row``) to the posterior natural parameters T, N and refresh mu, v where they changed
