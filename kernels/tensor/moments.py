@@ -22,6 +22,7 @@ from ..linalg import cholesky, cholesky_inverse
 
 __all__ = [
     "cp_value",
+    "other_modes_product",
     "other_modes_moments",
     "other_modes_moments_diag",
     "expected_sq_error",
@@ -48,18 +49,31 @@ def cp_value(gidx_e, U):
 
 # ---------------------------------------------------------------- expectations of other modes
 @njit(**LEAF)
+def other_modes_product(gidx_e, k, A, out):
+    """out (R,) = Hadamard_{k' != k} A[o_k'] for A (n_obj, R): the means M, or the diagonals E2d."""
+    K = gidx_e.shape[0]
+    R = A.shape[1]
+    out[:] = 1.0
+    for kk in range(K):
+        if kk == k:
+            continue
+        o = gidx_e[kk]
+        for r in range(R):
+            out[r] *= A[o, r]
+
+
+@njit(**LEAF)
 def other_modes_moments(gidx_e, k, M, E2, Ez, Ezz):
     """Ez = Hadamard_{k' != k} M[o_k'], Ezz = Hadamard_{k' != k} E2[o_k'] (full R x R)."""
     K = gidx_e.shape[0]
     R = M.shape[1]
-    Ez[:] = 1.0
+    other_modes_product(gidx_e, k, M, Ez)
     Ezz[:, :] = 1.0
     for kk in range(K):
         if kk == k:
             continue
         o = gidx_e[kk]
         for r in range(R):
-            Ez[r] *= M[o, r]
             for q in range(R):
                 Ezz[r, q] *= E2[o, r, q]
 
@@ -67,17 +81,8 @@ def other_modes_moments(gidx_e, k, M, E2, Ez, Ezz):
 @njit(**LEAF)
 def other_modes_moments_diag(gidx_e, k, M, E2d, Ez, Ezzd):
     """Diagonal variant: E2d[o] (R,) holds E[u_r^2]; Ezzd = Hadamard of those."""
-    K = gidx_e.shape[0]
-    R = M.shape[1]
-    Ez[:] = 1.0
-    Ezzd[:] = 1.0
-    for kk in range(K):
-        if kk == k:
-            continue
-        o = gidx_e[kk]
-        for r in range(R):
-            Ez[r] *= M[o, r]
-            Ezzd[r] *= E2d[o, r]
+    other_modes_product(gidx_e, k, M, Ez)
+    other_modes_product(gidx_e, k, E2d, Ezzd)
 
 
 # ---------------------------------------------------------------- Gaussian noise
