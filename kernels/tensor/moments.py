@@ -32,10 +32,14 @@ __all__ = [
 
 
 # ---------------------------------------------------------------- the model at one entry
-@njit(**LEAF)
+@njit(**LEAF, inline="always")
 def cp_value(gidx_e, U):
     """f = 1.(Hadamard_k U[o_k]) = sum_r prod_k U[gidx_e[k], r] at one entry: gidx_e (K,) int64
-    global objects, U (n_obj, R) (the factors, or the posterior means M: the predictive mean)."""
+    global objects, U (n_obj, R) (the factors, or the posterior means M: the predictive mean).
+
+    ``inline="always"`` inlines the body in numba's IR: every caller computes exactly as the loop
+    written in its place, also a caller loaded from the disk cache (an LLVM call to a cached leaf
+    is not inlined, and fused multiply-adds across it differ; BENCHMARKS.md)."""
     K = gidx_e.shape[0]
     R = U.shape[1]
     f = 0.0
