@@ -52,9 +52,11 @@ def cp_value(gidx_e, U):
 
 
 # ---------------------------------------------------------------- expectations of other modes
-@njit(**LEAF)
+@njit(**LEAF, inline="always")
 def other_modes_product(gidx_e, k, A, out):
-    """out (R,) = Hadamard_{k' != k} A[o_k'] for A (n_obj, R): the means M, or the diagonals E2d."""
+    """out (R,) = Hadamard_{k' != k} A[o_k'] for A (n_obj, R): the means M, or the diagonals E2d.
+
+    Inlined in numba's IR (as ``cp_value``): no call per (entry, mode) in a cached caller."""
     K = gidx_e.shape[0]
     R = A.shape[1]
     out[:] = 1.0
