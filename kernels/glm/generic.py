@@ -21,7 +21,7 @@ from numba import njit, prange
 
 from .._config import LEAF, PARALLEL_CACHED
 from ..likelihoods import log_predictive, tilted
-from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity, start_row
+from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity, save_row
 
 
 @njit(**LEAF)
@@ -31,7 +31,9 @@ def ep_rows(lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, wei
     k = 0
     d = X.shape[1]
     for ii in range(lo, hi):
-        i = start_row(order, ii, seq, tau, nu, old)
+        i = order[ii]
+        if seq:
+            save_row(tau, nu, i, old)
         m_a, v_a, n_improper = row_cavity(X, i, tau, nu, T, N, work, c, 0, 1)
         alpha = 0.0  # a row of zeros involves no weight: flat messages
         beta = 0.0
@@ -58,7 +60,9 @@ def cep1_rows(lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, w
     k = 0
     d = X.shape[1]
     for ii in range(lo, hi):
-        i = start_row(order, ii, seq, tau, nu, old)
+        i = order[ii]
+        if seq:
+            save_row(tau, nu, i, old)
         xmu = 0.0
         for m in range(d):
             xmu += X[i, m] * mu[m]

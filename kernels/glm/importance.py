@@ -48,7 +48,7 @@ from numba import njit
 
 from .._config import LEAF
 from ..special import log_ndtr, log_sigmoid
-from .sweep import apply_row_change, damp_site, row_cavity, start_row
+from .sweep import apply_row_change, damp_site, row_cavity, save_row
 
 PROBIT = 0
 LOGISTIC = 1
@@ -187,7 +187,9 @@ def is_rows(model, X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, n_sample
     key ``row_key(key, i)`` of the sweep's key."""
     k = 0
     for ii in range(lo, hi):
-        i = start_row(order, ii, seq, tau, nu, old)
+        i = order[ii]
+        if seq:
+            save_row(tau, nu, i, old)
         k += is_row(model, X, S[i], i, tau, nu, T, N, rho, n_samples, row_key(key, i), pT, pN, c, work)
         if seq:
             apply_row_change(tau, nu, i, old, T, N, mu, v)

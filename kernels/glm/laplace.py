@@ -23,7 +23,7 @@ from numba import njit
 
 from .._config import LEAF
 from ..special import inv_mills, sigmoid_pair
-from .sweep import apply_row_change, damp_site, row_cavity, start_row
+from .sweep import apply_row_change, damp_site, row_cavity, save_row
 
 PROBIT = 0
 LOGISTIC = 1
@@ -92,7 +92,9 @@ def lp_rows(model, X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, pT, pN, 
     """``lp_row`` for rows order[lo..hi-1] (``sweep`` gives the arguments)."""
     k = 0
     for ii in range(lo, hi):
-        i = start_row(order, ii, seq, tau, nu, old)
+        i = order[ii]
+        if seq:
+            save_row(tau, nu, i, old)
         k += lp_row(model, X, S[i], i, tau, nu, T, N, rho, pT, pN, c, work)
         if seq:
             apply_row_change(tau, nu, i, old, T, N, mu, v)

@@ -17,7 +17,7 @@ from ..special import (
     sigmoid_pair,
     sigmoid_pair_bounded,
 )
-from .sweep import apply_row_change, damp_site, message_from_moments, slab_damp, slab_rows, start_row
+from .sweep import apply_row_change, damp_site, message_from_moments, save_row, slab_damp, slab_rows
 
 #: when every node has t < _LOG_SPACE_T the sigmoid equals exp(t) to double precision, and the
 #: weights are formed relative to the largest node, in log space (no underflow)
@@ -186,8 +186,10 @@ def cep_rows(
     """
     k = 0
     for ii in range(lo, hi):
-        i = start_row(order, ii, seq, tau, nu, old)
+        i = order[ii]
         s = S[i]
+        if seq:
+            save_row(tau, nu, i, old)
         d = X.shape[1]
         xi_max = _max_abs(nodes)
         xmu = 0.0
@@ -406,8 +408,10 @@ def ep_rows(X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, weights,
     """Factorised EP update of rows order[lo..hi-1] (``sweep`` gives the arguments)."""
     k = 0
     for ii in range(lo, hi):
-        i = start_row(order, ii, seq, tau, nu, old)
+        i = order[ii]
         s = S[i]
+        if seq:
+            save_row(tau, nu, i, old)
         d = X.shape[1]
         m_eta = 0.0
         v_eta = 0.0

@@ -25,9 +25,9 @@ from .sweep import (
     apply_row_change,
     damp_site,
     message_from_moments,
+    save_row,
     slab_damp,
     slab_rows,
-    start_row,
 )
 
 _MILLS_LO, _MILLS_HI = MILLS_TABLE_RANGE
@@ -85,8 +85,10 @@ def cep_rows(X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, second, pT, pN
     """
     k = 0
     for ii in range(lo, hi):
-        i = start_row(order, ii, seq, tau, nu, old)
+        i = order[ii]
         s = S[i]
+        if seq:
+            save_row(tau, nu, i, old)
         d = X.shape[1]
         xmu = 0.0
         xxv = 0.0

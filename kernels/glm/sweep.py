@@ -95,19 +95,6 @@ def save_row(tau, nu, i, old):
         old[1, m] = nu[i, m]
 
 
-@njit(**LEAF, inline="always")
-def start_row(order, ii, seq, tau, nu, old):
-    """Row i = order[ii], the next of a sweep (returned); in the sequential schedule its messages
-    are first saved into ``old`` (``save_row``), for ``apply_row_change`` after its update.
-
-    ``inline="always"`` inlines the body in numba's IR: a row function loaded from the disk cache
-    would otherwise make an LLVM call per row (a cached leaf is not inlined; BENCHMARKS.md)."""
-    i = order[ii]
-    if seq:
-        save_row(tau, nu, i, old)
-    return i
-
-
 @njit(**LEAF)
 def apply_row_change(tau, nu, i, old, T, N, mu, v):
     """Sequential schedule: add row i's message change (its messages minus ``old``, from
