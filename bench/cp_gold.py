@@ -43,7 +43,7 @@ from fastcep.data_tools import make_cp_tensor
 from fastcep.tensor.hyper import ARD_A0, ARD_B0, NW_BETA0
 
 from .gold import RESULTS
-from .regression_quality import machine
+from .regression_quality import report_head
 
 #: (name, shape, rank, observed entries): a dense and a sparse case
 CASES = (("dense", (10, 10, 10), 2, 500), ("sparse", (12, 12, 12), 3, 250))
@@ -288,10 +288,7 @@ def main():
             "",
         ]
     lines = [
-        "# CP decomposition against a Gibbs sampler",
-        "",
-        f"Machine: {machine()}",
-        "",
+        *report_head("CP decomposition against a Gibbs sampler"),
         f"Command: `python -m bench.cp_gold --iterations {args.iterations} "
         f"--seeds {' '.join(map(str, args.seeds))} --models {' '.join(args.models)}"
         + (f" --prior {args.prior}" if args.prior != "fixed" else "")

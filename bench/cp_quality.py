@@ -40,7 +40,7 @@ import fastcep.metrics
 from fastcep.data_tools import load_paper_fold
 
 from .gold import RESULTS
-from .regression_quality import machine
+from .regression_quality import report_head
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: the authors' implementation at convergence (issue 3): rank -> value
@@ -212,10 +212,7 @@ def main():
             )
             print(rows[-1], flush=True)
     lines = [
-        "# CP decomposition: paper reproduction (CEP-1)",
-        "",
-        f"Machine: {machine()}",
-        "",
+        *report_head("CP decomposition: paper reproduction (CEP-1)"),
         f"Command: `python -m bench.cp_quality {' '.join(__import__('sys').argv[1:])}`; "
         f"options {options or 'defaults'}"
         + (f" (Enron also {probit_options})" if probit_options else "")

@@ -23,7 +23,7 @@ import fastcep
 from fastcep.data_tools import build_dblp_training, dblp_test_auc, load_dblp
 
 from .gold import RESULTS
-from .regression_quality import machine
+from .regression_quality import report_head
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -86,10 +86,7 @@ def main():
             )
             print(rows[-1], flush=True)
     lines = [
-        "# DBLP streaming protocol (rank 8)",
-        "",
-        f"Machine: {machine()}",
-        "",
+        *report_head("DBLP streaming protocol (rank 8)"),
         f"Command: `python -m bench.dblp_stream {' '.join(__import__('sys').argv[1:])}`; stream options "
         f"{opts or 'defaults'}; training set seed 0, shuffle seeds 1..{args.shuffles}; AUC = mean over the "
         "50 test sets, then mean ± std over the shuffles.",

@@ -100,14 +100,18 @@ def _regression_cases():
     )
 
 
-def _cp_cases():
+def _cp_data():
+    """model -> (coords, values, shape) of the CP battery: a Gaussian and a binary tensor."""
     from fastcep.data_tools import make_cp_tensor
 
     T, _ = make_cp_tensor((18, 15, 12), rank=3, n_obs=1500, noise_sd=0.1, seed=4)
     B, _ = make_cp_tensor((18, 15, 12), rank=3, n_obs=1500, noise_sd=0.1, seed=5)
     yb = (B.values > np.median(B.values)).astype(float)
-    data = {"cp_gaussian": (T.coords, T.values, T.shape), "cp_probit": (B.coords, yb, B.shape)}
-    for model, (c, v, shape) in data.items():
+    return {"cp_gaussian": (T.coords, T.values, T.shape), "cp_probit": (B.coords, yb, B.shape)}
+
+
+def _cp_cases():
+    for model, (c, v, shape) in _cp_data().items():
         base = dict(model=model, shape=shape, rank=3, seed=0, max_iter=25, **_paper_cp())
         yield f"cp/{model}/cep1/default", (c, v), dict(base)
         for schedule in ("parallel", "block", "sequential"):
@@ -133,13 +137,7 @@ def _cp_cases():
 
 
 def _stream_cases():
-    from fastcep.data_tools import make_cp_tensor
-
-    T, _ = make_cp_tensor((18, 15, 12), rank=3, n_obs=1500, noise_sd=0.1, seed=4)
-    B, _ = make_cp_tensor((18, 15, 12), rank=3, n_obs=1500, noise_sd=0.1, seed=5)
-    yb = (B.values > np.median(B.values)).astype(float)
-    data = {"cp_gaussian": (T.coords, T.values, T.shape), "cp_probit": (B.coords, yb, B.shape)}
-    for model, (c, v, shape) in data.items():
+    for model, (c, v, shape) in _cp_data().items():
         base = dict(model=model, rank=3, shape=shape, batch_size=300, seed=0, **_paper_cp())
         yield f"stream/{model}/cep1", (c, v), dict(base)
         yield f"stream/{model}/cep1-shuffle", (c, v), dict(base, shuffle=True)

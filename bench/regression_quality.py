@@ -53,6 +53,11 @@ def machine():
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {datetime.date.today()}"
 
 
+def report_head(title):
+    """The first lines of a bench report: its title and the machine it ran on."""
+    return [f"# {title}", "", f"Machine: {machine()}", ""]
+
+
 def run_kl(n_samples, seed=0):
     lines = [
         f"Machine: {machine()}",

@@ -754,16 +754,19 @@ def build_parser():
         kw.setdefault("default", None)
         q.add_argument("--" + name.replace("_", "-"), help=O.cli_help(name, family), **kw)
 
+    def json_and_plot(q, what, drawing):
+        """--json (print ``what`` as JSON) and --plot FILE.png (draw ``drawing`` to that image)."""
+        q.add_argument("--json", action="store_true", help=f"print {what} as JSON")
+        q.add_argument(
+            "--plot", metavar="FILE.png", default=None,
+            help=f"draw {drawing} to this image (needs matplotlib; default: none)",
+        )  # fmt: skip
+
     def common(q, family, what):
         q.add_argument("-o", "--output", required=True, help=f"{what} file to write (HDF5; required)")
         q.add_argument("--threads", type=int, default=None, help=O.cli_help("n_threads", family))
         q.add_argument("--quiet", action="store_true", help="no progress on stderr")
-        q.add_argument("--json", action="store_true", help="print the result as JSON")
-        q.add_argument(
-            "--plot", metavar="FILE.png", default=None,
-            help="draw the convergence (change per iteration and against time) to this image "
-            "(needs matplotlib; default: none)",
-        )  # fmt: skip
+        json_and_plot(q, "the result", "the convergence (change per iteration and against time)")
 
     def model_args(q, family):
         q.add_argument("tensor", help="HDF5 tensor file (see 'fastcep convert')")
@@ -802,12 +805,7 @@ def build_parser():
     e = sub.add_parser("evaluate", help="test metrics of a model file on an HDF5 test tensor")
     e.add_argument("model", help="CP model file (from 'fastcep fit' or 'fastcep stream')")
     e.add_argument("tensor", help="HDF5 test tensor file of the model's shape")
-    e.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    e.add_argument(
-        "--plot", metavar="FILE.png", default=None,
-        help="draw calibration and ROC (binary) or predicted against observed (continuous) to this "
-        "image (needs matplotlib; default: none)",
-    )  # fmt: skip
+    json_and_plot(e, "the metrics", "calibration and ROC (binary) or predicted against observed (continuous)")
     e.set_defaults(func=cmd_evaluate)
 
     g = sub.add_parser("glm", help="Bayesian probit or logistic regression on a CSV file or HDF5 table")
@@ -846,11 +844,7 @@ def build_parser():
     ge.add_argument(
         "--target", default=None, help="the column of binary labels (default: the model's target)"
     )
-    ge.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    ge.add_argument(
-        "--plot", metavar="FILE.png", default=None,
-        help="draw calibration and ROC to this image (needs matplotlib; default: none)",
-    )  # fmt: skip
+    json_and_plot(ge, "the metrics", "calibration and ROC")
     data_args(ge)
     ge.set_defaults(func=cmd_glm_evaluate, verb="glm evaluate")
     return p

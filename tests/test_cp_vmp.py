@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from numba.core.registry import CPUDispatcher
+from kernel_options import central_options_count
 from scipy.special import digamma, log_ndtr
 from scipy.stats import truncnorm
 
@@ -12,7 +12,6 @@ import fastcep
 import naive
 from fastcep._loop import run
 from fastcep.data_tools import make_cp_tensor
-from fastcep.kernels._config import ERROR_MODEL, FASTMATH
 from fastcep.kernels.tensor import vmp as K
 from fastcep.tensor.layout import check_coords, check_values, make_layout
 from fastcep.tensor.result import second_moments
@@ -177,14 +176,7 @@ def test_entry_elbo_terms_against_monte_carlo():
 
 
 def test_kernels_use_the_central_settings():
-    found = [
-        obj for obj in vars(K).values() if isinstance(obj, CPUDispatcher) and obj.__module__ == K.__name__
-    ]
-    assert len(found) >= 8
-    for disp in found:
-        assert disp.targetoptions.get("fastmath") is FASTMATH
-        assert disp.targetoptions.get("error_model") == ERROR_MODEL
-        assert disp._cache.__class__.__name__ == "FunctionCache"
+    assert central_options_count(K) >= 8
 
 
 # ------------------------------------------------------------------------------ the fit

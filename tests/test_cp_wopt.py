@@ -3,14 +3,13 @@ differences, exact recovery of a low-rank tensor, determinism, the point-estimat
 
 import numpy as np
 import pytest
-from numba.core.registry import CPUDispatcher
+from kernel_options import central_options_count
 
 import fastcep
 from fastcep import IterationInfo
 from fastcep._threads import num_threads
 from fastcep.data_tools import make_cp_tensor
 from fastcep.io import load_model
-from fastcep.kernels._config import ERROR_MODEL, FASTMATH
 from fastcep.kernels.tensor import cp_wopt as kernel_module
 from fastcep.tensor.cp_wopt import NOT_APPLICABLE, _Problem, fit_cp_wopt
 from fastcep.tensor.layout import make_layout
@@ -90,19 +89,24 @@ def exact_tensor():
     return t, held_out, full[~mask], float(np.sqrt(np.mean(full**2)))
 
 
-def test_recovers_exact_low_rank_tensor_from_svd_init(exact_tensor):
-    t, held_out, truth, scale = exact_tensor
-    res = fastcep.fit(
+def _fit_rank2(t, **kwargs):
+    """A rank-2 CP-WOPT fit of the cp_gaussian tensor t through ``fastcep.fit`` (seed 0, one thread)."""
+    return fastcep.fit(
         t.coords,
         t.values,
         model="cp_gaussian",
         method="cp_wopt",
         shape=t.shape,
         rank=2,
-        tol=1e-14,
         seed=0,
         n_threads=1,
+        **kwargs,
     )
+
+
+def test_recovers_exact_low_rank_tensor_from_svd_init(exact_tensor):
+    t, held_out, truth, scale = exact_tensor
+    res = _fit_rank2(t, tol=1e-14)
     assert res.method == "cp_wopt" and res.stop_reason in ("tol", "line_search")
     assert res.rmse(held_out, truth) / scale < 1e-6
     assert res.rmse(t.coords, t.values) / scale < 1e-6
@@ -189,17 +193,7 @@ def test_same_seed_same_factors_any_thread_count(rng):
 
 def test_point_estimate_result_predicts_reconstruction_and_round_trips(tmp_path, rng):
     t, _ = make_cp_tensor((8, 7, 6), 2, 200, noise_sd=0.1, seed=1)
-    res = fastcep.fit(
-        t.coords,
-        t.values,
-        model="cp_gaussian",
-        method="cp_wopt",
-        shape=t.shape,
-        rank=2,
-        seed=0,
-        max_iter=20,
-        n_threads=1,
-    )
+    res = _fit_rank2(t, max_iter=20)
     assert isinstance(res, CPResult) and res.point_estimate
     assert res.posterior.noise is None
     assert all(
@@ -319,16 +313,7 @@ def test_bad_data():
 
 
 def test_kernels_use_the_central_options():
-    found = [
-        obj
-        for obj in vars(kernel_module).values()
-        if isinstance(obj, CPUDispatcher) and obj.__module__ == kernel_module.__name__
-    ]
-    assert len(found) == 3
-    for disp in found:
-        assert disp.targetoptions.get("fastmath") is FASTMATH
-        assert disp.targetoptions.get("error_model") == ERROR_MODEL
-        assert disp._cache.__class__.__name__ == "FunctionCache"
+    assert central_options_count(kernel_module) == 3
 
 
 def test_a_cp_wopt_fit_resumes_from_its_factors(exact_tensor):

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from numba.core.registry import CPUDispatcher
+from kernel_options import central_options_count
 from scipy import integrate
 from scipy.linalg import solve_triangular
 from scipy.special import expit, log_expit
@@ -16,7 +16,6 @@ import fastcep
 import naive
 from fastcep.data_tools import make_regression_simulation
 from fastcep.glm.kjit import THRESHOLD, MessageOperator
-from fastcep.kernels._config import ERROR_MODEL, FASTMATH
 from fastcep.kernels.glm import importance
 from fastcep.kernels.glm import kjit as K
 
@@ -33,14 +32,7 @@ def _exact_alpha_beta(u0, log_s2):
 
 
 def test_every_kernel_uses_the_central_options():
-    found = [
-        obj for obj in vars(K).values() if isinstance(obj, CPUDispatcher) and obj.__module__ == K.__name__
-    ]
-    assert len(found) >= 7
-    for disp in found:
-        assert disp.targetoptions.get("fastmath") is FASTMATH
-        assert disp.targetoptions.get("error_model") == ERROR_MODEL
-        assert disp._cache.__class__.__name__ == "FunctionCache"
+    assert central_options_count(K) >= 7
 
 
 def test_features_and_prediction_match_numpy(rng):

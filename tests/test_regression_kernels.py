@@ -126,15 +126,22 @@ def test_d1_site_is_exact_moment_matching(rng, model, method):
         assert (nu_r[0] + mc * tc) / (tau_r[0] + tc) == pytest.approx(mean, rel=1e-9, abs=1e-10)
 
 
+def _random_row(rng, d_lo, d_hi):
+    """One row of d (in d_lo..d_hi-1) weights: (x, s, tau_r, nu_r, T, N), the posterior
+    (T, N) = the row's sites (tau_r, nu_r) + a random cavity."""
+    d = rng.integers(d_lo, d_hi)
+    x = rng.normal(0, 1, d)
+    s = rng.choice([-1.0, 1.0])
+    tau_r = np.exp(rng.uniform(-3, 0, d))
+    nu_r = rng.normal(0, 0.3, d)
+    T = tau_r + np.exp(rng.uniform(-1, 2, d))
+    N = nu_r + rng.normal(0, 1, d)
+    return x, s, tau_r, nu_r, T, N
+
+
 def test_probit_ep_row_matches_naive(rng):
     for _ in range(50):
-        d = rng.integers(1, 8)
-        x = rng.normal(0, 1, d)
-        s = rng.choice([-1.0, 1.0])
-        tau_r = np.exp(rng.uniform(-3, 0, d))
-        nu_r = rng.normal(0, 0.3, d)
-        T = tau_r + np.exp(rng.uniform(-1, 2, d))
-        N = nu_r + rng.normal(0, 1, d)
+        x, s, tau_r, nu_r, T, N = _random_row(rng, 1, 8)
         t_ref, n_ref = naive.probit_ep_row(x, s, T - tau_r, N - nu_r)
         _, acc_t, acc_n = one_row("probit", "ep", x, s, tau_r, nu_r, T, N, 1.0, NODES, WEIGHTS)
         np.testing.assert_allclose(tau_r, t_ref, rtol=RTOL)
@@ -144,13 +151,7 @@ def test_probit_ep_row_matches_naive(rng):
 
 def test_logistic_ep_row_matches_naive_2d_rule(rng):
     for _ in range(30):
-        d = rng.integers(2, 6)
-        x = rng.normal(0, 1, d)
-        s = rng.choice([-1.0, 1.0])
-        tau_r = np.exp(rng.uniform(-3, 0, d))
-        nu_r = rng.normal(0, 0.3, d)
-        T = tau_r + np.exp(rng.uniform(-1, 2, d))
-        N = nu_r + rng.normal(0, 1, d)
+        x, s, tau_r, nu_r, T, N = _random_row(rng, 2, 6)
         t_ref, n_ref = naive.logistic_ep_row(x, s, T - tau_r, N - nu_r, NODES, WEIGHTS)
         one_row("logistic", "ep", x, s, tau_r, nu_r, T, N, 1.0, NODES, WEIGHTS)
         ok = t_ref > 0

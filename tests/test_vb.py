@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from numba.core.registry import CPUDispatcher
+from kernel_options import central_options_count
 from scipy import integrate, optimize
 from scipy.special import expit, log_expit, log_ndtr, ndtr
 
@@ -14,7 +14,6 @@ from fastcep._quadrature import gauss_hermite
 from fastcep._threads import max_threads, num_threads
 from fastcep.data_tools import make_regression_simulation
 from fastcep.glm.vb import MODEL_CODES, run_vb
-from fastcep.kernels._config import ERROR_MODEL, FASTMATH
 from fastcep.kernels.glm import vb as kvb
 
 MODELS = ["probit", "logistic"]
@@ -384,9 +383,4 @@ def test_run_vb_validation(kwargs, exc, match):
 
 
 def test_kernels_use_the_central_options():
-    found = [obj for obj in vars(kvb).values() if isinstance(obj, CPUDispatcher)]
-    assert len(found) >= 6
-    for disp in found:
-        assert disp.targetoptions.get("fastmath") is FASTMATH
-        assert disp.targetoptions.get("error_model") == ERROR_MODEL
-        assert disp._cache.__class__.__name__ == "FunctionCache"
+    assert central_options_count(kvb, imported=True) >= 6

@@ -313,6 +313,16 @@ def run_footer(seconds):
     )
 
 
+def write_section(name, lines, t0):
+    """Ends a section's lines with ``run_footer`` (its run started at ``time.perf_counter()`` t0),
+    writes them to bench/paper/sections/``name``, assembles REPRODUCTION.md and prints them."""
+    lines.append(run_footer(time.perf_counter() - t0))
+    SECTIONS.mkdir(exist_ok=True)
+    (SECTIONS / name).write_text("\n".join(lines))
+    assemble()
+    print("\n".join(lines))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gold-samples", type=int, default=1_000_000)
@@ -334,11 +344,7 @@ def main():
     if not args.skip_uci:
         lines += uci_table(args, scores)
     lines += differences(finals, scores, args)
-    lines.append(run_footer(time.perf_counter() - t0))
-    SECTIONS.mkdir(exist_ok=True)
-    (SECTIONS / "1-regression.md").write_text("\n".join(lines))
-    assemble()
-    print("\n".join(lines))
+    write_section("1-regression.md", lines, t0)
 
 
 if __name__ == "__main__":

@@ -29,10 +29,9 @@ import fastcep  # noqa: E402
 from fastcep.data_tools import build_dblp_training, dblp_test_auc, load_dblp, load_paper_fold  # noqa: E402
 
 from ..regression_quality import machine  # noqa: E402
-from .regression import assemble, run_footer  # noqa: E402
+from .regression import write_section  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
-SECTIONS = HERE / "sections"
 ROOT = HERE.parents[1]
 NAMES = {"cep1": "CEP", "lp": "LP", "vmp": "VMP", "cp_wopt": "CP-WOPT", "post": "POST"}
 DATA = {"alog": ("cp_gaussian", "RMSE"), "enron": ("cp_probit", "AUC")}
@@ -329,11 +328,7 @@ def main():
     if not args.skip_dblp:
         lines += dblp(args, raw)
     lines += differences(args, raw)
-    lines.append(run_footer(time.perf_counter() - t0))
-    SECTIONS.mkdir(exist_ok=True)
-    (SECTIONS / "2-tensor.md").write_text("\n".join(lines))
-    assemble()
-    print("\n".join(lines))
+    write_section("2-tensor.md", lines, t0)
 
 
 if __name__ == "__main__":

@@ -18,20 +18,13 @@ threads.
 from numba import njit, prange
 
 from .._config import LEAF, PARALLEL_CACHED
+from .moments import cp_value
 
 
 @njit(**LEAF)
 def entry_residual(gidx_e, y_e, U):
     """y_e - f_e for one entry: gidx_e (K,) int64 global objects, U (n_obj, R) float64."""
-    K = gidx_e.shape[0]
-    R = U.shape[1]
-    f = 0.0
-    for r in range(R):
-        p = 1.0
-        for k in range(K):
-            p *= U[gidx_e[k], r]
-        f += p
-    return y_e - f
+    return y_e - cp_value(gidx_e, U)
 
 
 @njit(**LEAF)

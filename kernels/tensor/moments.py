@@ -11,8 +11,8 @@ touches objects gidx[e, 0..K-1]. State (natural parameters, float64, C-contiguou
 With ``diag`` the R x R blocks are stored as their diagonals (R,) instead: the fully
 factorised variant, one Gaussian message per (entry, mode, r), for large R.
 
-Here: the expectations over the other modes of an entry, the expected squared error of a
-Gaussian entry, and one object's moments from its natural parameters.
+Here: the CP model's value at an entry, the expectations over the other modes of an entry, the
+expected squared error of a Gaussian entry, and one object's moments from its natural parameters.
 """
 
 from numba import njit
@@ -21,6 +21,8 @@ from .._config import LEAF
 from ..linalg import cholesky, cholesky_inverse
 
 __all__ = [
+    "cp_value",
+    "other_modes_product",
     "other_modes_moments",
     "other_modes_moments_diag",
     "expected_sq_error",
@@ -29,20 +31,55 @@ __all__ = [
 ]
 
 
+# ---------------------------------------------------------------- the model at one entry
+@njit(**LEAF, inline="always")
+def cp_value(gidx_e, U):
+    """f = 1.(Hadamard_k U[o_k]) = sum_r prod_k U[gidx_e[k], r] at one entry: gidx_e (K,) int64
+    global objects, U (n_obj, R) (the factors, or the posterior means M: the predictive mean).
+
+    ``inline="always"`` inlines the body in numba's IR: every caller computes exactly as the loop
+    written in its place, also a caller loaded from the disk cache (an LLVM call to a cached leaf
+    is not inlined, and fused multiply-adds across it differ; BENCHMARKS.md)."""
+    K = gidx_e.shape[0]
+    R = U.shape[1]
+    f = 0.0
+    for r in range(R):
+        p = 1.0
+        for k in range(K):
+            p *= U[gidx_e[k], r]
+        f += p
+    return f
+
+
 # ---------------------------------------------------------------- expectations of other modes
+@njit(**LEAF, inline="always")
+def other_modes_product(gidx_e, k, A, out):
+    """out (R,) = Hadamard_{k' != k} A[o_k'] for A (n_obj, R): the means M, or the diagonals E2d.
+
+    Inlined in numba's IR (as ``cp_value``): no call per (entry, mode) in a cached caller."""
+    K = gidx_e.shape[0]
+    R = A.shape[1]
+    out[:] = 1.0
+    for kk in range(K):
+        if kk == k:
+            continue
+        o = gidx_e[kk]
+        for r in range(R):
+            out[r] *= A[o, r]
+
+
 @njit(**LEAF)
 def other_modes_moments(gidx_e, k, M, E2, Ez, Ezz):
     """Ez = Hadamard_{k' != k} M[o_k'], Ezz = Hadamard_{k' != k} E2[o_k'] (full R x R)."""
     K = gidx_e.shape[0]
     R = M.shape[1]
-    Ez[:] = 1.0
+    other_modes_product(gidx_e, k, M, Ez)
     Ezz[:, :] = 1.0
     for kk in range(K):
         if kk == k:
             continue
         o = gidx_e[kk]
         for r in range(R):
-            Ez[r] *= M[o, r]
             for q in range(R):
                 Ezz[r, q] *= E2[o, r, q]
 
@@ -50,17 +87,8 @@ def other_modes_moments(gidx_e, k, M, E2, Ez, Ezz):
 @njit(**LEAF)
 def other_modes_moments_diag(gidx_e, k, M, E2d, Ez, Ezzd):
     """Diagonal variant: E2d[o] (R,) holds E[u_r^2]; Ezzd = Hadamard of those."""
-    K = gidx_e.shape[0]
-    R = M.shape[1]
-    Ez[:] = 1.0
-    Ezzd[:] = 1.0
-    for kk in range(K):
-        if kk == k:
-            continue
-        o = gidx_e[kk]
-        for r in range(R):
-            Ez[r] *= M[o, r]
-            Ezzd[r] *= E2d[o, r]
+    other_modes_product(gidx_e, k, M, Ez)
+    other_modes_product(gidx_e, k, E2d, Ezzd)
 
 
 # ---------------------------------------------------------------- Gaussian noise
@@ -69,12 +97,7 @@ def expected_sq_error(gidx_e, y, M, E2):
     """E[(y - f)^2] = y^2 - 2 y 1.(Hadamard_k m_k) + sum of all entries of Hadamard_k E[u u^T]."""
     K = gidx_e.shape[0]
     R = M.shape[1]
-    mu = 0.0
-    for r in range(R):
-        p = 1.0
-        for k in range(K):
-            p *= M[gidx_e[k], r]
-        mu += p
+    mu = cp_value(gidx_e, M)
     second = 0.0
     for r in range(R):
         for q in range(R):

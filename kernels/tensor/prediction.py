@@ -6,7 +6,7 @@ from numba import njit, prange
 
 from .._config import PARALLEL_CACHED
 from ..special import log_ndtr
-from .moments import expected_sq_error, expected_sq_error_diag
+from .moments import cp_value, expected_sq_error, expected_sq_error_diag
 
 __all__ = [
     "predict_mean",
@@ -22,13 +22,7 @@ def predict_mean(gidx, M, out_mean):
     """Predictive mean 1.(Hadamard_k m_k) of f at each entry (gauge invariant, used for convergence)."""
     n = gidx.shape[0]
     for e in prange(n):
-        mu = 0.0
-        for r in range(M.shape[1]):
-            p = 1.0
-            for k in range(gidx.shape[1]):
-                p *= M[gidx[e, k], r]
-            mu += p
-        out_mean[e] = mu
+        out_mean[e] = cp_value(gidx[e], M)
 
 
 @njit(**PARALLEL_CACHED)
@@ -38,14 +32,7 @@ def predict_full(gidx, M, E2, out_mean, out_var):
     for e in prange(n):
         out_mean[e] = 0.0
         out_var[e] = 0.0
-        mu = 0.0
-        K = gidx.shape[1]
-        R = M.shape[1]
-        for r in range(R):
-            p = 1.0
-            for k in range(K):
-                p *= M[gidx[e, k], r]
-            mu += p
+        mu = cp_value(gidx[e], M)
         second = expected_sq_error(gidx[e], 0.0, M, E2)
         out_mean[e] = mu
         out_var[e] = max(second - mu * mu, 0.0)
@@ -56,14 +43,7 @@ def predict_diag(gidx, M, E2d, out_mean, out_var):
     """Diagonal variant of ``predict_full``."""
     n = gidx.shape[0]
     for e in prange(n):
-        K = gidx.shape[1]
-        R = M.shape[1]
-        mu = 0.0
-        for r in range(R):
-            p = 1.0
-            for k in range(K):
-                p *= M[gidx[e, k], r]
-            mu += p
+        mu = cp_value(gidx[e], M)
         out_mean[e] = mu
         out_var[e] = max(expected_sq_error_diag(gidx[e], 0.0, M, E2d) - mu * mu, 0.0)
 
