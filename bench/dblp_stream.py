@@ -43,12 +43,12 @@ def main():
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
     opts = {k: v for k, v in (("max_iter", args.max_iter), ("tol", args.tol), ("damping", args.damping)) if v}
-    if args.probit_curvature is not None:
-        opts["probit_curvature"] = args.probit_curvature
-    if args.expect_under is not None:
-        opts["expect_under"] = args.expect_under
-    if args.prior is not None:
-        opts["prior"] = args.prior
+    given = {
+        "probit_curvature": args.probit_curvature,
+        "expect_under": args.expect_under,
+        "prior": args.prior,
+    }
+    opts.update({k: v for k, v in given.items() if v is not None})
     tests = load_dblp(args.data_dir)["test_sets"]
     rows, raw = [], {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -49,6 +49,11 @@ NON_NEGATIVE = Real(0.0)
 DAMPING = Real(0.0, 1.0, low_open=True)
 CP_MODEL = Choice("cp_gaussian", "cp_probit")
 CP_SCHEDULE = Choice("parallel", "block", "sequential")
+#: the probit curvature's spec in fit and stream (what None stands for: ``_rank_one_default``)
+RANK_ONE = Spec(
+    Maybe(Choice("full", "rank1")), None,
+    "None: 'rank1' for cp_probit with 'cep1', else 'full' (which applies to every other case)",
+)  # fmt: skip
 #: why the Bayesian options do not apply to CP-WOPT (its refusal names them all, ``REFUSALS``)
 POINT_ESTIMATE = "a point estimate by L-BFGS"
 
@@ -302,17 +307,10 @@ OPTIONS = (
         "stream": Spec(DataCheck("StreamState or None"), None, "of a stream of the same tensor and settings"),
     }),
     Option("probit_curvature", "cp_probit, 'cep1': the message's curvature, E[z z^T] or E[z] E[z]^T.", {
-        "cp": Spec(
-            Maybe(Choice("full", "rank1")), None,
-            "None: 'rank1' for cp_probit with 'cep1', else 'full' (which applies to every other case)",
-            methods=CEP,
-        ),
+        "cp": RANK_ONE._replace(methods=CEP),
         "cp/vmp": Refused("VMP has no CEP probit messages (it augments the probit likelihood)"),
         "cp/cp_wopt": Refused(POINT_ESTIMATE),
-        "stream": Spec(
-            Maybe(Choice("full", "rank1")), None,
-            "None: 'rank1' for cp_probit with 'cep1', else 'full' (which applies to every other case)",
-        ),
+        "stream": RANK_ONE,
     }),
     Option("expect_under", "'cep1': the other modes' moments under the posterior or the cavity.", {
         "cp": Spec(
