@@ -100,7 +100,7 @@ def test_engine_iterations_equal_the_slow_loop(kind, model):
     P_Lam, P_eta, means, covs = posterior(hyper)
     a0 = b0 = 1e-3
     etau = (a0 + alpha.sum()) / (b0 + beta.sum())
-    name = "cp_probit" if binary else model
+    name = "cp_probit_rank1" if binary else model  # (cp_probit's default curvature)
     for _ in range(n_iter):
         M, S = np.concatenate(means), np.concatenate(covs)
         hyper = H.update(hyper, M, second_moments(M, S, "full"), offsets, "full")
