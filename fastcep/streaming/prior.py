@@ -25,7 +25,8 @@ from ..tensor.result import second_moments
 
 
 class PriorLedger:
-    """The learned prior of one stream (``start`` or ``from_state``), updated around each batch."""
+    """The learned prior of one stream, updated around each batch: ``start`` for a fresh stream,
+    or built from the ``StreamPrior`` of a state or checkpoint (its arrays are copied)."""
 
     def __init__(self, prior, offsets, covariance):
         self.offsets, self.covariance = offsets, covariance
