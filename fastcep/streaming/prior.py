@@ -21,7 +21,6 @@ import numpy as np
 
 from ..results import StreamPrior
 from ..tensor import hyper as H
-from ..tensor.result import second_moments
 
 
 class PriorLedger:
@@ -77,18 +76,18 @@ class PriorLedger:
 
     def after(self, glob, new, M_old, S_old, M_new, S_new):
         """The batch's objects' moments, before (``M_old``, ``S_old``: of the seen ones; ignored
-        for ``new``) and after the batch, into the sums; the next version of the hyper-posterior."""
+        for ``new``) and after the batch, into the sums; the next version of the hyper-posterior.
+        ``glob`` is sorted (each mode's objects in turn)."""
         cov = self.covariance
-        modes = np.searchsorted(self.offsets, glob, side="right") - 1
-        seen = ~new
-        E2_new = second_moments(M_new, S_new, cov)
-        E2_old = second_moments(M_old[seen], S_old[seen], cov)
         Kmodes = len(self.offsets) - 1
-        np.add.at(self.counts, modes[new], 1.0)
+        bounds = np.searchsorted(glob, self.offsets)
         for k in range(Kmodes):
-            here, before = modes == k, modes[seen] == k
-            self.sum_M[k] += M_new[here].sum(axis=0) - M_old[seen][before].sum(axis=0)
-            self.sum_E2[k] += E2_new[here].sum(axis=0) - E2_old[before].sum(axis=0)
+            part = slice(bounds[k], bounds[k + 1])
+            seen = ~new[part]
+            M_o, S_o = M_old[part][seen], S_old[part][seen]
+            self.counts[k] += np.count_nonzero(new[part])
+            self.sum_M[k] += M_new[part].sum(axis=0) - M_o.sum(axis=0)
+            self.sum_E2[k] += _second_moment_sum(M_new[part], S_new[part]) - _second_moment_sum(M_o, S_o)
         self.hyper = H.update_from_sums(self.hyper, self.counts, self.sum_M, self.sum_E2)
         Lam, eta = H.messages(self.hyper, Kmodes, cov)
         if self.n_versions == len(self._Lam):
@@ -117,6 +116,14 @@ class PriorLedger:
         else:
             S[:] = 1.0 / P_Lam
             M[:] = S * P_eta
+
+
+def _second_moment_sum(M, S):
+    """sum_j E[u_j u_j^T] = sum_j S_j + M^T M (R, R), or its diagonal (R,) for variances S (n, R)
+    (numpy's own loops, not BLAS: the same bits whatever the machine's BLAS threads)."""
+    if S.ndim == 3:
+        return S.sum(axis=0) + np.einsum("ji,jk->ik", M, M)
+    return S.sum(axis=0) + np.einsum("jr,jr->r", M, M)
 
 
 def _grown(a, capacity):
