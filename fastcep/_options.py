@@ -516,12 +516,18 @@ def _cp_defaults(func, model, method, o):
     the cavity's expectations wherever they apply."""
     if method not in CEP:
         return
+    # (a prior mean asks for the fixed prior)
+    _learned_defaults(model, method, o, fixed=method != "cep1" or o["prior_mean"] > 0.0)
+
+
+def _learned_defaults(model, method, o, fixed):
+    """``prior``, ``expect_under`` and ``probit_curvature`` given as None (or "hierarchical")
+    resolved in place; ``fixed``: None stands for the fixed prior here."""
     _rank_one_default(model, method, o)
     full = o["covariance"] == "full"
     if o["prior"] == "hierarchical":
         o["prior"] = "wishart" if full else "ard"
-    if o["prior"] is None:  # (a prior mean asks for the fixed prior)
-        fixed = method != "cep1" or o["prior_mean"] > 0.0
+    if o["prior"] is None:
         o["prior"] = "fixed" if fixed else ("wishart" if full else "ard")
     if o["expect_under"] is None:
         cavity = method == "cep1" and full and o["schedule"] in ("parallel", "block")
@@ -554,15 +560,7 @@ def _lp_needs_full_parallel(func, model, method, o):
 def _stream_defaults(func, model, method, o):
     """What None stands for in the stream's ``prior`` and ``expect_under``: as for ``fit``
     (``_cp_defaults``), the learned prior and the cavity's expectations wherever they apply."""
-    _rank_one_default(model, method, o)
-    full = o["covariance"] == "full"
-    if o["prior"] == "hierarchical":
-        o["prior"] = "wishart" if full else "ard"
-    if o["prior"] is None:
-        o["prior"] = "fixed" if method != "cep1" else ("wishart" if full else "ard")
-    if o["expect_under"] is None:
-        cavity = method == "cep1" and full and o["schedule"] in ("parallel", "block")
-        o["expect_under"] = "cavity" if cavity else "posterior"
+    _learned_defaults(model, method, o, fixed=method != "cep1")
 
 
 def _resume_needs_checkpoint(func, model, method, o):

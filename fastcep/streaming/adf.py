@@ -378,34 +378,21 @@ def _run(
         if new.any():
             rng = np.random.default_rng([seed, b])
             draw = rng.standard_normal((int(new.sum()), R))
-            if ledger is not None and prior_mean > 0.0:
-                # new objects: the learned prior (written by ledger.before), its mean offset by a
-                # small positive m as the fixed prior's (a zero mean collapses the first sparse
-                # batches to 0); start from it
+            # the new objects' prior mean: the learned one (written by ledger.before), or 0
+            base = learned_means if ledger is not None else 0.0
+            if prior_mean > 0.0:
+                # new objects: the prior's mean offset by a small positive m (a zero mean
+                # collapses the first sparse batches to 0); start from it
                 gn, m = glob[new], prior_mean * np.abs(draw)
                 if covariance == "full":
                     P_eta[gn] += np.einsum("oij,oj->oi", P_Lam[gn], m)
                 else:
                     P_eta[gn] += P_Lam[gn] * m
-                init[new] = learned_means + m
-                M[gn] = init[new]
-            elif ledger is not None:
-                # new objects: the learned prior; a random start about its mean
-                init[new] = learned_means + sd0 * draw
-                v0 = max(INIT_VAR_FRACTION * sd0**2, 1e-12)
-                init_cov[new] = v0 * (np.eye(R) if covariance == "full" else np.ones(R))
-            elif prior_mean > 0.0:
-                # new objects: prior N(m, prior_var I), m small and positive; start from m
-                init[new] = prior_mean * np.abs(draw)
-                gn = glob[new]
-                if covariance == "full":
-                    P_eta[gn] = np.einsum("oij,oj->oi", P_Lam[gn], init[new])
-                else:
-                    P_eta[gn] = P_Lam[gn] * init[new]
+                init[new] = base + m
                 M[gn] = init[new]
             else:
-                # new objects: zero prior mean, seeded random initial means (symmetry breaking)
-                init[new] = sd0 * draw
+                # new objects: seeded random initial means about the prior's (symmetry breaking)
+                init[new] = base + sd0 * draw
                 v0 = max(INIT_VAR_FRACTION * sd0**2, 1e-12)
                 init_cov[new] = v0 * (np.eye(R) if covariance == "full" else np.ones(R))
         lay = make_layout(local, local_shape)

@@ -59,20 +59,26 @@ class PriorLedger:
     def before(self, glob, new, P_Lam, P_eta):
         """The current prior message into the posterior of the batch's objects ``glob`` (``new``:
         first seen now). Returns the prior means of the new objects (n_new, R)."""
+        modes = self._to_current(glob, P_Lam, P_eta)
+        if self.hyper.kind == "ard":
+            return np.zeros((int(np.count_nonzero(new)), P_eta.shape[1]))
+        return self.hyper.mean[modes[new]]
+
+    def _to_current(self, objs, P_Lam, P_eta):
+        """The current version's prior message into the posterior of ``objs``: swapped for the
+        message it holds (precisions and precision-times-means are sums of messages), or set
+        where it holds none (never seen). Returns the objects' modes."""
         cur = self.n_versions - 1
-        modes = np.searchsorted(self.offsets, glob, side="right") - 1
-        old = self.version[glob]
-        swap = ~new & (old != cur)
-        g, k, v = glob[swap], modes[swap], old[swap]
+        modes = np.searchsorted(self.offsets, objs, side="right") - 1
+        old = self.version[objs]
+        held = old >= 0
+        g, k, v = objs[held], modes[held], old[held]
         P_Lam[g] += self._Lam[cur, k] - self._Lam[v, k]
         P_eta[g] += self._eta[cur, k] - self._eta[v, k]
-        gn, kn = glob[new], modes[new]
-        P_Lam[gn] = self._Lam[cur, kn]
-        P_eta[gn] = self._eta[cur, kn]
-        self.version[glob] = cur
-        if self.hyper.kind == "ard":
-            return np.zeros((len(gn), P_eta.shape[1]))
-        return self.hyper.mean[kn]
+        P_Lam[objs[~held]] = self._Lam[cur, modes[~held]]
+        P_eta[objs[~held]] = self._eta[cur, modes[~held]]
+        self.version[objs] = cur
+        return modes
 
     def after(self, glob, new, M_old, S_old, M_new, S_new):
         """The batch's objects' moments, before (``M_old``, ``S_old``: of the seen ones; ignored
@@ -99,16 +105,7 @@ class PriorLedger:
     def finish(self, P_Lam, P_eta, M, S):
         """At the end of the stream: every object's posterior takes the last version's prior
         message (objects never seen: the prior itself); their moments again."""
-        n_obj = len(self.version)
-        cur = self.n_versions - 1
-        modes = np.searchsorted(self.offsets, np.arange(n_obj), side="right") - 1
-        held = self.version >= 0
-        g, k, v = np.nonzero(held)[0], modes[held], self.version[held]
-        P_Lam[g] += self._Lam[cur, k] - self._Lam[v, k]
-        P_eta[g] += self._eta[cur, k] - self._eta[v, k]
-        P_Lam[~held] = self._Lam[cur, modes[~held]]
-        P_eta[~held] = self._eta[cur, modes[~held]]
-        self.version[:] = cur
+        self._to_current(np.arange(len(self.version)), P_Lam, P_eta)
         if self.covariance == "full":
             S[:] = np.linalg.inv(P_Lam)
             S[:] = 0.5 * (S + np.swapaxes(S, 1, 2))
