@@ -48,6 +48,10 @@ POSITIVE = Real(0.0, low_open=True)
 NON_NEGATIVE = Real(0.0)
 DAMPING = Real(0.0, 1.0, low_open=True)
 CP_MODEL = Choice("cp_gaussian", "cp_probit")
+#: the regression likelihoods by name (``fastcep.likelihoods``; "custom": a ``Custom`` object)
+REGRESSION_LIKELIHOODS = ("probit", "logistic", "gaussian", "poisson", "negbin", "student_t", "custom")
+#: the methods of every likelihood; the others are written for the binary ones
+GENERIC_METHODS = ("cep1", "ep")
 CP_SCHEDULE = Choice("parallel", "block", "sequential")
 #: the probit curvature's spec in fit and stream (what None stands for: ``_rank_one_default``)
 RANK_ONE = Spec(
@@ -59,7 +63,11 @@ POINT_ESTIMATE = "a point estimate by L-BFGS"
 
 OPTIONS = (
     Option("model", "The likelihood: regression of binary labels, or CP of real or binary entries.", {
-        "regression": Spec(Choice("probit", "logistic"), "probit"),
+        "regression": Spec(
+            Choice(*REGRESSION_LIKELIHOODS), "probit",
+            "or a likelihood object (fastcep.likelihoods): Bernoulli, Gaussian, Poisson, "
+            "NegativeBinomial, StudentT, Custom",
+        ),
         "cp": Spec(CP_MODEL, note="'cp_gaussian': real values, Gaussian noise; 'cp_probit': binary"),
         "stream": Spec(CP_MODEL),
     }),
@@ -133,6 +141,13 @@ OPTIONS = (
             none=ByModel(cp_probit=1.0, cp_gaussian=0.5),
         ),
         "stream/post": Refused("VMP takes exact coordinate steps", value=1.0),
+    }),
+    Option("n_starts", "Fits from this many seeded starts, keeping the highest training log-likelihood.", {
+        "cp": Spec(
+            Int(1, 100), 1, "the first start is seed's own; each start's training log-likelihood is in "
+            "res.options['starts'] (BENCHMARKS.md, issue 21: 3 starts lower Alog's RMSE at ranks 8 and 10)",
+            methods=CEP,
+        ),
     }),
     Option("max_iter", "Cap on the iterations (sweeps, VMP rounds or L-BFGS iterations).", {
         "regression": Spec(Int(1), 5000),
@@ -460,6 +475,15 @@ REFUSALS = {"vb": _refuse_vb, "vmp": _refuse_vmp, "post": _refuse_post, "cp_wopt
 
 
 # --------------------------------------------------------------------- cross-option rules
+def _generic_methods(func, model, method, o):
+    """Beyond the binary likelihoods, the methods of the likelihood seam (DESIGN.md section 7)."""
+    if model not in ("probit", "logistic") and method not in GENERIC_METHODS:
+        raise ValueError(
+            f"{func}: method={method!r} is written for the binary likelihoods ('probit', 'logistic'); "
+            f"model={model!r} takes method " + " or ".join(repr(m) for m in GENERIC_METHODS) + "."
+        )
+
+
 def _kjit_is_logistic(func, model, method, o):
     if method == "kjit" and model != "logistic":
         raise ValueError(
@@ -572,7 +596,7 @@ def _resume_needs_checkpoint(func, model, method, o):
 
 #: the checks that involve more than one option, per family, in order (after each option's own)
 RULES = {
-    "regression": (_kjit_is_logistic,),
+    "regression": (_generic_methods, _kjit_is_logistic),
     "cp": (
         _cp_defaults,
         _no_cp_cep2,

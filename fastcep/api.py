@@ -3,6 +3,7 @@
 from . import _options as O
 from . import _validation as V
 from .glm.engine import fit_regression
+from .likelihoods import Likelihood
 from .tensor.engine import fit_cp
 
 REGRESSION_MODELS = O.choices("model", "regression")
@@ -70,6 +71,8 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
         ``posterior.means[k]`` (d_k, R), ``posterior.covs[k]``, ``predict(coords)``, the same
         ``n_iter``, ``converged``, ``trace`` and ``state``.
     """
+    if isinstance(model, Likelihood):
+        return fit_regression(X, y, model, method, **options)
     V.check_choice(model, "model", "fit", MODELS)
     if model in CP_MODELS:
         if method == "vmp":  # the tensor baselines outside the message-passing engine

@@ -221,7 +221,7 @@ Y_OK = np.arange(20) % 2
         ),
         (dict(max_iter=0), ValueError, "max_iter"),
         (dict(max_iter=2.5), TypeError, "max_iter"),
-        (dict(model="poisson"), ValueError, "'model' parameter of fit must be one of"),
+        (dict(model="weibull"), ValueError, "'model' parameter of fit must be one of"),
         (dict(method="magic"), ValueError, "'method' parameter"),
         (dict(schedule="random"), ValueError, "schedule"),
         (dict(stopping="never"), ValueError, "stopping"),

@@ -190,7 +190,8 @@ def test_unknown_options_are_refused_naming_the_valid_ones(call, valid):
         ("fit", "regression", "probit", "cep1", {"schedule": "block"}, ValueError,
          "The 'schedule' parameter of fit must be one of 'parallel', 'sequential'. Got 'block' instead."),
         ("fit", "regression", "logit", "cep1", {}, ValueError,
-         "The 'model' parameter of fit must be one of 'probit', 'logistic'. Got 'logit' instead."),
+         "The 'model' parameter of fit must be one of 'probit', 'logistic', 'gaussian', 'poisson', 'negbin', "
+         "'student_t', 'custom'. Got 'logit' instead."),
         ("fit", "regression", "probit", "cep1", {"max_iter": 0}, ValueError,
          "The 'max_iter' parameter of fit must be an int >= 1. Got 0 instead."),
         ("fit", "regression", "probit", "cep1", {"max_iter": 2.5}, TypeError,

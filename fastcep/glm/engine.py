@@ -19,9 +19,10 @@ from .._threads import ThreadGovernor, num_threads
 from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
-from ..kernels.likelihoods import REGISTRY
+from ..likelihoods import resolve as resolve_likelihood
 from ..results import RegressionSites, RegressionState, VBState
 from .kjit import KJITSweeps
+from .learn import EXPECTATION_NODES, GENERIC_NODES, LearnedParams
 from .result import RegressionResult
 from .vb import VBFit
 
@@ -256,11 +257,13 @@ def fit_regression(
     given = O.arguments(locals())
     start = time.perf_counter()
     func = "fit"
+    likelihood = resolve_likelihood(model, func)
+    model = likelihood.name
     o = O.validate(func, "regression", model, method, given)  # (the option table: fastcep._options)
     X = V.check_matrix(X, "X", func)
     _check_scale(X, func)
-    classes = V.label_classes(y, "y", func)
-    s = V.check_labels(y, "y", func, X.shape[0], classes)
+    classes = V.label_classes(y, "y", func) if likelihood.binary else None
+    s = likelihood.check(y, "y", func, X.shape[0])
     n, d = X.shape
     prior_T = _prior(o["prior_var"], d, func)
     intercept = o["fit_intercept"]
@@ -316,11 +319,15 @@ def fit_regression(
         _check_init_state(init_state, n, d, func)
     tau, nu = np.empty((n, d)), np.empty((n, d))
     _initial_messages(X, init_state, tau, nu)
-    nodes, weights = gauss_hermite(n_nodes) if model == "logistic" else gauss_hermite(2)
-    code = S.METHOD_CODES.get((model, method), -1)  # (kjit: its own sweep)
+    if likelihood.binary:
+        nodes, weights = gauss_hermite(n_nodes) if model == "logistic" else gauss_hermite(2)
+        code = S.METHOD_CODES.get((model, method), -1)  # (kjit: its own sweep)
+    else:
+        nodes, weights = gauss_hermite(GENERIC_NODES)
+        code = S.GENERIC_CODES[method]
     chunk = chunk_rows(d)
     n_chunks = -(-n // chunk)
-    lik = REGISTRY[model]()
+    learner = LearnedParams(likelihood, X, s, nodes_of_expectations=gauss_hermite(EXPECTATION_NODES))
     problem = GLMProblem(X, s, prior_T, np.zeros(d), nodes, weights, code, chunk, n_samples)
     state = GLMState(tau, nu, *(np.empty(d) for _ in range(4)))
     scratch = GLMScratch.allocate(n, d, chunk, n_chunks if schedule == "parallel" else 1)
@@ -350,7 +357,7 @@ def fit_regression(
         if kjit is not None:
             change, skipped = kjit.step(problem, state, scratch, rho, key, schedule)
         else:
-            change, skipped = sweep(problem, lik, state, scratch, rho, key)
+            change, skipped = sweep(problem, learner.kernel(), state, scratch, rho, key)
         n_restored = 0
         if guard:
             S.restore_improper(state.T, tau, nu, old_t, old_n, restored)
@@ -372,6 +379,8 @@ def fit_regression(
         # undamped step, and a tiny step (damping 1e-8) is no evidence of convergence; a sweep
         # whose update the guard undid, in part, or after which the fit starts again is none either
         measure = values["site_change"] / rho**2 if stopping == "paper" else change / rho
+        if learner.learned:  # (the likelihood's learned parameters: EM, after the sweep)
+            measure = max(measure, learner.update(state.mu, state.v))
         stop = noise.update(change) if noise is not None else None
         return _loop.StepReport(measure, int(skipped), n_restored == 0 and not restart, values, stop)
 
@@ -381,7 +390,9 @@ def fit_regression(
 
     def snapshot(it, trace):
         mu, v = state.mu.copy(), state.v.copy()
-        return RegressionResult.of(model, method, mu, v, it, False, "running", trace, None, options)
+        return RegressionResult.of(
+            model, method, mu, v, it, False, "running", trace, None, options, learner.likelihood
+        )
 
     def finite():  # (and proper: every variance > 0)
         return bool(np.all(np.isfinite(state.mu)) and np.all(np.isfinite(state.v)) and np.all(state.v > 0))
@@ -398,5 +409,5 @@ def fit_regression(
     state_out = RegressionState(RegressionSites(tau, nu), state.T, state.N)
     return RegressionResult.of(
         model, method, state.mu, state.v, out.n_iter, out.converged, out.stop_reason, out.trace,
-        state_out, options,
+        state_out, options, learner.likelihood,
     )  # fmt: skip

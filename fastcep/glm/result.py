@@ -7,7 +7,7 @@ from .. import _validation as V
 from .._quadrature import gauss_hermite
 from .._threads import num_threads
 from ..kernels.glm import generic
-from ..kernels.likelihoods import REGISTRY
+from ..likelihoods import resolve as resolve_likelihood
 from ..metrics import auc as _auc
 from ..results import GaussianPosterior
 
@@ -21,7 +21,7 @@ ROW_SCALE_LIMIT = 1e100
 
 
 class RegressionResult:
-    """A fitted Bayesian probit or logistic regression.
+    """A fitted Bayesian regression (a generalised linear model of any likelihood).
 
     Attributes
     ----------
@@ -31,6 +31,9 @@ class RegressionResult:
         ``mean`` and ``var`` (floats) of the intercept; None if the fit had none
         (``fit_intercept=False``).
     model, method : str
+        ``model`` is the likelihood's name ("probit", "poisson", ...).
+    likelihood : fastcep.likelihoods.Likelihood
+        The likelihood, its learned parameters filled in.
     n_iter : int
         Iterations (sweeps over all messages) run.
     converged : bool
@@ -47,9 +50,11 @@ class RegressionResult:
     """
 
     def __init__(
-        self, model, method, posterior, n_iter, converged, stop_reason, trace, state, options, intercept=None
-    ):
+        self, model, method, posterior, n_iter, converged, stop_reason, trace, state, options, intercept=None,
+        likelihood=None,
+    ):  # fmt: skip
         self.model = model
+        self.likelihood = likelihood if likelihood is not None else resolve_likelihood(model)
         self.method = method
         self.posterior = posterior
         self.intercept = intercept
@@ -61,14 +66,16 @@ class RegressionResult:
         self.options = options
 
     @classmethod
-    def of(cls, model, method, mu, v, n_iter, converged, stop_reason, trace, state, options):
+    def of(cls, model, method, mu, v, n_iter, converged, stop_reason, trace, state, options, likelihood=None):
         """The result of a fit whose posterior over (weights, intercept if fitted) is mu, v."""
         intercept = None
         if options.get("fit_intercept"):
             intercept = GaussianPosterior(float(mu[-1]), float(v[-1]))
             mu, v = mu[:-1], v[:-1]
         post = GaussianPosterior(mu, v)
-        return cls(model, method, post, n_iter, converged, stop_reason, trace, state, options, intercept)
+        return cls(
+            model, method, post, n_iter, converged, stop_reason, trace, state, options, intercept, likelihood
+        )
 
     def __repr__(self):
         return (
@@ -93,11 +100,25 @@ class RegressionResult:
             # (the built-ins' predictive densities are closed forms or their own rules: the
             # Gauss-Hermite rule serves likelihoods without one)
             nodes, weights = gauss_hermite(PREDICTIVE_NODES)
-            generic.predictive(REGISTRY[self.model](), X, mu, v, *b, nodes, weights, p, logp, ys)
+            generic.predictive(self.likelihood.kernel(), X, mu, v, *b, nodes, weights, p, logp, ys)
         return p, logp
 
+    def _binary_only(self, func):
+        if not self.likelihood.binary:
+            raise ValueError(
+                f"{func}: the likelihood {self.likelihood!r} is not binary; use predict(X) for the "
+                "predictive mean (and return_var=True for its variance)."
+            )
+
+    def latent(self, X):
+        """Posterior mean and variance (n_new,) of the linear predictor f = x.w (+ b) at each row."""
+        X = V.check_matrix(X, "X", "latent", n_cols=self.posterior.mean.size)
+        mu, v = self.posterior
+        b = self.intercept if self.intercept is not None else (0.0, 0.0)
+        return X @ mu + b[0], np.einsum("ij,ij,j->i", X, X, v) + b[1]
+
     def predict_proba(self, X):
-        """Posterior predictive P(y = 1 | x) for each row of X.
+        """Posterior predictive P(y = 1 | x) for each row of X (binary likelihoods).
 
         Parameters
         ----------
@@ -107,11 +128,23 @@ class RegressionResult:
         -------
         ndarray of float64, shape (n_new,)
         """
+        self._binary_only("predict_proba")
         return self._predictive(X)[0]
 
-    def predict(self, X):
-        """Most probable label for each row of X, shape (n_new,): 0 or 1 (int64), or one of the
-        two classes when the fit's labels were strings (``options["classes"]``)."""
+    def predict(self, X, return_var=False):
+        """Binary likelihoods: the most probable label for each row of X, shape (n_new,): 0 or 1
+        (int64), or one of the two classes when the fit's labels were strings
+        (``options["classes"]``). Others: the predictive mean E[y | x] (float64, (n_new,)), and
+        with ``return_var`` its variance Var[y | x] too (the likelihood's closed forms of the
+        moments of y when f ~ N(mean, var), ``Likelihood.mean_var``)."""
+        if not self.likelihood.binary:
+            moments = self.likelihood.mean_var(*self.latent(X))
+            if moments is None:
+                raise ValueError(
+                    f"predict: the likelihood {self.likelihood!r} has no closed-form moments of y; "
+                    "use latent(X) for the moments of f, or log_likelihood(X, y)."
+                )
+            return moments if return_var else moments[0]
         label = (self.predict_proba(X) > 0.5).astype(np.int64)
         classes = self.options.get("classes")
         return np.asarray(classes)[label] if classes is not None else label
@@ -129,11 +162,41 @@ class RegressionResult:
         float
         """
         X = V.check_matrix(X, "X", "log_likelihood", n_cols=self.posterior.mean.size)
-        s = V.check_labels(y, "y", "log_likelihood", X.shape[0], self.options.get("classes"))
+        if self.likelihood.binary:
+            s = V.check_labels(y, "y", "log_likelihood", X.shape[0], self.options.get("classes"))
+        else:
+            s = self.likelihood.check(y, "y", "log_likelihood", X.shape[0])
         return float(np.mean(self._predictive(X, s)[1]))
+
+    def rmse(self, X, y):
+        """Root mean squared error of the predictive mean ``predict(X)`` against values y (the
+        likelihoods of real values and counts)."""
+        return float(np.sqrt(np.mean((self._values(X, y, "rmse") - self.predict(X)) ** 2)))
+
+    def deviance(self, X, y):
+        """Mean unit deviance of values y against the predictive mean (the GLM convention, as
+        scikit-learn's ``mean_poisson_deviance``: Gaussian and Student-t the squared error,
+        Poisson 2 (y log(y / m) - y + m), negative binomial with its dispersion r
+        2 (y log(y / m) - (y + r) log((y + r) / (m + r)))); binary: -2 log P(y) under the
+        predictive."""
+        if self.likelihood.binary:
+            return -2.0 * self.log_likelihood(X, y)
+        values = self._values(X, y, "deviance")
+        unit = self.likelihood.unit_deviance(values, self.predict(X))
+        if unit is None:
+            raise ValueError(f"deviance: the likelihood {self.likelihood!r} has no unit deviance.")
+        return float(np.mean(unit))
+
+    def _values(self, X, y, func):
+        X = V.check_matrix(X, "X", func, n_cols=self.posterior.mean.size)
+        if self.likelihood.binary:
+            msg = f"{func}: the likelihood {self.likelihood!r} is binary; use auc or log_likelihood."
+            raise ValueError(msg)
+        return self.likelihood.check(y, "y", func, X.shape[0])
 
     def auc(self, X, y):
         """Area under the ROC curve of ``predict_proba(X)`` against labels y."""
+        self._binary_only("auc")
         X = V.check_matrix(X, "X", "auc", n_cols=self.posterior.mean.size)
         s = V.check_labels(y, "y", "auc", X.shape[0], self.options.get("classes"))
         return _auc(s > 0, self.predict_proba(X))

@@ -20,7 +20,7 @@ import math
 from numba import njit, prange
 
 from .._config import LEAF, PARALLEL_CACHED
-from ..likelihoods import log_predictive, tilted
+from ..likelihoods import log_lik, log_predictive, tilted
 from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity, save_row
 
 
@@ -101,3 +101,27 @@ def predictive(lik, X, mu, v, b_mean, b_var, nodes, weights, out_p, out_logp, y)
         out_p[i] = math.exp(log_predictive(lik, 1.0, mean, var, nodes, weights))
         if with_y:
             out_logp[i] = log_predictive(lik, y[i], mean, var, nodes, weights)
+
+
+#: rows per work unit of ``expected_log_lik`` (fixed: the sum does not depend on the threads)
+EXPECT_CHUNK = 4096
+
+
+@njit(**PARALLEL_CACHED)
+def expected_log_lik(lik, Y, m, v, nodes, weights, partial):
+    """sum_i E[log p(Y_i | f)] for f ~ N(m_i, v_i) (n,), by the Gauss-Hermite rule (probabilists'
+    nodes, weights summing to one): the objective of a likelihood's learned parameters (EM).
+    partial: (ceil(n / EXPECT_CHUNK),) scratch of the chunks' sums, added in chunk order."""
+    n = Y.shape[0]
+    n_chunks = partial.shape[0]
+    for c in prange(n_chunks):
+        acc = 0.0
+        for i in range(c * EXPECT_CHUNK, min(n, (c + 1) * EXPECT_CHUNK)):
+            sd = math.sqrt(v[i])
+            for j in range(nodes.shape[0]):
+                acc += weights[j] * log_lik(lik, Y[i], m[i] + sd * nodes[j])
+        partial[c] = acc
+    total = 0.0
+    for c in range(n_chunks):
+        total += partial[c]
+    return total

@@ -1,0 +1,109 @@
+"""Regression with any likelihood of the seam (issue 22): ``fit(X, y, model=<likelihood>)``."""
+
+import numpy as np
+import pytest
+
+import fastcep
+from fastcep.likelihoods import Bernoulli, Custom, Gaussian, resolve
+
+
+def _blr(X, y, noise, prior_var):
+    """The exact posterior of Bayesian linear regression: mean (d,), covariance (d, d)."""
+    A = X.T @ X / noise + np.eye(X.shape[1]) / prior_var
+    S = np.linalg.inv(A)
+    return S @ X.T @ y / noise, S
+
+
+@pytest.fixture
+def linear(rng):
+    n, d = 400, 4
+    X = rng.standard_normal((n, d))
+    y = X @ rng.standard_normal(d) + 0.5 * rng.standard_normal(n)
+    return X, y
+
+
+@pytest.mark.parametrize("method", ["ep", "cep1"])
+def test_a_known_gaussian_reaches_the_exact_posterior_means(linear, method):
+    X, y = linear
+    res = fastcep.fit(X, y, model=Gaussian(var=0.25), method=method, fit_intercept=False, tol=1e-10)
+    mean, S = _blr(X, y, 0.25, 1.0)
+    assert res.converged
+    np.testing.assert_allclose(res.posterior.mean, mean, atol=1e-7 * np.sqrt(np.diag(S)).min())
+    # the posterior is the prior times the sites
+    T = 1.0 + res.state.sites.tau.sum(axis=0)
+    np.testing.assert_allclose(res.posterior.var, 1.0 / T, rtol=1e-12)
+
+
+def test_the_learned_noise_variance_is_the_data_s(rng):
+    n, d = 3000, 3
+    X = rng.standard_normal((n, d))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 3.0 + 0.7 * rng.standard_normal(n)
+    res = fastcep.fit(X, y, model="gaussian")
+    assert res.likelihood.learned == ()
+    assert abs(res.likelihood.var / 0.49 - 1) < 0.08
+    assert abs(res.intercept.mean - 3.0) < 5 * np.sqrt(res.intercept.var) + 0.05
+    # the learned variance is the Gamma posterior's 1 / E[precision] given the fitted marginals
+    m, v = res.latent(X)
+    expect = (1e-3 + 0.5 * np.sum((y - m) ** 2 + v)) / (1e-3 + 0.5 * n)
+    assert abs(res.likelihood.var / expect - 1) < 1e-3
+
+
+def test_predictions_of_a_gaussian_fit_are_its_closed_forms(linear):
+    X, y = linear
+    res = fastcep.fit(X, y, model=Gaussian(var=0.3), method="ep")
+    m, v = res.latent(X)
+    mean, var = res.predict(X, return_var=True)
+    np.testing.assert_allclose(mean, m)
+    np.testing.assert_allclose(var, v + 0.3)
+    logp = -0.5 * (y - m) ** 2 / (v + 0.3) - 0.5 * np.log(2 * np.pi * (v + 0.3))
+    assert res.log_likelihood(X, y) == pytest.approx(np.mean(logp), rel=1e-12)
+    assert res.rmse(X, y) == pytest.approx(np.sqrt(np.mean((y - m) ** 2)), rel=1e-12)
+    assert res.deviance(X, y) == pytest.approx(np.mean((y - m) ** 2), rel=1e-12)
+    with pytest.raises(ValueError, match="not binary"):
+        res.predict_proba(X)
+    with pytest.raises(ValueError, match="not binary"):
+        res.auc(X, y > 0)
+
+
+def test_a_bernoulli_object_is_its_shorthand(rng):
+    X = rng.standard_normal((200, 3))
+    y = (X[:, 0] + 0.3 * rng.standard_normal(200) > 0).astype(int)
+    for link in ("probit", "logistic"):
+        a = fastcep.fit(X, y, model=link)
+        b = fastcep.fit(X, y, model=Bernoulli(link))
+        np.testing.assert_array_equal(a.posterior.mean, b.posterior.mean)
+        assert b.likelihood == Bernoulli(link) and b.model == link
+    assert resolve("logistic") == Bernoulli("logit")
+
+
+def test_the_same_seed_gives_the_same_fit_on_any_thread_count(linear):
+    X, y = linear
+    a = fastcep.fit(X, y, model="gaussian", n_threads=1)
+    b = fastcep.fit(X, y, model="gaussian", n_threads=2)
+    np.testing.assert_array_equal(a.posterior.mean, b.posterior.mean)
+    assert a.likelihood.var == b.likelihood.var
+
+
+@pytest.mark.parametrize(
+    "model, method, y, message",
+    [
+        ("gaussian", "lp", None, "method='lp' is written for the binary likelihoods"),
+        ("gaussian", "cep1", np.full(400, np.nan), "must hold finite values"),
+        ("gaussian", "cep1", np.zeros(7), "one value per row of X"),
+        ("weibull", "cep1", None, "'model' parameter of fit must be"),
+    ],
+)
+def test_bad_input_names_the_problem(linear, model, method, y, message):
+    X, y0 = linear
+    with pytest.raises(ValueError, match=message):
+        fastcep.fit(X, y0 if y is None else y, model=model, method=method)
+
+
+def test_likelihood_objects_check_their_parameters():
+    with pytest.raises(ValueError, match="var must be a float > 0"):
+        Gaussian(var=-1.0)
+    with pytest.raises(TypeError, match="numba.njit"):
+        Custom(lambda y, f: 0.0)
+    with pytest.raises(ValueError, match="link must be"):
+        Bernoulli("cauchit")
+    assert repr(Gaussian(2.0)) == "Gaussian(var=2.0)"
