@@ -1,16 +1,19 @@
 """fastcep: conditional expectation propagation (Wang & Zhe, UAI 2019), compiled with Numba.
 
-``fastcep.fit`` fits Bayesian probit and logistic regression (CEP-1, CEP-2, EP) and Bayesian CP
-tensor decompositions (``model="cp_gaussian" | "cp_probit"``); the result holds the posterior,
+``fastcep.fit`` fits Bayesian generalised linear regression (CEP-1, CEP-2, EP; probit and logistic
+labels, and any likelihood of ``fastcep.likelihoods``: Gaussian, Poisson, negative binomial,
+Student-t, a user's own) and Bayesian CP tensor decompositions (``model="cp_gaussian" | "cp_probit"``); the result holds the posterior,
 predictions and a per-iteration trace. ``fastcep.stream`` decomposes a tensor arriving in
 batches (ADF-CEP), from memory or block by block from an HDF5 tensor file (``write_tensor``,
 ``text_to_tensor``, ``TensorReader``). ``fastcep.save_model`` and ``fastcep.load_model`` write and
 read a fitted CP model. scikit-learn style estimators
-``BayesianProbitClassifier`` and ``BayesianLogisticClassifier`` need scikit-learn.
+``BayesianProbitClassifier``, ``BayesianLogisticClassifier`` and ``BayesianRegressor`` need
+scikit-learn.
 """
 
 from . import (
     _checkout,  # noqa: F401 (first: completes the package path in a checkout)
+    likelihoods,
     metrics,
 )
 from ._loop import ConvergenceWarning
@@ -36,6 +39,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BayesianLogisticClassifier",
     "BayesianProbitClassifier",
+    "BayesianRegressor",
     "CPPosterior",
     "CPResult",
     "CPState",
@@ -54,6 +58,7 @@ __all__ = [
     "auc",
     "fit",
     "gaussian_kl",
+    "likelihoods",
     "load_model",
     "metrics",
     "read_tensor",
@@ -64,7 +69,7 @@ __all__ = [
     "write_tensor",
 ]
 
-_ESTIMATORS = ("BayesianProbitClassifier", "BayesianLogisticClassifier")
+_ESTIMATORS = ("BayesianProbitClassifier", "BayesianLogisticClassifier", "BayesianRegressor")
 
 
 def __getattr__(name):

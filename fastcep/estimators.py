@@ -3,7 +3,7 @@
 import numpy as np
 
 try:
-    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
     from sklearn.utils.multiclass import check_classification_targets, type_of_target
     from sklearn.utils.validation import check_is_fitted, validate_data
 except ImportError as exc:  # pragma: no cover - exercised only without scikit-learn
@@ -135,3 +135,87 @@ class BayesianLogisticClassifier(_BayesianBinaryClassifier):
     """
 
     _model = "logistic"
+
+
+class BayesianRegressor(RegressorMixin, BaseEstimator):
+    """Bayesian generalised linear regression of continuous or count targets (CEP / EP), with a
+    fully factorised Gaussian posterior over the weights.
+
+    Parameters
+    ----------
+    likelihood : str or fastcep.likelihoods.Likelihood, default "gaussian"
+        "gaussian", "poisson", "negbin", "student_t" or a likelihood object (its learned
+        parameters, given as None, are learned by the fit).
+    method : {"cep1", "ep"}, default "cep1"
+    prior_var, fit_intercept, intercept_var, damping, max_iter, tol, n_threads
+        As ``fastcep.fit``, with its defaults (the option table).
+
+    Fitted attributes: ``coef_``, ``coef_var_`` (posterior means and variances), ``intercept_``,
+    ``intercept_var_`` (0.0 without one), ``likelihood_`` (the likelihood, learned parameters
+    filled in), ``n_iter_``, ``result_``. ``predict(X, return_std=False)`` gives the posterior
+    predictive mean of y (and its standard deviation), ``score`` the R^2 of that mean.
+    """
+
+    def __init__(
+        self,
+        likelihood="gaussian",
+        method=DEFAULTS["method"],
+        prior_var=DEFAULTS["prior_var"],
+        fit_intercept=DEFAULTS["fit_intercept"],
+        intercept_var=DEFAULTS["intercept_var"],
+        damping=DEFAULTS["damping"],
+        max_iter=DEFAULTS["max_iter"],
+        tol=DEFAULTS["tol"],
+        n_threads=DEFAULTS["n_threads"],
+    ):
+        self.likelihood = likelihood
+        self.method = method
+        self.prior_var = prior_var
+        self.fit_intercept = fit_intercept
+        self.intercept_var = intercept_var
+        self.damping = damping
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_threads = n_threads
+
+    def fit(self, X, y):
+        """Fit the posterior over the weights; X (n, d), y (n,) values the likelihood accepts.
+
+        Returns
+        -------
+        self
+        """
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=1)
+        self.result_ = fit(
+            X,
+            y,
+            model=self.likelihood,
+            method=self.method,
+            prior_var=self.prior_var,
+            fit_intercept=self.fit_intercept,
+            intercept_var=self.intercept_var,
+            damping=self.damping,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            n_threads=self.n_threads,
+        )
+        if self.result_.likelihood.binary:
+            raise ValueError(
+                "BayesianRegressor: the likelihood is binary; use BayesianProbitClassifier or "
+                "BayesianLogisticClassifier."
+            )
+        self.coef_ = self.result_.posterior.mean.copy()
+        self.coef_var_ = self.result_.posterior.var.copy()
+        b = self.result_.intercept
+        self.intercept_ = b.mean if b is not None else 0.0
+        self.intercept_var_ = b.var if b is not None else 0.0
+        self.likelihood_ = self.result_.likelihood
+        self.n_iter_ = self.result_.n_iter
+        return self
+
+    def predict(self, X, return_std=False):
+        """Posterior predictive mean of y, shape (n,); with ``return_std`` its standard deviation too."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        mean, var = self.result_.predict(X, return_var=True)
+        return (mean, np.sqrt(var)) if return_std else mean

@@ -15,6 +15,7 @@ from fastcep.data_tools import make_regression_simulation  # noqa: E402
         fastcep.BayesianProbitClassifier(max_iter=200),
         fastcep.BayesianLogisticClassifier(method="cep2", max_iter=200),
         fastcep.BayesianProbitClassifier(method="ep", max_iter=200),
+        fastcep.BayesianRegressor(max_iter=200),
     ]
 )
 def test_sklearn_compatible(estimator, check):
@@ -28,3 +29,16 @@ def test_estimator_equals_fit():
     np.testing.assert_array_equal(est.coef_, res.posterior.mean)
     np.testing.assert_allclose(est.predict_proba(X)[:, 1], res.predict_proba(X))
     assert set(est.predict(X)) <= {"yes", "no"}
+
+
+def test_regressor_equals_fit(rng):
+    X = rng.standard_normal((300, 3))
+    y = X @ np.array([0.5, -1.0, 2.0]) + 1.0 + 0.3 * rng.standard_normal(300)
+    est = fastcep.BayesianRegressor().fit(X, y)
+    res = fastcep.fit(X, y, model="gaussian")
+    np.testing.assert_array_equal(est.coef_, res.posterior.mean)
+    mean, sd = est.predict(X, return_std=True)
+    np.testing.assert_array_equal(mean, res.predict(X))
+    np.testing.assert_allclose(sd**2, res.predict(X, return_var=True)[1])
+    assert est.likelihood_ == res.likelihood
+    assert est.score(X, y) > 0.95
