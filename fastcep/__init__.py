@@ -2,13 +2,13 @@
 
 ``fastcep.fit`` fits Bayesian generalised linear regression (CEP-1, CEP-2, EP; probit and logistic
 labels, and any likelihood of ``fastcep.likelihoods``: Gaussian, Poisson, negative binomial,
-Student-t, a user's own) and Bayesian CP tensor decompositions (``model="cp_gaussian" | "cp_probit"``); the result holds the posterior,
-predictions and a per-iteration trace. ``fastcep.stream`` decomposes a tensor arriving in
-batches (ADF-CEP), from memory or block by block from an HDF5 tensor file (``write_tensor``,
-``text_to_tensor``, ``TensorReader``). ``fastcep.save_model`` and ``fastcep.load_model`` write and
-read a fitted CP model. scikit-learn style estimators
-``BayesianProbitClassifier``, ``BayesianLogisticClassifier`` and ``BayesianRegressor`` need
-scikit-learn.
+Student-t, a user's own) and Bayesian CP tensor decompositions (``model="cp_gaussian" |
+"cp_probit"``); the result holds the posterior, predictions and a per-iteration trace.
+``fastcep.stream`` decomposes a tensor arriving in batches (ADF-CEP), from memory or block by
+block from an HDF5 tensor file (``write_tensor``, ``text_to_tensor``, ``TensorReader``).
+``fastcep.save_model`` and ``fastcep.load_model`` write and read a fitted CP model. The
+scikit-learn style estimators ``BayesianProbitClassifier``, ``BayesianLogisticClassifier`` and
+``BayesianRegressor`` need scikit-learn.
 """
 
 from . import (

@@ -8,9 +8,10 @@ paper's simulated data and on a UCI set, and print a comparison table.
 ``fastcep stream TENSOR.h5 -o MODEL.h5``: ADF-CEP with checkpoints and ``--resume``.
 ``fastcep evaluate MODEL.h5 TEST.h5``: RMSE and test log-likelihood (continuous), or AUC, test
 log-likelihood, Brier score, calibration error, mean P and positive rate (binary).
-``fastcep glm fit DATA --target COL -o MODEL.h5``: Bayesian probit or logistic regression on a
-CSV file or HDF5 table (``fastcep.io.table``), writes a regression model file
-(``fastcep.io.glm_model``); ``fastcep glm evaluate MODEL.h5 DATA``: its test metrics.
+``fastcep glm fit DATA --target COL -o MODEL.h5``: Bayesian regression (``--model``: probit,
+logistic, gaussian, poisson, negbin, student_t) on a CSV file or HDF5 table (``fastcep.io.table``),
+writes a regression model file (``fastcep.io.glm_model``); ``fastcep glm evaluate MODEL.h5 DATA``:
+its test metrics (binary: as ``evaluate``; values: RMSE, test log-likelihood, mean deviance).
 
 ``--json`` prints machine-readable output, ``--quiet`` silences progress and notes, ``--plot
 FILE.png`` draws the fit's convergence (``fit``, ``stream``, ``glm fit``) or the predictions
@@ -32,6 +33,7 @@ import numpy as np
 from . import __version__
 from . import _options as O
 from ._loop import ConvergenceWarning, end_status
+from .likelihoods import resolve as resolve_likelihood
 
 
 class UserError(Exception):
@@ -624,9 +626,10 @@ GLM_OPTIONS = (
 )  # fmt: skip
 
 
-def _glm_data(path, target, features, delimiter):
+def _glm_data(path, target, features, delimiter, binary=True):
     """``(features, X, y)`` from a data table: the named feature columns (default: every column
-    but the target) and the target."""
+    but the target) and the target (``binary``: checked as labels 0/1 or -1/1; else the fit checks
+    it for its likelihood)."""
     if features is not None and len(set(features)) != len(features):
         raise UserError("--features names a column twice")
     if features is not None and target in features:
@@ -642,7 +645,7 @@ def _glm_data(path, target, features, delimiter):
     X = np.column_stack([table.columns[name] for name in features])
     y = table.columns[target]
     labels = set(np.unique(y).tolist())
-    if not (labels <= {0.0, 1.0} or labels <= {-1.0, 1.0}):
+    if binary and not (labels <= {0.0, 1.0} or labels <= {-1.0, 1.0}):
         rows = np.nonzero(~np.isin(y, (-1.0, 0.0, 1.0)))[0]
         first = f"data row {rows[0] + 1} holds {float(y[rows[0]]):g}" if rows.size else "it mixes 0 and -1"
         raise UserError(f"the target column {target!r} must hold binary labels 0/1 or -1/1; {first}")
@@ -655,7 +658,8 @@ def cmd_glm_fit(args):
 
     _check_output(args.output, "-o", [args.data])
     _check_plot(args, [args.data, args.output])
-    features, X, y = _glm_data(args.data, args.target, args.features, args.delimiter)
+    binary = resolve_likelihood(args.model).binary
+    features, X, y = _glm_data(args.data, args.target, args.features, args.delimiter, binary)
     t0 = time.perf_counter()
     res = fit(
         X, y, model=args.model, method=args.method, n_threads=args.threads, progress=not args.quiet,
@@ -691,14 +695,40 @@ def cmd_glm_evaluate(args):
     target = args.target or model.target
     if not target:
         raise UserError(f"{args.model!r} names no target column: give --target COL")
-    _, X, labels = _glm_data(args.data, target, list(model.features), args.delimiter)
     res = model.result
+    binary = res.likelihood.binary
+    _, X, labels = _glm_data(args.data, target, list(model.features), args.delimiter, binary)
+    if not binary:
+        return _glm_evaluate_values(args, res, X, labels, target)
     p = res.predict_proba(X)
     y = labels > 0
     m = _binary_metrics(y, p, lambda: res.log_likelihood(X, y))
     payload = {"model_file": args.model, "data": args.data, "target": target, "rows": len(y), **m}
     text = _binary_text(m, len(y)).replace(" entries", " rows", 1)
     plotted = _save_plot(args, _draw_binary(y, p, True, m["auc"] is not None), (10.0, 5.0))
+    if plotted is not None:
+        payload["plot"] = plotted
+        text += f"\nwrote {plotted}"
+    _out(args, payload, text)
+    return 0
+
+
+def _glm_evaluate_values(args, res, X, y, target):
+    """``glm evaluate`` of a likelihood of values (real or counts): RMSE, test log-likelihood and
+    mean deviance of the predictive."""
+    payload = {
+        "model_file": args.model, "data": args.data, "target": target, "rows": len(y),
+        "likelihood": repr(res.likelihood), "rmse": res.rmse(X, y),
+        "test_log_likelihood": res.log_likelihood(X, y), "mean_deviance": res.deviance(X, y),
+    }  # fmt: skip
+    text = "\n".join(
+        [
+            f"RMSE {payload['rmse']:.4f} on {len(y)} rows ({payload['likelihood']})",
+            f"test log-likelihood {payload['test_log_likelihood']:.4f} (the posterior predictive)",
+            f"mean deviance {payload['mean_deviance']:.4f}",
+        ]
+    )
+    plotted = _save_plot(args, _draw_continuous(y, res.predict(X)), (6.0, 6.0))
     if plotted is not None:
         payload["plot"] = plotted
         text += f"\nwrote {plotted}"
@@ -750,7 +780,7 @@ def build_parser():
         flag: its choices and help from the option table (``fastcep._options``); None (not
         given): the default."""
         if O.choices(name, family) is not None:
-            kw["choices"] = O.choices(name, family)
+            kw.setdefault("choices", O.choices(name, family))
         kw.setdefault("default", None)
         q.add_argument("--" + name.replace("_", "-"), help=O.cli_help(name, family), **kw)
 
@@ -808,7 +838,7 @@ def build_parser():
     json_and_plot(e, "the metrics", "calibration and ROC (binary) or predicted against observed (continuous)")
     e.set_defaults(func=cmd_evaluate)
 
-    g = sub.add_parser("glm", help="Bayesian probit or logistic regression on a CSV file or HDF5 table")
+    g = sub.add_parser("glm", help="Bayesian regression of binary, real or count targets on a data table")
     gsub = g.add_subparsers(dest="glm_command", required=True)
 
     def data_args(q):
@@ -818,14 +848,19 @@ def build_parser():
     gf.add_argument(
         "data", help="CSV file with a header row, or HDF5 file of one 1-D dataset per column in its root"
     )
-    gf.add_argument("--target", required=True, help="the column of binary labels (0/1 or -1/1; required)")
+    gf.add_argument(
+        "--target", required=True,
+        help="the target column (required): binary labels 0/1 or -1/1, or values the --model takes",
+    )  # fmt: skip
     gf.add_argument(
         "--features", nargs="+", metavar="COL", default=None,
         help="the feature columns (default: every column but the target)",
     )  # fmt: skip
     common(gf, "regression", "regression model")
-    for name in ("model", "method"):
-        option(gf, name, "regression", default=O.defaults("regression", "cep1")[name])
+    # (a Custom likelihood is code: not a command-line choice)
+    names = [m for m in O.choices("model", "regression") if m != "custom"]
+    option(gf, "model", "regression", default=O.defaults("regression", "cep1")["model"], choices=names)
+    option(gf, "method", "regression", default=O.defaults("regression", "cep1")["method"])
     option(gf, "damping", "regression", type=_float_or_auto)
     option(gf, "fit_intercept", "regression", action=argparse.BooleanOptionalAction)
     for name in ("prior_var", "intercept_var", "tol", "threshold"):
@@ -841,9 +876,7 @@ def build_parser():
     ge = gsub.add_parser("evaluate", help="test metrics of a regression model file on data")
     ge.add_argument("model", help="regression model file (from 'fastcep glm fit')")
     ge.add_argument("data", help="CSV file or HDF5 table holding the model's feature columns and the target")
-    ge.add_argument(
-        "--target", default=None, help="the column of binary labels (default: the model's target)"
-    )
+    ge.add_argument("--target", default=None, help="the target column (default: the model's target)")
     json_and_plot(ge, "the metrics", "calibration and ROC")
     data_args(ge)
     ge.set_defaults(func=cmd_glm_evaluate, verb="glm evaluate")

@@ -70,8 +70,8 @@ class Likelihood:
         if not np.all(np.isfinite(arr)):
             bad = np.nonzero(~np.isfinite(arr))[0]
             raise ValueError(
-                f"The {name!r} parameter of {func} must hold finite values. Got {arr[bad[0]]!r} at rows "
-                f"{bad[:5].tolist()} instead."
+                f"The {name!r} parameter of {func} must hold finite values. Got {float(arr[bad[0]])!r} at "
+                f"rows {bad[:5].tolist()} instead."
             )
         return arr
 
@@ -171,8 +171,8 @@ def _check_counts(arr, name, func):
     bad = np.nonzero(~((arr >= 0) & (arr == np.floor(arr))))[0]
     if bad.size:
         raise ValueError(
-            f"The {name!r} parameter of {func} must hold counts (integers >= 0). Got {arr[bad[0]]!r} at rows "
-            f"{bad[:5].tolist()} instead."
+            f"The {name!r} parameter of {func} must hold counts (integers >= 0). Got {float(arr[bad[0]])!r} "
+            f"at rows {bad[:5].tolist()} instead."
         )
     return arr
 

@@ -1,9 +1,11 @@
-"""Regression model files: a fitted Bayesian probit or logistic regression and the names of its
+"""Regression model files: a fitted Bayesian regression (any built-in likelihood) and the names of its
 features (``save_glm_model``, ``load_glm_model``; written by ``fastcep glm fit``).
 
-Layout (format version 1). Root attributes: ``format`` ("fastcep-glm-model"), ``format_version``
-(1), ``model`` ("probit" or "logistic"), ``method``, ``target`` (the label column's name, "" if
-unknown), ``n_iter``, ``converged``, ``stop_reason`` and ``options`` (the fit's options, JSON).
+Layout (format version 2). Root attributes: ``format`` ("fastcep-glm-model"), ``format_version``
+(2), ``model`` (the likelihood's name: "probit", "logistic", "gaussian", "poisson", "negbin",
+"student_t"), ``likelihood`` (its parameters, JSON, learned ones filled in), ``method``,
+``target`` (the target column's name, "" if unknown), ``n_iter``, ``converged``, ``stop_reason``
+and ``options`` (the fit's options, JSON).
 Datasets: ``features`` (d,) UTF-8 strings, the feature names in the order of the weights;
 ``posterior/mean`` and ``posterior/var`` (d,) float64, the factorised Gaussian posterior of the
 weights; ``intercept/mean`` and ``intercept/var`` (scalars), present only for a fit with an
@@ -23,13 +25,14 @@ import numpy as np
 from .. import _options as O
 from .._loop import TRACE_FIELDS, Trace
 from ..glm.result import RegressionResult
+from ..likelihoods import SHORTHANDS, Custom
 from ..results import GaussianPosterior
 from .files import atomic_h5, bad_file, json_default, open_h5, sign, verify
 
 GLM_MODEL_FORMAT = "fastcep-glm-model"
-GLM_MODEL_FORMAT_VERSION = 1
-#: versions this fastcep reads
-READABLE_VERSIONS = (1,)
+GLM_MODEL_FORMAT_VERSION = 2
+#: versions this fastcep reads (1: binary likelihoods only, no ``likelihood`` attribute)
+READABLE_VERSIONS = (1, 2)
 #: the kind named in the errors ("... is not a valid fastcep regression model file: ...")
 KIND = "regression model"
 
@@ -56,6 +59,11 @@ def save_glm_model(result, path, features, target=""):
     """
     if not isinstance(result, RegressionResult):
         raise TypeError(f"save_glm_model: expected a RegressionResult, got {type(result).__name__}.")
+    if isinstance(result.likelihood, Custom):
+        raise ValueError(
+            "save_glm_model: a Custom likelihood cannot be written (its log-density is code); keep the "
+            "result, or save its posterior arrays (result.posterior) yourself."
+        )
     features = tuple(str(name) for name in features)
     d = result.posterior.mean.size
     if len(features) != d or len(set(features)) != d:
@@ -69,6 +77,7 @@ def save_glm_model(result, path, features, target=""):
         f.attrs["format_version"] = GLM_MODEL_FORMAT_VERSION
         f.attrs["model"] = result.model
         f.attrs["method"] = result.method
+        f.attrs["likelihood"] = json.dumps(result.likelihood.params())
         f.attrs["target"] = str(target)
         f.attrs["n_iter"] = int(result.n_iter)
         f.attrs["converged"] = bool(result.converged)
@@ -88,6 +97,18 @@ def save_glm_model(result, path, features, target=""):
         sign(f)
 
     atomic_h5(path, write)
+
+
+def _likelihood(path, model, params):
+    """The likelihood of a model file: its model's built-in with the file's parameters, checked."""
+    base = SHORTHANDS[model]()
+    ok = isinstance(params, dict) and set(params) <= set(base.params())
+    if ok and base.binary:
+        ok = params.get("link", base.link) == base.link
+    elif ok:
+        ok = all(isinstance(v, (int, float)) and np.isfinite(v) and v > 0 for v in params.values())
+    _check(path, ok, f"its likelihood's parameters {params!r} are not valid for {model!r}")
+    return base if base.binary else base.with_params(**params)
 
 
 def _check(path, ok, why):
@@ -139,10 +160,13 @@ def load_glm_model(path):
             trace = Trace.from_columns(n_iter, **columns)
             target = str(f.attrs.get("target", ""))
             converged, stop_reason = bool(f.attrs["converged"]), str(f.attrs["stop_reason"])
+            params = json.loads(f.attrs["likelihood"]) if version >= 2 else {}
         except (KeyError, OSError, ValueError, TypeError) as exc:
             raise bad_file(KIND, path, f"missing or unreadable content ({exc})") from exc
     models, methods = O.choices("model", "regression"), O.choices("method", "regression")
-    _check(path, model in models, f"unknown model {model!r} (this fastcep knows {', '.join(models)})")
+    known = [m for m in models if m in SHORTHANDS]
+    _check(path, model in known, f"unknown model {model!r} (this fastcep knows {', '.join(known)})")
+    likelihood = _likelihood(path, model, params)
     _check(path, method in methods, f"unknown method {method!r} (this fastcep knows {', '.join(methods)})")
     d = len(features)
     _check(path, len(set(features)) == d, "its feature names repeat")
@@ -158,5 +182,7 @@ def load_glm_model(path):
     options["n_threads"] = None  # (the writer's thread count may exceed this machine's)
     post = GaussianPosterior(mean, var)
     b = None if intercept is None else GaussianPosterior(float(intercept[0]), float(intercept[1]))
-    result = RegressionResult(model, method, post, n_iter, converged, stop_reason, trace, None, options, b)
+    result = RegressionResult(
+        model, method, post, n_iter, converged, stop_reason, trace, None, options, b, likelihood
+    )
     return GLMModel(result, features, target)
