@@ -168,3 +168,29 @@ def test_errors(data, capsys):
     )
     err = _bad(capsys, "evaluate", "m.h5", "t.h5")
     assert "it is a regression model file: evaluate it with `fastcep glm evaluate m.h5 DATA`" in err
+
+
+def test_a_likelihood_of_values_fits_and_evaluates(tmp_path, monkeypatch, capsys):
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((300, 3))
+    y = X @ np.array([1.0, -0.5, 0.2]) + 2.0 + 0.4 * rng.standard_normal(300)
+    rows = [",".join([*NAMES, "value"])] + [
+        ",".join(repr(float(v)) for v in [*x, t]) for x, t in zip(X, y, strict=True)
+    ]
+    (tmp_path / "values.csv").write_text("\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(
+        capsys, "glm", "fit", "values.csv", "--target", "value", "--model", "gaussian", "-o", "g.h5"
+    )
+    assert code == 0
+    m = load_glm_model("g.h5")
+    res = fastcep.fit(X, y, model="gaussian")
+    assert m.result.likelihood == res.likelihood
+    np.testing.assert_allclose(m.result.posterior.mean, res.posterior.mean, rtol=1e-12)
+    code, out, err = run(capsys, "glm", "evaluate", "g.h5", "values.csv", "--json")
+    report = json.loads(out)
+    assert report["rmse"] == pytest.approx(res.rmse(X, y), rel=1e-12)
+    assert report["test_log_likelihood"] == pytest.approx(res.log_likelihood(X, y), rel=1e-12)
+    assert report["mean_deviance"] == pytest.approx(res.deviance(X, y), rel=1e-12)
+    err = _bad(capsys, "glm", "fit", "values.csv", "--target", "value", "--model", "poisson", "-o", "p.h5")
+    assert "must hold counts (integers >= 0)" in err

@@ -1,6 +1,8 @@
 """Regression model files (``fastcep.io.glm_model``), data tables (``fastcep.io.table``) and what
 a file holds (``fastcep.io.kinds``)."""
 
+import json
+
 import h5py
 import numpy as np
 import pytest
@@ -33,7 +35,8 @@ def test_a_model_file_predicts_as_the_fit(fitted, tmp_path):
     np.testing.assert_array_equal(got.trace.change, res.trace.change)
     assert got.options["damping"] == res.options["damping"] and got.state is None
     with h5py.File(tmp_path / "m.h5") as f:
-        assert f.attrs["format"] == "fastcep-glm-model" and f.attrs["format_version"] == 1
+        assert f.attrs["format"] == "fastcep-glm-model" and f.attrs["format_version"] == 2
+        assert json.loads(f.attrs["likelihood"]) == {"link": "logistic"}
         assert sorted(f["posterior"]) == ["mean", "var"] and sorted(f["intercept"]) == ["mean", "var"]
 
 
@@ -79,7 +82,9 @@ def _set(name, value):
     "edit, message",
     [
         (lambda f: f.attrs.__setitem__("format", "fastcep-cp-model"), "format attribute is 'fastcep-cp-mo"),
-        (lambda f: f.attrs.__setitem__("format_version", 2), "format version 2, this fastcep reads 1"),
+        (lambda f: f.attrs.__setitem__("format_version", 3), "format version 3, this fastcep reads 2"),
+        (lambda f: f.attrs.__setitem__("likelihood", '{"link": "probit"}'), "its likelihood's parameters"),
+        (lambda f: f.attrs.__setitem__("likelihood", '{"var": 1.0}'), "its likelihood's parameters"),
         (lambda f: f.attrs.__setitem__("model", "cauchit"), "unknown model 'cauchit'"),
         (lambda f: f.attrs.__setitem__("method", "mcmc"), "unknown method 'mcmc'"),
         (_set("posterior/mean", np.array([0.1, np.nan, 0.3])), "the posterior holds non-finite numbers"),
@@ -192,3 +197,40 @@ def test_file_kind(tmp_path, fitted):
         "m.h5": "fastcep-glm-model",
         "missing": "missing",
     }
+
+
+def test_a_learned_likelihood_round_trips_and_version_1_files_still_load(tmp_path):
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((200, 2))
+    y = X @ np.array([1.0, 2.0]) + rng.standard_normal(200)
+    res = fastcep.fit(X, y, model="gaussian")
+    save_glm_model(res, tmp_path / "g.h5", ["a", "b"])
+    got = load_glm_model(tmp_path / "g.h5").result
+    assert got.likelihood == res.likelihood and got.likelihood.var == res.likelihood.var
+    np.testing.assert_array_equal(got.predict(X, return_var=True), res.predict(X, return_var=True))
+    _corrupt(tmp_path / "g.h5", lambda f: f.attrs.__setitem__("likelihood", '{"var": -2.0}'))
+    with pytest.raises(FileFormatError, match="its likelihood's parameters"):
+        load_glm_model(tmp_path / "g.h5")
+    # a file of format 1 (binary likelihoods, no likelihood attribute) reads as before
+    Xb, yb, _ = make_regression_simulation("probit", "gaussian", n=200, d=2, seed=0)
+    old = fastcep.fit(Xb, yb)
+    save_glm_model(old, tmp_path / "v1.h5", ["a", "b"])
+    _corrupt(
+        tmp_path / "v1.h5",
+        lambda f: (f.attrs.__delitem__("likelihood"), f.attrs.__setitem__("format_version", 1)),
+    )
+    assert load_glm_model(tmp_path / "v1.h5").result.likelihood == old.likelihood
+
+
+def test_a_custom_likelihood_is_not_written(tmp_path):
+    numba = pytest.importorskip("numba")
+
+    @numba.njit
+    def logpdf(y, f):
+        return -0.5 * (y - f) ** 2
+
+    res = fastcep.fit(np.eye(3), np.ones(3), model="gaussian")
+    res.likelihood = fastcep.likelihoods.Custom(logpdf)
+    with pytest.raises(ValueError, match="a Custom likelihood cannot be written"):
+        save_glm_model(res, tmp_path / "c.h5", ["a", "b", "c"])
+    assert not (tmp_path / "c.h5").exists()
