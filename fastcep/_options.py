@@ -110,6 +110,13 @@ OPTIONS = (
     Option("intercept_var", "Variance of the intercept's zero-mean Gaussian prior.", {
         "regression": Spec(POSITIVE, 100.0, "broad: an offset of a few units costs the prior nothing"),
     }),
+    Option("offset", "A known term added to each row's linear predictor f (n floats; None: none).", {
+        "regression": Spec(
+            DataCheck("array of n finite floats or None"), None,
+            "the log of an exposure for counts; methods 'cep1' and 'ep'; give it to predict too",
+            methods=GENERIC_METHODS,
+        ),
+    }),
     Option("a0", "Shape of the Gamma(a0, b0) prior of the noise precision (cp_gaussian).", {
         "cp": Spec(POSITIVE, 1e-3),
         "cp/cp_wopt": Refused(POINT_ESTIMATE),

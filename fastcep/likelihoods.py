@@ -66,14 +66,7 @@ class Likelihood:
 
     def check(self, y, name, func, n):
         """The values y (n,) checked for this likelihood, as float64 (binary: signs +-1)."""
-        arr = _as_vector(y, name, func, n)
-        if not np.all(np.isfinite(arr)):
-            bad = np.nonzero(~np.isfinite(arr))[0]
-            raise ValueError(
-                f"The {name!r} parameter of {func} must hold finite values. Got {float(arr[bad[0]])!r} at "
-                f"rows {bad[:5].tolist()} instead."
-            )
-        return arr
+        return _finite_vector(y, name, func, n)
 
     def mean_var(self, m, v):
         """Predictive mean and variance of y when f ~ N(m, v) (arrays), or None (no closed form)."""
@@ -108,7 +101,20 @@ def _as_vector(y, name, func, n):
             f"The {name!r} parameter of {func} must have one value per row of X ({n}). Got {arr.shape[0]} "
             "values instead."
         )
+    if arr.shape[0] == 0:
+        return np.empty(0)
     return np.ascontiguousarray(arr)
+
+
+def _finite_vector(y, name, func, n):
+    arr = _as_vector(y, name, func, n)
+    if not np.all(np.isfinite(arr)):
+        bad = np.nonzero(~np.isfinite(arr))[0]
+        raise ValueError(
+            f"The {name!r} parameter of {func} must hold finite values. Got {float(arr[bad[0]])!r} at "
+            f"rows {bad[:5].tolist()} instead."
+        )
+    return arr
 
 
 def _positive_or_none(value, name, owner):
@@ -300,6 +306,11 @@ class Custom(Likelihood):
 
     def __hash__(self):
         return hash((Custom, id(self.logpdf)))
+
+
+def check_offset(offset, n, func):
+    """The offset (n,) float64, finite; None: an empty array (no offset)."""
+    return np.empty(0) if offset is None else _finite_vector(offset, "offset", func, n)
 
 
 #: the shorthands: a string model names a built-in with its defaults

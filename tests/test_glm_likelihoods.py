@@ -107,3 +107,26 @@ def test_likelihood_objects_check_their_parameters():
     with pytest.raises(ValueError, match="link must be"):
         Bernoulli("cauchit")
     assert repr(Gaussian(2.0)) == "Gaussian(var=2.0)"
+
+
+def test_an_offset_is_a_known_term_of_f(linear):
+    """An offset o shifts every row's f: fitting y with offset o equals fitting y - o without one
+    (Gaussian likelihood: the same posterior to rounding), and predictions take it back."""
+    X, y = linear
+    o = np.linspace(-1.0, 2.0, len(y))
+    lik = Gaussian(var=0.3)
+    for method in ("ep", "cep1"):
+        a = fastcep.fit(X, y, model=lik, method=method, offset=o, tol=1e-10)
+        b = fastcep.fit(X, y - o, model=lik, method=method, tol=1e-10)
+        np.testing.assert_allclose(a.posterior.mean, b.posterior.mean, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(a.predict(X, offset=o), b.predict(X) + o, rtol=1e-9, atol=1e-12)
+        assert a.log_likelihood(X, y, offset=o) == pytest.approx(b.log_likelihood(X, y - o), rel=1e-9)
+    # a binary likelihood with an offset takes the generic rows
+    s = (X[:, 0] + 0.2 * o > 0).astype(float)
+    c = fastcep.fit(X, s, model="probit", method="ep", offset=np.zeros(len(y)))
+    d = fastcep.fit(X, s, model="probit", method="ep")
+    np.testing.assert_allclose(c.posterior.mean, d.posterior.mean, rtol=1e-9)
+    with pytest.raises(ValueError, match="'offset' parameter of fit must hold finite values"):
+        fastcep.fit(X, y, model="gaussian", offset=np.full(len(y), np.inf))
+    with pytest.raises(TypeError, match="offset"):
+        fastcep.fit(X, s, model="probit", method="lp", offset=o)

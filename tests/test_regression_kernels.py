@@ -21,8 +21,8 @@ from fastcep.kernels.special import MILLS_TAYLOR_TERMS, inv_mills_taylor, inv_mi
 
 RTOL = 1e-10
 NODES, WEIGHTS = gauss_hermite(9)
-#: the predictive kernels of the built-ins use no quadrature rule
-NO_RULE = (np.empty(0), np.empty(0))
+#: the predictive kernels of the built-ins use no quadrature rule (and here no offset: its (0,))
+NO_RULE = (np.empty(0), np.empty(0), np.empty(0))
 #: importance sampling in the sweep tests: draws per row and the sweep's random key
 N_SAMPLES = 200
 KEY = 0x0123456789ABCDEF

@@ -19,6 +19,7 @@ from .._threads import ThreadGovernor, num_threads
 from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
+from ..likelihoods import check_offset
 from ..likelihoods import resolve as resolve_likelihood
 from ..results import RegressionSites, RegressionState, VBState
 from .kjit import KJITSweeps
@@ -265,6 +266,7 @@ def fit_regression(
     classes = V.label_classes(y, "y", func) if likelihood.binary else None
     s = likelihood.check(y, "y", func, X.shape[0])
     n, d = X.shape
+    offset = check_offset(o.get("offset"), n, func)
     prior_T = _prior(o["prior_var"], d, func)
     intercept = o["fit_intercept"]
     if intercept:  # the intercept is the weight of a last, constant feature
@@ -319,16 +321,16 @@ def fit_regression(
         _check_init_state(init_state, n, d, func)
     tau, nu = np.empty((n, d)), np.empty((n, d))
     _initial_messages(X, init_state, tau, nu)
-    if likelihood.binary:
+    if likelihood.binary and offset.size == 0:
         nodes, weights = gauss_hermite(n_nodes) if model == "logistic" else gauss_hermite(2)
         code = S.METHOD_CODES.get((model, method), -1)  # (kjit: its own sweep)
-    else:
+    else:  # (the generic rows: any likelihood, and an offset)
         nodes, weights = gauss_hermite(GENERIC_NODES)
         code = S.GENERIC_CODES[method]
     chunk = chunk_rows(d)
     n_chunks = -(-n // chunk)
-    learner = LearnedParams(likelihood, X, s, nodes_of_expectations=gauss_hermite(EXPECTATION_NODES))
-    problem = GLMProblem(X, s, prior_T, np.zeros(d), nodes, weights, code, chunk, n_samples)
+    learner = LearnedParams(likelihood, X, s, offset, gauss_hermite(EXPECTATION_NODES))
+    problem = GLMProblem(X, s, prior_T, np.zeros(d), nodes, weights, code, chunk, n_samples, offset)
     state = GLMState(tau, nu, *(np.empty(d) for _ in range(4)))
     scratch = GLMScratch.allocate(n, d, chunk, n_chunks if schedule == "parallel" else 1)
     # (drawn after base_key: method "kjit" with threshold 0 gets the draws of method "is")

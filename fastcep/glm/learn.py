@@ -47,8 +47,8 @@ def _initial(likelihood, name, y):
 class LearnedParams:
     """The current value of a fit's likelihood (its learned parameters filled in)."""
 
-    def __init__(self, likelihood, X, y, nodes_of_expectations):
-        self.X, self.y = X, y
+    def __init__(self, likelihood, X, y, offset, nodes_of_expectations):
+        self.X, self.y, self.offset = X, y, offset
         self.names = likelihood.learned
         self.learned = bool(self.names)
         self.nodes, self.weights = nodes_of_expectations
@@ -64,7 +64,8 @@ class LearnedParams:
 
     def marginals(self, mu, v):
         """Posterior mean and variance (n,) of each row's f = x.w."""
-        return self.X @ mu, np.einsum("ij,ij,j->i", self.X, self.X, v)
+        m = self.X @ mu
+        return m + self.offset if self.offset.size else m, np.einsum("ij,ij,j->i", self.X, self.X, v)
 
     def update(self, mu, v):
         """One update of every learned parameter from the posterior (mu, v); returns the largest

@@ -7,6 +7,7 @@ from .. import _validation as V
 from .._quadrature import gauss_hermite
 from .._threads import num_threads
 from ..kernels.glm import generic
+from ..likelihoods import check_offset
 from ..likelihoods import resolve as resolve_likelihood
 from ..metrics import auc as _auc
 from ..results import GaussianPosterior
@@ -83,8 +84,9 @@ class RegressionResult:
             f"n_iter={self.n_iter}, converged={self.converged}, stop_reason={self.stop_reason!r})"
         )
 
-    def _predictive(self, X, y_sign=None):
+    def _predictive(self, X, y_sign=None, offset=None):
         X = V.check_matrix(X, "X", "predict_proba", n_cols=self.posterior.mean.size)
+        off = check_offset(offset, X.shape[0], "predict")
         scale = np.max(np.abs(X), axis=1) if X.size else np.zeros(0)
         huge = scale > ROW_SCALE_LIMIT
         if np.any(huge):
@@ -100,7 +102,7 @@ class RegressionResult:
             # (the built-ins' predictive densities are closed forms or their own rules: the
             # Gauss-Hermite rule serves likelihoods without one)
             nodes, weights = gauss_hermite(PREDICTIVE_NODES)
-            generic.predictive(self.likelihood.kernel(), X, mu, v, *b, nodes, weights, p, logp, ys)
+            generic.predictive(self.likelihood.kernel(), X, mu, v, *b, off, nodes, weights, p, logp, ys)
         return p, logp
 
     def _binary_only(self, func):
@@ -110,12 +112,15 @@ class RegressionResult:
                 "predictive mean (and return_var=True for its variance)."
             )
 
-    def latent(self, X):
-        """Posterior mean and variance (n_new,) of the linear predictor f = x.w (+ b) at each row."""
+    def latent(self, X, offset=None):
+        """Posterior mean and variance (n_new,) of the linear predictor f = x.w (+ b, + offset) at
+        each row."""
         X = V.check_matrix(X, "X", "latent", n_cols=self.posterior.mean.size)
+        off = check_offset(offset, X.shape[0], "latent")
         mu, v = self.posterior
         b = self.intercept if self.intercept is not None else (0.0, 0.0)
-        return X @ mu + b[0], np.einsum("ij,ij,j->i", X, X, v) + b[1]
+        mean = X @ mu + b[0]
+        return mean + off if off.size else mean, np.einsum("ij,ij,j->i", X, X, v) + b[1]
 
     def predict_proba(self, X):
         """Posterior predictive P(y = 1 | x) for each row of X (binary likelihoods).
@@ -131,14 +136,15 @@ class RegressionResult:
         self._binary_only("predict_proba")
         return self._predictive(X)[0]
 
-    def predict(self, X, return_var=False):
+    def predict(self, X, return_var=False, offset=None):
         """Binary likelihoods: the most probable label for each row of X, shape (n_new,): 0 or 1
         (int64), or one of the two classes when the fit's labels were strings
         (``options["classes"]``). Others: the predictive mean E[y | x] (float64, (n_new,)), and
         with ``return_var`` its variance Var[y | x] too (the likelihood's closed forms of the
-        moments of y when f ~ N(mean, var), ``Likelihood.mean_var``)."""
+        moments of y when f ~ N(mean, var), ``Likelihood.mean_var``); ``offset`` (n_new,): the
+        rows' offsets, as the fit's."""
         if not self.likelihood.binary:
-            moments = self.likelihood.mean_var(*self.latent(X))
+            moments = self.likelihood.mean_var(*self.latent(X, offset))
             if moments is None:
                 raise ValueError(
                     f"predict: the likelihood {self.likelihood!r} has no closed-form moments of y; "
@@ -149,7 +155,7 @@ class RegressionResult:
         classes = self.options.get("classes")
         return np.asarray(classes)[label] if classes is not None else label
 
-    def log_likelihood(self, X, y):
+    def log_likelihood(self, X, y, offset=None):
         """Mean log predictive probability of labels y at X (the test log-likelihood).
 
         Parameters
@@ -166,23 +172,23 @@ class RegressionResult:
             s = V.check_labels(y, "y", "log_likelihood", X.shape[0], self.options.get("classes"))
         else:
             s = self.likelihood.check(y, "y", "log_likelihood", X.shape[0])
-        return float(np.mean(self._predictive(X, s)[1]))
+        return float(np.mean(self._predictive(X, s, offset)[1]))
 
-    def rmse(self, X, y):
+    def rmse(self, X, y, offset=None):
         """Root mean squared error of the predictive mean ``predict(X)`` against values y (the
         likelihoods of real values and counts)."""
-        return float(np.sqrt(np.mean((self._values(X, y, "rmse") - self.predict(X)) ** 2)))
+        return float(np.sqrt(np.mean((self._values(X, y, "rmse") - self.predict(X, offset=offset)) ** 2)))
 
-    def deviance(self, X, y):
+    def deviance(self, X, y, offset=None):
         """Mean unit deviance of values y against the predictive mean (the GLM convention, as
         scikit-learn's ``mean_poisson_deviance``: Gaussian and Student-t the squared error,
         Poisson 2 (y log(y / m) - y + m), negative binomial with its dispersion r
         2 (y log(y / m) - (y + r) log((y + r) / (m + r)))); binary: -2 log P(y) under the
         predictive."""
         if self.likelihood.binary:
-            return -2.0 * self.log_likelihood(X, y)
+            return -2.0 * self.log_likelihood(X, y, offset)
         values = self._values(X, y, "deviance")
-        unit = self.likelihood.unit_deviance(values, self.predict(X))
+        unit = self.likelihood.unit_deviance(values, self.predict(X, offset=offset))
         if unit is None:
             raise ValueError(f"deviance: the likelihood {self.likelihood!r} has no unit deviance.")
         return float(np.mean(unit))

@@ -25,9 +25,11 @@ from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity
 
 
 @njit(**LEAF)
-def ep_rows(lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, weights, pT, pN, c, work, old):
+def ep_rows(
+    lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, weights, off, pT, pN, c, work, old
+):
     """EP update of rows order[lo..hi-1] through the one-dimensional reduction; returns the
-    number of messages not applied."""
+    number of messages not applied. off: (n,) each row's offset added to f, or (0,)."""
     k = 0
     d = X.shape[1]
     for ii in range(lo, hi):
@@ -35,6 +37,8 @@ def ep_rows(lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, wei
         if seq:
             save_row(tau, nu, i, old)
         m_a, v_a, n_improper = row_cavity(X, i, tau, nu, T, N, work, c, 0, 1)
+        if off.shape[0] != 0:
+            m_a += off[i]
         alpha = 0.0  # a row of zeros involves no weight: flat messages
         beta = 0.0
         if v_a != 0.0:
@@ -54,16 +58,18 @@ def ep_rows(lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, wei
 
 
 @njit(**LEAF)
-def cep1_rows(lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, weights, pT, pN, c, work, old):
+def cep1_rows(
+    lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, weights, off, pT, pN, c, work, old
+):
     """CEP-1 update of the d sites of rows order[lo..hi-1]; returns the number of messages not
-    applied."""
+    applied. off: (n,) each row's offset added to f, or (0,)."""
     k = 0
     d = X.shape[1]
     for ii in range(lo, hi):
         i = order[ii]
         if seq:
             save_row(tau, nu, i, old)
-        xmu = 0.0
+        xmu = off[i] if off.shape[0] != 0 else 0.0
         for m in range(d):
             xmu += X[i, m] * mu[m]
         for m in range(d):
@@ -84,16 +90,16 @@ def cep1_rows(lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, w
 
 
 @njit(**PARALLEL_CACHED)
-def predictive(lik, X, mu, v, b_mean, b_var, nodes, weights, out_p, out_logp, y):
+def predictive(lik, X, mu, v, b_mean, b_var, off, nodes, weights, out_p, out_logp, y):
     """The posterior predictive of each row of X (n, d) under the factorised posterior mu, v (d,)
     of the weights and N(b_mean, b_var) of an intercept (0, 0: none): a = x.w + b ~ N(x.mu +
     b_mean, sum x^2 v + b_var); out_p (n,) receives p(y = 1 | x) (binary likelihoods: labels
     +-1) and, when y (n,) is given (length n, else 0), out_logp (n,) log p(y_i | x_i), both from
-    the likelihood's ``log_predictive`` leaf."""
+    the likelihood's ``log_predictive`` leaf. off: (n,) each row's offset added to f, or (0,)."""
     n, d = X.shape
     with_y = y.shape[0] == n
     for i in prange(n):
-        mean = b_mean
+        mean = b_mean + (off[i] if off.shape[0] != 0 else 0.0)
         var = b_var
         for m in range(d):
             mean += X[i, m] * mu[m]

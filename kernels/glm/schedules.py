@@ -70,9 +70,9 @@ def run_rows(code, problem, lik, state, scratch, order, lo, hi, seq, rho, pT, pN
     if code == 0 or code == 1:
         return probit.cep_rows(*rows, code == 1, pT, pN, c, work, old)
     if code == 2:
-        return generic.ep_rows(lik, *rows, nodes, weights, pT, pN, c, work, old)
+        return generic.ep_rows(lik, *rows, nodes, weights, problem.offset, pT, pN, c, work, old)
     if code == 10:
-        return generic.cep1_rows(lik, *rows, nodes, weights, pT, pN, c, work, old)
+        return generic.cep1_rows(lik, *rows, nodes, weights, problem.offset, pT, pN, c, work, old)
     if code == 3 or code == 4:
         return logistic.cep_rows(*rows, code == 4, nodes, weights, pT, pN, c, work, old)
     if code == 5:

@@ -26,6 +26,8 @@ class GLMProblem(NamedTuple):
     code: int  #: the row function (``schedules.METHOD_CODES``)
     chunk: int  #: rows per parallel work unit
     n_samples: int  #: importance samples per row (methods "is", "kjit")
+    #: (n,) a known term added to each row's f (the generic rows; an exposure's log), or (0,): none
+    offset: np.ndarray = np.empty(0)
 
 
 class GLMState(NamedTuple):
