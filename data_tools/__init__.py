@@ -2,10 +2,20 @@
 
 from .dblp import DBLP_SHAPE, build_dblp_training, dblp_test_auc, dblp_training_set, load_dblp
 from .simulate import make_regression_simulation
-from .tensors import PAPER_TENSORS, SparseTensor, load_paper_fold, make_cp_tensor, read_text_tensor
+from .tensors import (
+    ALOG_EXACT_COUNTS,
+    PAPER_TENSORS,
+    SparseTensor,
+    load_alog_counts,
+    load_paper_fold,
+    make_cp_tensor,
+    read_text_tensor,
+)
 from .uci import UCI_DATASETS, load_uci, uci_splits
 
 __all__ = [
+    "ALOG_EXACT_COUNTS",
+    "load_alog_counts",
     "DBLP_SHAPE",
     "build_dblp_training",
     "dblp_test_auc",

@@ -151,3 +151,28 @@ def test_load_paper_fold_takes_the_folder_or_the_data_root():
     np.testing.assert_array_equal(a_test.values, b_test.values)
     with pytest.raises(FileNotFoundError, match="no file"):
         load_paper_fold("alog", 1, SHARED_DATA / "uci")
+
+
+def test_alog_counts_are_the_files_values_undone():
+    from conftest import SHARED_DATA
+
+    from fastcep.data_tools import ALOG_EXACT_COUNTS, load_alog_counts, load_paper_fold
+
+    if not (SHARED_DATA / "alog").is_dir():
+        pytest.skip(f"Alog folds not found at {SHARED_DATA}")
+    train, test = load_alog_counts(2, SHARED_DATA)
+    logs, _ = load_paper_fold("alog", 2, SHARED_DATA)
+    np.testing.assert_array_equal(train.coords, logs.coords)
+    assert np.all(train.values == np.floor(train.values)) and train.values.min() >= 0
+
+    # every count gives the file's value back at its 5 significant digits, and the small ones are
+    # the only counts that do (their neighbours' logs differ there)
+    def digits(c):
+        return np.array([float(f"{x:.5g}") for x in np.log1p(c)])
+
+    np.testing.assert_array_equal(digits(train.values), logs.values)
+    small = train.values[train.values <= ALOG_EXACT_COUNTS]
+    assert np.all(digits(small + 1) != digits(small)) and np.all(
+        digits(small[small > 0] - 1) != digits(small[small > 0])
+    )
+    assert train.values.max() > 1e6  # (heavy tails: up to about 2.5e7)
