@@ -62,8 +62,9 @@ CONDITIONAL = {
     "gaussian": lambda lik, f: (f, np.full_like(f, lik.var)),
 }
 
-#: Gauss-Hermite nodes of the generic models' tilted moments (likelihoods without a closed form;
-#: the logistic's error at a tilted variance of 9 is about 1e-6 of beta with 32)
+#: Gauss-Hermite nodes of the generic models' tilted moments for a likelihood with neither a
+#: closed form nor ``log_lik_derivs`` (the seam's rule on the cavity; with derivatives the
+#: kernels take the trapezoid rule on the tilted's support, ``kernels.tensor.tilted``)
 GENERIC_NODES = 32
 #: nodes of the rule for the predictive density and moments of the generic models
 PREDICTIVE_NODES = 60
@@ -152,22 +153,28 @@ def block_errors(values, kind):
 
 
 # ------------------------------------------------------------------------------ predictions
-def log_predictive(model, y, mean, var):
+def log_predictive(model, y, mean, var, lik=None):
     """log p(y_e | data) = log int p(y_e | f) N(f | mean_e, var_e) df per entry (arrays (n,); y
-    as the kernels take it: signs +-1 for binary models), by the seam's ``log_predictive``."""
+    as the kernels take it: signs +-1 for binary models), by the seam's ``log_predictive``, for
+    the likelihood ``lik`` (default: the model's)."""
     out = np.empty(len(mean))
     nodes, weights = gauss_hermite(PREDICTIVE_NODES)
     y = np.ascontiguousarray(y, dtype=np.float64)
-    K.generic_log_predictive(likelihood(model), y, mean, var, nodes, weights, out)
+    mean = np.ascontiguousarray(mean, dtype=np.float64)
+    var = np.ascontiguousarray(var, dtype=np.float64)
+    lik = likelihood(model) if lik is None else lik
+    K.generic_log_predictive(lik, y, mean, var, nodes, weights, out)
     return out
 
 
-def predictive_moments(model, mean, var):
-    """(E[y], Var[y]) per entry under f ~ N(mean, var) (arrays (n,)): binary models P(y = 1) and
-    P(1 - P) (y in {0, 1}), from the seam's ``log_predictive``; the others by Gauss-Hermite
-    quadrature of E[y | f] and E[y^2 | f] = Var[y | f] + E[y | f]^2 (``CONDITIONAL``)."""
+def predictive_moments(model, mean, var, lik=None):
+    """(E[y], Var[y]) per entry under f ~ N(mean, var) (arrays (n,)), for the likelihood ``lik``
+    (default: the model's): binary models P(y = 1) and P(1 - P) (y in {0, 1}), from the seam's
+    ``log_predictive``; the others by Gauss-Hermite quadrature of E[y | f] and E[y^2 | f] =
+    Var[y | f] + E[y | f]^2 (``CONDITIONAL``)."""
+    lik = likelihood(model) if lik is None else lik
     if value_kind(model) == "binary":
-        p = np.exp(log_predictive(model, np.ones(len(mean)), mean, var))
+        p = np.exp(log_predictive(model, np.ones(len(mean)), mean, var, lik))
         return p, p * (1.0 - p)
     cond = CONDITIONAL.get(registry_name(model))
     if cond is None:
@@ -177,7 +184,7 @@ def predictive_moments(model, mean, var):
         )
     nodes, weights = gauss_hermite(PREDICTIVE_NODES)
     f = mean[:, None] + np.sqrt(np.maximum(var, 0.0))[:, None] * nodes[None, :]
-    m, v = cond(likelihood(model), f)
+    m, v = cond(lik, f)
     ey = m @ weights
     ey2 = (v + m * m) @ weights
     return ey, np.maximum(ey2 - ey * ey, 0.0)

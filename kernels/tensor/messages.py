@@ -7,19 +7,18 @@ codes that select them. Drivers that loop over entries are in ``schedules`` and 
 A likelihood of the seam (MODEL_GENERIC) reaches the drivers as three trailing arguments
 ``lik, nodes, weights`` (its NamedTuple and a Gauss-Hermite rule), which the hand-written models
 leave out: numba then compiles their drivers with the generic branch reduced to a stub
-(``cp_tilted``), and one compiled driver per likelihood class serves the generic models.
+(``tilted.cp_tilted``), and one compiled driver per likelihood class serves the generic models.
 """
 
 import math
 
-from numba import njit, types
-from numba.extending import overload
+from numba import njit
 
 from .._config import LEAF
-from ..likelihoods import tilted
 from ..linalg import cholesky, tri_inverse
 from ..special import inv_mills
 from .moments import other_modes_moments
+from .tilted import cp_tilted
 
 __all__ = [
     "probit_message",
@@ -29,7 +28,6 @@ __all__ = [
     "whiten_cavity",
     "generic_message",
     "generic_coord",
-    "cp_tilted",
     "damp_noise_message",
     "entry_update",
     "gaussian_entry_update",
@@ -250,19 +248,6 @@ def rank_one_message(alpha, beta, Ez, vv, vw, Lmsg, emsg):
     return big > 0.0 and math.isfinite(scale) and math.isfinite(proj)
 
 
-def cp_tilted(lik, y, m, v, nodes, weights):
-    """(log Z, alpha, beta) of ``likelihoods.tilted`` (in compiled code only); NaNs when the
-    likelihood is left out (None: a driver of the hand-written models, which never calls it)."""
-    raise TypeError("cp_tilted is resolved by numba inside compiled code")
-
-
-@overload(cp_tilted)
-def _cp_tilted(lik, y, m, v, nodes, weights):
-    if lik is None or isinstance(lik, (types.NoneType, types.Omitted)):
-        return lambda lik, y, m, v, nodes, weights: (math.nan, math.nan, math.nan)
-    return lambda lik, y, m, v, nodes, weights: tilted(lik, y, m, v, nodes, weights)
-
-
 @njit(**LEAF)
 def generic_message(lik, y, Lc, ec, Ez, Ezz, Lmsg, emsg, mat, vec, nodes, weights):
     """CEP-1 message of one (entry, mode) for any likelihood of the seam (full covariances).
@@ -270,8 +255,8 @@ def generic_message(lik, y, Lc, ec, Ez, Ezz, Lmsg, emsg, mat, vec, nodes, weight
     Given the other modes' moments E[z], E[z z^T] the entry's likelihood p(y | a) depends on the
     object's u through a = u.z; under the cavity N(u | mc, Sc) (Sc = Lc^{-1}, mc = Sc ec), a has
     mean m_a = E[z].mc and, as in the probit message, variance v_a = tr(Sc E[z z^T]). The
-    likelihood's tilted p(y | a) N(a | m_a, v_a) gives (alpha, beta) (``likelihoods.tilted``:
-    a closed form or Gauss-Hermite with ``nodes``, ``weights``), and the message is the rank-one
+    likelihood's tilted p(y | a) N(a | m_a, v_a) gives (alpha, beta) (``tilted.cp_tilted``: a
+    closed form or Gauss-Hermite with ``nodes``, ``weights``), and the message is the rank-one
     ``rank_one_message``. cp_probit's rank-one message (``probit_rank_one``) is this one with the
     probit's closed form. mat (>= 4, R, R), vec (>= 2, R) C-contiguous scratch. Returns True if
     the message (Lmsg, emsg) is valid.
@@ -325,7 +310,7 @@ def generic_coord(lik, y, tc, nc, x, b, ezz, nodes, weights, out):
 
     f = x z_r + b (x = E[prod of the other modes' coordinate r], b the rest of f at the posterior
     means), cavity N(mc, vc) = (nc / tc, 1 / tc); the tilted of f has m_a = x mc + b and
-    v_a = ezz vc, whose (alpha, beta) (``likelihoods.tilted``) give the tilted mean mc + vc x alpha
+    v_a = ezz vc, whose (alpha, beta) (``tilted.cp_tilted``) give the tilted mean mc + vc x alpha
     and variance vc (1 - a), a = vc x^2 beta. out (2,) receives (precision, precision x mean);
     returns False if no valid message exists (0 < a < 1 fails: not applied).
     """
