@@ -39,6 +39,7 @@ from ._validation import (
     Spec,
     Threads,
 )
+from .kernels.likelihoods import REGISTRY
 
 FAMILIES = ("regression", "cp", "stream")
 #: the CP methods of the message engine (``fastcep.tensor.engine.fit_cp``)
@@ -47,7 +48,11 @@ CEP = ("cep1", "cep2", "lp")
 POSITIVE = Real(0.0, low_open=True)
 NON_NEGATIVE = Real(0.0)
 DAMPING = Real(0.0, 1.0, low_open=True)
-CP_MODEL = Choice("cp_gaussian", "cp_probit")
+#: the hand-written CP models (their own kernels); every other likelihood of the seam's registry
+#: is the generic model "cp_<name>" (CEP-1 through its tilted moments; ``fastcep.tensor.likelihoods``)
+CP_FAST_PATHS = ("cp_gaussian", "cp_probit")
+CP_GENERIC = tuple(f"cp_{name}" for name in REGISTRY if f"cp_{name}" not in CP_FAST_PATHS)
+CP_MODEL = Choice(*CP_FAST_PATHS, *CP_GENERIC)
 #: the regression likelihoods by name (``fastcep.likelihoods``; "custom": a ``Custom`` object)
 REGRESSION_LIKELIHOODS = ("probit", "logistic", "gaussian", "poisson", "negbin", "student_t", "custom")
 #: the methods of every likelihood; the others are written for the binary ones
@@ -62,14 +67,20 @@ RANK_ONE = Spec(
 POINT_ESTIMATE = "a point estimate by L-BFGS"
 
 OPTIONS = (
-    Option("model", "The likelihood: regression of binary labels, or CP of real or binary entries.", {
+    Option("model", "The likelihood: regression or CP of binary labels, real values or counts.", {
         "regression": Spec(
             Choice(*REGRESSION_LIKELIHOODS), "probit",
             "or a likelihood object (fastcep.likelihoods): Bernoulli, Gaussian, Poisson, "
             "NegativeBinomial, StudentT, Custom",
         ),
-        "cp": Spec(CP_MODEL, note="'cp_gaussian': real values, Gaussian noise; 'cp_probit': binary"),
-        "stream": Spec(CP_MODEL),
+        "cp": Spec(
+            CP_MODEL,
+            note="'cp_gaussian': real values, Gaussian noise; 'cp_probit': binary; 'cp_<name>': any "
+            "other likelihood of the seam's registry (fastcep.kernels.likelihoods.REGISTRY), by CEP-1 "
+            "with rank-one messages from its tilted moments (method 'cep1' only; "
+            "fastcep.tensor.likelihoods): 'cp_logistic' binary",
+        ),
+        "stream": Spec(CP_MODEL, note="as fit's ('cp_<name>': method 'cep1' only)"),
     }),
     Option("method", "The inference method (the paper's CEP, or a baseline).", {
         "regression": Spec(
@@ -114,7 +125,6 @@ OPTIONS = (
         "regression": Spec(
             DataCheck("array of n finite floats or None"), None,
             "the log of an exposure for counts; methods 'cep1' and 'ep'; give it to predict too",
-            methods=GENERIC_METHODS,
         ),
     }),
     Option("a0", "Shape of the Gamma(a0, b0) prior of the noise precision (cp_gaussian).", {
@@ -484,6 +494,12 @@ REFUSALS = {"vb": _refuse_vb, "vmp": _refuse_vmp, "post": _refuse_post, "cp_wopt
 # --------------------------------------------------------------------- cross-option rules
 def _generic_methods(func, model, method, o):
     """Beyond the binary likelihoods, the methods of the likelihood seam (DESIGN.md section 7)."""
+    if o.get("offset") is not None and method not in GENERIC_METHODS:
+        raise ValueError(
+            f"{func}: an offset takes method "
+            + " or ".join(repr(m) for m in GENERIC_METHODS)
+            + f" (the rows of any likelihood); got method={method!r}."
+        )
     if model not in ("probit", "logistic") and method not in GENERIC_METHODS:
         raise ValueError(
             f"{func}: method={method!r} is written for the binary likelihoods ('probit', 'logistic'); "
@@ -532,6 +548,26 @@ def _expect_under(func, model, method, o):
         )
 
 
+def _generic_cep1_only(func, model, method, o):
+    """The generic CP models (``CP_GENERIC``) have CEP-1's messages only."""
+    if model in CP_GENERIC and method != "cep1":
+        raise ValueError(
+            f"{func}: model={model!r} supports method='cep1' only (its messages come from the "
+            "likelihood's tilted moments; 'lp', 'vmp', 'cp_wopt' and 'post' have closed-form "
+            f"Gaussian and probit updates). Got method={method!r}."
+        )
+
+
+def _by_model(values, model):
+    """A per-model value of ``ByModel``; a generic CP model takes that of the hand-written model of
+    its kind of values (binary: cp_probit's, else cp_gaussian's)."""
+    if model in values:
+        return values[model]
+    from .tensor.likelihoods import value_kind  # (at call time: fastcep.tensor imports this module)
+
+    return values["cp_probit" if value_kind(model) == "binary" else "cp_gaussian"]
+
+
 def _rank_one_default(model, method, o):
     """What None stands for in ``probit_curvature``: the rank-one message for cp_probit's CEP-1
     (issue 21: closer to the Gibbs gold before the learned priors, tied with "full" under them,
@@ -553,7 +589,10 @@ def _cp_defaults(func, model, method, o):
 
 def _learned_defaults(model, method, o, fixed):
     """``prior``, ``expect_under`` and ``probit_curvature`` given as None (or "hierarchical")
-    resolved in place; ``fixed``: None stands for the fixed prior here."""
+    resolved in place; ``fixed``: None stands for the fixed prior here. The same for every model:
+    the generic CP models' messages run in the cavity sweep as cp_probit's do, so they get its
+    learned prior and cavity expectations (their messages are rank-one whatever
+    ``probit_curvature``, which stays cp_probit's)."""
     _rank_one_default(model, method, o)
     full = o["covariance"] == "full"
     if o["prior"] == "hierarchical":
@@ -607,12 +646,20 @@ RULES = {
     "cp": (
         _cp_defaults,
         _no_cp_cep2,
+        _generic_cep1_only,
         _probit_curvature,
         _expect_under,
         _lp_needs_full_parallel,
         _learned_prior,
     ),
-    "stream": (_stream_defaults, _probit_curvature, _expect_under, _resume_needs_checkpoint, _learned_prior),
+    "stream": (
+        _stream_defaults,
+        _generic_cep1_only,
+        _probit_curvature,
+        _expect_under,
+        _resume_needs_checkpoint,
+        _learned_prior,
+    ),
 }
 
 
@@ -665,7 +712,7 @@ def validate(func, family, model, method, given):
         if value is REQUIRED:
             raise TypeError(f"{func}() missing the required keyword argument {name!r}.")
         if value is None and found.none is not None:
-            value = found.none[model] if isinstance(found.none, ByModel) else found.none
+            value = _by_model(found.none, model) if isinstance(found.none, ByModel) else found.none
         out[name] = found.constraint.check(value, name, func)
     for rule in RULES[family]:
         rule(func, model, method, out)
@@ -675,7 +722,7 @@ def validate(func, family, model, method, given):
 # ---------------------------------------------------------------------------------- docs
 _FAMILY_TEXT = {
     "regression": "regression: ``fit`` with model 'probit' or 'logistic'",
-    "cp": "cp: ``fit`` with model 'cp_gaussian' or 'cp_probit'",
+    "cp": "cp: ``fit`` with model 'cp_gaussian', 'cp_probit' or 'cp_<likelihood>'",
     "stream": "stream: ``fastcep.stream``",
 }
 

@@ -633,3 +633,66 @@ def cp_vmp_fit(
             etau = noise[0] / noise[1]
         elbos.append(cp_vmp_elbo(model, coords, y, means, covs, prior_Lam, prior_eta, noise, (a0, b0)))
     return means, covs, noise, elbos
+
+
+# ---------------------------------------------------------------- CP decomposition: any likelihood
+def tilted_by_grid(log_lik, y, m, v, half_width=14.0, n_grid=40_001):
+    """(log Z, alpha, beta) of p(y | a) N(a | m, v) on a dense trapezoid grid over m +- 14 sd:
+    Z = int p N, alpha = (E[a] - m) / v, beta = (v - Var[a]) / v^2 (the derivatives of log Z in m).
+    ``log_lik(y, a)`` vectorised over a."""
+    sd = math.sqrt(v)
+    t = np.linspace(-half_width, half_width, n_grid)
+    lw = -0.5 * t**2 - LOG_SQRT_2PI + log_lik(y, m + sd * t)
+    top = lw.max()
+    w = np.exp(lw - top)
+    h = t[1] - t[0]  # (in sds: the points m + sd t are rounded to m's scale)
+    z = np.trapezoid(w, dx=h)
+    mean_t = np.trapezoid(w * t, dx=h) / z
+    var_t = np.trapezoid(w * (t - mean_t) ** 2, dx=h) / z
+    return top + math.log(z), mean_t / sd, (1 - var_t) / v
+
+
+def probit_tilted(y, m, v):
+    """Closed-form (log Z, alpha, beta) of Phi(y a) N(a | m, v)."""
+    den = math.sqrt(1 + v)
+    z = y * m / den
+    r = mills(z)
+    return float(log_ndtr(z)), y * r / den, r * (z + r) / (1 + v)
+
+
+def logistic_log_lik(y, a):
+    """log sigmoid(y a), vectorised."""
+    return log_expit(y * a)
+
+
+def cp_generic_message(tilted, y, Lc, ec, Ez, Ezz):
+    """Generic CEP-1 message (DESIGN.md section 7), textbook form with explicit inverses.
+
+    Sc = inv(Lc), mc = Sc ec; a = u.z has m_a = Ez.mc, v_a = tr(Sc Ezz); (log Z, alpha, beta) =
+    ``tilted(y, m_a, v_a)``; g = alpha Ez, A = beta Ez Ez^T; tilted mean mc + Sc g, covariance
+    Sc - Sc A Sc; message Lam* = inv(cov) - Lc, eta* = inv(cov) mean - ec. None if the tilted
+    covariance is not positive definite."""
+    Sc = np.linalg.inv(Lc)
+    mc = Sc @ ec
+    _, alpha, beta = tilted(y, float(Ez @ mc), float(np.trace(Sc @ Ezz)))
+    g = alpha * Ez
+    A = beta * np.outer(Ez, Ez)
+    mean = mc + Sc @ g
+    cov = Sc - Sc @ A @ Sc
+    if np.min(np.linalg.eigvalsh(0.5 * (cov + cov.T))) <= 0:
+        return None
+    P = np.linalg.inv(cov)
+    return P - Lc, P @ mean - ec
+
+
+def cp_generic_coord(tilted, y, tc, nc, x, b, ezz):
+    """Generic CEP-1 message (precision, precision x mean) of one entry to one coordinate of a
+    diagonal-covariance object: f = x z + b, z ~ N(nc / tc, 1 / tc); the tilted of f has mean
+    x mc + b and variance ezz vc; tilted z: mean mc + vc x alpha, variance vc - vc^2 x^2 beta."""
+    vc, mc = 1 / tc, nc / tc
+    _, alpha, beta = tilted(y, x * mc + b, ezz * vc)
+    mean = mc + vc * x * alpha
+    var = vc - vc * vc * x * x * beta
+    if not 0 < var < vc:
+        return None
+    return 1 / var - tc, mean / var - nc

@@ -128,5 +128,5 @@ def test_an_offset_is_a_known_term_of_f(linear):
     np.testing.assert_allclose(c.posterior.mean, d.posterior.mean, rtol=1e-9)
     with pytest.raises(ValueError, match="'offset' parameter of fit must hold finite values"):
         fastcep.fit(X, y, model="gaussian", offset=np.full(len(y), np.inf))
-    with pytest.raises(TypeError, match="offset"):
+    with pytest.raises(ValueError, match="an offset takes method 'cep1' or 'ep'"):
         fastcep.fit(X, s, model="probit", method="lp", offset=o)

@@ -229,6 +229,7 @@ def fit_regression(
     prior_var=DEFAULTS["prior_var"],
     fit_intercept=DEFAULTS["fit_intercept"],
     intercept_var=DEFAULTS["intercept_var"],
+    offset=DEFAULTS["offset"],
     damping=DEFAULTS["damping"],
     max_iter=DEFAULTS["max_iter"],
     tol=DEFAULTS["tol"],

@@ -20,6 +20,7 @@ import numpy as np
 
 from .._loop import TRACE_FIELDS, Trace
 from ..tensor import hyper as H
+from ..tensor.likelihoods import FAST_PATHS, GENERIC
 from ..tensor.result import POINT_METHODS, CPResult
 from .files import atomic_h5, bad_file, json_default, open_h5, sign, verify
 
@@ -30,7 +31,9 @@ MODEL_FORMAT = "fastcep-cp-model"
 MODEL_FORMAT_VERSION = 4
 #: versions this fastcep reads (1 and 2 have no digest)
 READABLE_VERSIONS = (1, 2, 3, 4)
-MODELS = ("cp_gaussian", "cp_probit")
+#: the CP models (a generic one, "cp_<likelihood>", is recorded by its name: its likelihood has
+#: no parameters of its own yet, the name is all a prediction needs)
+MODELS = FAST_PATHS + GENERIC
 METHODS = ("cep1", "cep2", "lp", "vmp", "cp_wopt", "post")
 COVARIANCES = ("full", "diag")
 #: the arrays of a hyper-posterior (``HyperState`` after its kind)

@@ -31,6 +31,7 @@ from ..io.files import check_output
 from ..results import StreamState
 from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, _exact_sum
 from ..tensor.layout import check_coords, check_memory, check_values, make_layout, standardization
+from ..tensor.likelihoods import value_kind
 from ..tensor.result import CPResult, eval_metric
 from ..tensor.vmp import VMP_DEFAULTS, VMPEngine
 from .prior import PriorLedger
@@ -147,7 +148,11 @@ def stream(
         (``fastcep.write_tensor``, ``fastcep.text_to_tensor``; never loaded whole).
     values : array (n,) or None
         The entries' values (None with a file).
-    model : {"cp_gaussian", "cp_probit"}
+    model : {"cp_gaussian", "cp_probit", "cp_<likelihood>"}
+        As in ``fastcep.fit``: a generic model ("cp_logistic", any other likelihood of the seam's
+        registry) with method "cep1" only; where a default differs per model (damping, max_iter,
+        prior_mean, init_scale) it takes cp_probit's if its values are binary, else
+        cp_gaussian's.
     rank : int >= 1
     method : {"cep1", "post"}
         "cep1": ADF-CEP. "post": POST, streaming variational Bayes, each batch fitted by VMP
@@ -196,7 +201,7 @@ def stream(
     init_scale : float >= 0 or None
         With a zero prior mean, the sd of the random initial means of new objects; default (None):
         (mean(y^2) / R)^(1 / 2K) of the first batch, which gives initial reconstructions of the
-        data's mean square (2.0 for cp_probit).
+        data's mean square (2.0 for cp_probit and the other binary models).
     damping, tol, max_iter : per batch, the inner CEP iterations
         The exception to ``fastcep.fit``'s defaults: per batch and, for damping and max_iter, per
         model (None), with the reasons, in Options below. "post": VMP iterations.
@@ -369,7 +374,7 @@ def _run(
         if np.isnan(init_sd):
             if init_scale is not None:
                 init_sd = float(init_scale)
-            elif model == "cp_probit":
+            elif value_kind(model) == "binary":
                 init_sd = 2.0
             else:
                 init_sd = (_exact_sum(y_b**2) / len(y_b) / R) ** (1.0 / (2 * Kmodes))
@@ -472,7 +477,7 @@ def _run(
 def _batch_values(values, model, center=0.0, scale=1.0):
     """A batch's values (cp_gaussian: standardized by ``center`` and ``scale``) and label signs
     as the engines take them (binary values are {0, 1} here: checked by the source)."""
-    if model == "cp_probit":
+    if value_kind(model) == "binary":
         s = np.where(values == 1.0, 1.0, -1.0)
         return s, s
     y = np.ascontiguousarray(values, dtype=np.float64)

@@ -11,6 +11,7 @@ import numpy as np
 from .. import _validation as V
 from ..io.tensor import TensorReader
 from ..tensor.layout import check_coords, check_values
+from ..tensor.likelihoods import block_errors, value_kind
 
 
 def entries_digest(shape, blocks):
@@ -27,7 +28,7 @@ class ArraySource:
     def __init__(self, coords, values, shape, model, func):
         self.coords, self.shape = check_coords(coords, shape, func)
         self.values = check_values(values, len(self.coords), model, func)
-        if model == "cp_probit":
+        if value_kind(model) == "binary":
             self.values = (self.values > 0).astype(np.float64)
         self.n = len(self.coords)
 
@@ -59,8 +60,10 @@ class FileSource:
         self.reader = TensorReader(path)
         self.shape = self.reader.shape
         self.n = self.reader.n
-        # a cp_probit stream from a file not marked binary: its values are checked block by block
-        self.check_binary = model == "cp_probit" and not self.reader.binary
+        # a binary model's stream from a file not marked binary (or a count model's): its values
+        # are checked block by block
+        self.model, self.kind = model, value_kind(model)
+        self.check_values = self.kind == "count" or (self.kind == "binary" and not self.reader.binary)
         chunk = self.reader.chunk_rows
         self.block_rows = max(1, -(-int(block_rows) // chunk)) * chunk
 
@@ -138,11 +141,12 @@ class FileSource:
                     thread.join(0.01)
 
     def _checked(self, coords, values, row):
-        if self.check_binary:
-            bad = np.nonzero((values != 0.0) & (values != 1.0))[0]
+        if self.check_values:
+            bad = block_errors(values, self.kind)
             if bad.size:
+                what = "binary values" if self.kind == "binary" else "counts (integers >= 0)"
                 raise ValueError(
-                    f"stream: model 'cp_probit' needs binary values; {self.reader.path!r} has "
+                    f"stream: model {self.model!r} needs {what}; {self.reader.path!r} has "
                     f"{float(values[bad[0]])!r} (stream position {row + int(bad[0])})."
                 )
         return coords

@@ -1,4 +1,5 @@
-"""Bayesian CP tensor decomposition by CEP (``fit(coords, values, model="cp_gaussian" | "cp_probit")``).
+"""Bayesian CP tensor decomposition by CEP (``fit(coords, values, model="cp_gaussian" | "cp_probit" |
+"cp_<likelihood>")``).
 
 ``CPEngine`` holds one fit's per-entry message store, per-object posterior and the schedule
 chosen once from ``SWEEPS`` (the kernels of ``fastcep.kernels.tensor``); its ``step`` runs one
@@ -20,6 +21,7 @@ from ..kernels.tensor import lp as KLP
 from . import hyper as H
 from .init import svd_init
 from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardized
+from .likelihoods import kernel_model, value_kind
 from .result import CPResult, CPState, eval_metric, second_moments
 
 CP_MODELS = O.choices("model", "cp")
@@ -129,7 +131,7 @@ class CPEngine:
     lay : Layout
         The entries' global object numbering and CSR grouping (``layout.make_layout``).
     y, s : arrays (n,)
-        Values (the labels' signs for cp_probit) and label signs (zeros for cp_gaussian).
+        Values (the labels' signs for binary models) and label signs (zeros for the others).
     model, method, covariance, schedule : str
     R : int
     rho : float
@@ -176,10 +178,9 @@ class CPEngine:
             self.Lam, self.eta, self.alpha, self.beta = (np.array(a, dtype=np.float64) for a in messages[:4])
             _, _, post = _allocate(1, Kmodes, R, n_obj, covariance)
         self.P_Lam, self.P_eta, self.M, self.S, self.E2 = post
-        if model == "cp_gaussian":
-            self.code = K.MODEL_GAUSSIAN
-        else:
-            self.code = K.MODEL_PROBIT_RANK1 if probit_curvature == "rank1" else K.MODEL_PROBIT
+        # the kernels' model code, and for a generic model (any likelihood of the seam) the
+        # trailing arguments of every driver: (likelihood, nodes, weights); () otherwise
+        self.code, self.generic = kernel_model(model, probit_curvature)
         self.lp_rule = LP_INDEFINITE[lp_indefinite]
         self._scratch(expect_under)
         # (the function, not a bound method: an engine must not reference itself, or its arrays
@@ -359,7 +360,7 @@ class CPEngine:
                 self.E2, etau, self.rho, k_lo, k_hi, self.sweep_chunk,
                 self.skipped[: self.n_groups if self.with_sums else self.n_chunks], self.work, self.scr,
                 self.fused_noise, self.alpha, self.beta, self.with_sums, self.part_L[: self.n_groups],
-                self.part_e[: self.n_groups],
+                self.part_e[: self.n_groups], *self.generic,
             )  # fmt: skip
 
         return self._by_blocks(block)
@@ -373,7 +374,7 @@ class CPEngine:
                 self.code, self.lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
                 self.E2, etau, self.rho, k_lo, k_hi, self.cav_chunk, self.skipped[: self.cav_units],
                 self.work, self.scr, *self.cav_scratch, self.fused_noise, self.alpha, self.beta,
-                self.with_sums, self.part_L[: self.n_groups], self.part_e[: self.n_groups],
+                self.with_sums, self.part_L[: self.n_groups], self.part_e[: self.n_groups], *self.generic,
             )  # fmt: skip
 
         return self._by_blocks(block)
@@ -396,7 +397,7 @@ class CPEngine:
             for r in range(self.R):
                 K.sweep_diag_coord(
                     self.code, lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
-                    self.E2, etau, self.rho, k, r, ENTRY_CHUNK, self.skipped, self.scr,
+                    self.E2, etau, self.rho, k, r, ENTRY_CHUNK, self.skipped, self.scr, *self.generic,
                 )  # fmt: skip
                 K.rebuild_diag_coord(
                     lay.ptr, lay.ent, lay.offsets[k], lay.offsets[k + 1], k, r, self.Lam, self.eta,
@@ -417,8 +418,8 @@ class CPEngine:
         )  # fmt: skip
         if self.covariance == "full":
             scratch = (self.work[0], self.scr[0], np.empty((Km, R, R)), np.empty((Km, R)), np.empty((R, R)))
-            return int(K.sequential_full(*args, *scratch))
-        return int(K.sequential_diag(*args, self.scr[0]))
+            return int(K.sequential_full(*args, *scratch, *self.generic))
+        return int(K.sequential_diag(*args, self.scr[0], *self.generic))
 
     # ------------------------------------------------------------------------------ one step
     def step(self, it):
@@ -548,8 +549,21 @@ def fit_cp(
         0-based coordinates of the observed entries. A repeated row is a second, independent
         observation of that entry (it has its own messages).
     values : array (n,)
-        Real values (cp_gaussian) or binary labels {0, 1}, {-1, 1} or bool (cp_probit).
-    model : {"cp_gaussian", "cp_probit"}
+        Real values (cp_gaussian) or binary labels {0, 1}, {-1, 1} or bool (cp_probit); for a
+        generic model the values of its likelihood (``fastcep.tensor.likelihoods.VALUES``: binary
+        labels for cp_logistic).
+    model : {"cp_gaussian", "cp_probit", "cp_<likelihood>"}
+        "cp_gaussian" (Gaussian noise of learned precision) and "cp_probit" have hand-written
+        messages. "cp_<name>", for every other likelihood ``name`` of the seam's registry
+        (``fastcep.kernels.likelihoods.REGISTRY``; "cp_logistic"): CEP-1 with method "cep1" only.
+        Given the other modes' moments z, the entry's likelihood reaches the object's u through
+        a = u.z; the cavity N(u | mc, Sc) gives a the mean E[z].mc and the variance
+        tr(Sc E[z z^T]) (as the probit message), the likelihood's one-dimensional tilted moments
+        (a closed form, else Gauss-Hermite with ``likelihoods.GENERIC_NODES`` nodes) give
+        alpha = d log Z / dm and beta = -d^2 log Z / dm^2, and the message is rank one: g = alpha
+        E[z], A = beta E[z] E[z]^T (cp_probit's ``probit_curvature="rank1"`` message is this one
+        with the probit's closed form). Priors, schedules, covariances and ``expect_under`` as
+        for cp_probit. No noise model: a likelihood's parameters are its own.
     method : {"cep1", "lp"}
         "cep2" is refused with an explanation (the paper found it worse than CEP-1 for tensors).
         "lp": Laplace propagation, the paper's baseline (section 5.2), in the same message store
@@ -664,8 +678,8 @@ def fit_cp(
         the fixed prior (``prior=None`` then stands for "fixed"); the learned priors learn their
         means.
     eval_set : (coords, values) or None
-        Test entries whose RMSE (cp_gaussian) or AUC (cp_probit) is recorded every iteration in
-        ``trace.eval_metric``.
+        Test entries whose RMSE (cp_gaussian and other non-binary models) or AUC (cp_probit and
+        other binary models) is recorded every iteration in ``trace.eval_metric``.
     n_starts : int, default 1
         Fit from this many starts (``seed``'s own first, then seeds drawn from it) and keep the
         fit of the highest mean training log predictive density, the fit's own evidence; every
@@ -703,7 +717,7 @@ def fit_cp(
     n, Kmodes = coords.shape
     y = check_values(values, n, model, func)
     y, center, scale = standardized(y, model, o["standardize"])
-    s = y if model == "cp_probit" else np.zeros(n)
+    s = y if value_kind(model) == "binary" else np.zeros(n)
     R, pv, a0, b0, rho = o["rank"], o["prior_var"], o["a0"], o["b0"], o["damping"]
     max_iter, tol, schedule, covariance = o["max_iter"], o["tol"], o["schedule"], o["covariance"]
     check_memory(n, shape, R, covariance, func)

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _validation as V
+from . import likelihoods
 
 
 class Layout(NamedTuple):
@@ -99,27 +100,10 @@ def check_coords(coords, shape, func, name="coords"):
 
 
 def check_values(values, n, model, func, name="values"):
-    """Finite values of length n; binary (returned as +-1) for cp_probit."""
-    try:
-        arr = np.asarray(values)
-    except Exception as exc:
-        raise V.param_error(name, func, "a 1-D array of numbers", values, TypeError) from exc
-    if model == "cp_probit":
-        return V.check_labels(arr, name, func, n)
-    if arr.ndim != 1 or arr.shape[0] != n:
-        raise ValueError(
-            f"The {name!r} parameter of {func} must be a 1-D array with one value per row of coords ({n}). "
-            f"Got shape {arr.shape} instead."
-        )
-    if arr.dtype.kind not in "biuf":
-        raise V.param_error(name, func, "real numbers", f"dtype {arr.dtype}", TypeError)
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
-    bad = np.nonzero(~np.isfinite(arr))[0]
-    if bad.size:
-        raise ValueError(
-            f"The {name!r} parameter of {func} must be finite. Got NaN or inf at rows {bad[:5].tolist()}."
-        )
-    return arr
+    """Finite values of length n; binary (returned as +-1) for cp_probit and the other binary
+    models, counts for count models: the check of the model's likelihood
+    (``fastcep.tensor.likelihoods.check_values``)."""
+    return likelihoods.check_values(values, n, model, func, name)
 
 
 def standardization(blocks, model, standardize):

@@ -11,6 +11,7 @@ from ..metrics import auc as _auc
 from ..metrics import gaussian_log_likelihood
 from ..metrics import rmse as _rmse
 from . import hyper as H
+from . import likelihoods as CPL
 from .layout import check_coords, check_values
 
 POINT_METHODS = ("cp_wopt",)
@@ -51,8 +52,11 @@ class FactorState(NamedTuple):
 
 
 def eval_metric(result, coords, values):
-    """Test RMSE (cp_gaussian) or AUC (cp_probit) of a fitted result on checked test entries."""
-    return result.rmse(coords, values) if result.model == "cp_gaussian" else result.auc(coords, values)
+    """Test AUC (binary models: cp_probit, cp_logistic) or RMSE (the others) of a fitted result on
+    checked test entries."""
+    if CPL.value_kind(result.model) == "binary":
+        return result.auc(coords, values)
+    return result.rmse(coords, values)
 
 
 class CPResult:
@@ -71,7 +75,8 @@ class CPResult:
         "tol", "max_iter" or "callback".
     trace : Trace
         Per-iteration elapsed time, change, skipped messages, damping; ``eval_metric`` holds the
-        test RMSE (cp_gaussian) or AUC (cp_probit) of ``eval_set`` per iteration (NaN without it).
+        test RMSE (cp_gaussian, non-binary models) or AUC (cp_probit, binary models) of
+        ``eval_set`` per iteration (NaN without it).
     state : CPState
     hyper : HyperState or None
         The hyper-posterior of a hierarchical prior (``prior="ard"`` or ``"wishart"``; of the
@@ -169,12 +174,15 @@ class CPResult:
         return mean, var
 
     def predict(self, coords, return_var=False):
-        """Predictive mean (cp_gaussian) or P(y = 1) (cp_probit) at 0-based ``coords`` (n, K).
+        """Predictive mean (cp_gaussian and the other non-binary models) or P(y = 1) (cp_probit and
+        the other binary models) at 0-based ``coords`` (n, K).
 
         With ``return_var`` also the predictive variance: of y (Var f + E[1/tau]) for cp_gaussian,
-        of the latent f for cp_probit. Returns arrays of shape (n,). A point estimate
-        (``point_estimate``, method "cp_wopt") returns the reconstruction for both models (for
-        cp_probit a score, not a probability) and a variance of 0.
+        of the latent f for cp_probit; of y for the generic models (P (1 - P) for binary ones,
+        for the others by Gauss-Hermite over f of the likelihood's E[y | f] and Var[y | f],
+        ``fastcep.tensor.likelihoods.predictive_moments``). Returns arrays of shape (n,). A
+        point estimate (``point_estimate``, method "cp_wopt") returns the reconstruction for
+        both models (for cp_probit a score, not a probability) and a variance of 0.
         """
         mean, var = self._f_moments(coords)
         if self._center != 0.0:  # (standardize="center")
@@ -185,6 +193,10 @@ class CPResult:
             p = np.empty_like(mean)
             K.probit_predictive(mean, var, p, np.empty(0), np.empty(0))
             return (p, var) if return_var else p
+        if CPL.is_generic(self.model):
+            with num_threads(self.options.get("n_threads")):
+                ey, vy = CPL.predictive_moments(self.model, mean, var)
+            return (ey, vy) if return_var else ey
         a, b = self.posterior.noise
         noise_var = b / (a - 1.0) if a > 1.0 else b / a
         return (mean, var + noise_var) if return_var else mean
@@ -195,7 +207,8 @@ class CPResult:
         return _rmse(check_values(values, len(pred), "cp_gaussian", "rmse"), pred)
 
     def auc(self, coords, values):
-        """Area under the ROC curve of P(y = 1) against binary ``values``."""
+        """Area under the ROC curve of P(y = 1) (or of the predictive mean of a non-binary model)
+        against binary ``values``."""
         p = self.predict(coords)
         return _auc(V.check_labels(values, "values", "auc", len(p)) > 0, p)
 
@@ -204,8 +217,10 @@ class CPResult:
 
         cp_probit: log P(y) under the probit predictive P(y = 1) = Phi(mean / sqrt(1 + var)) of
         the latent f; cp_gaussian: log N(y; mean, Var f + E[1/tau]), the Gaussian with the
-        predictive's mean and variance (``predict(..., return_var=True)``). A point estimate
-        (method "cp_wopt") has no predictive distribution: ValueError.
+        predictive's mean and variance (``predict(..., return_var=True)``); a generic model:
+        log int p(y | f) N(f | mean, Var f) df by the likelihood's ``log_predictive`` leaf (else
+        its tilted's log Z by Gauss-Hermite). A point estimate (method "cp_wopt") has no
+        predictive distribution: ValueError.
         """
         if self.point_estimate:
             raise ValueError(
@@ -213,6 +228,10 @@ class CPResult:
                 "distribution to score the values under."
             )
         mean, var = self._f_moments(coords)
+        if CPL.is_generic(self.model):
+            y = check_values(values, len(mean), self.model, "log_likelihood")
+            with num_threads(self.options.get("n_threads")):
+                return float(np.mean(CPL.log_predictive(self.model, y, mean, var)))
         if self.model == "cp_probit":
             s = V.check_labels(values, "values", "log_likelihood", len(mean))
             logp = np.empty_like(mean)

@@ -14,3 +14,4 @@ from .moments import *  # noqa: F403
 from .posterior import *  # noqa: F403
 from .prediction import *  # noqa: F403
 from .schedules import *  # noqa: F403
+from .tilted import *  # noqa: F403

@@ -136,23 +136,25 @@ def gaussian_batch_messages(
 @njit(**PARALLEL_CACHED)
 def sweep_cavity_full(
     model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, chunk, skipped, mat, vec,
-    Mc, E2c, cmat, cvec, Mb, E2b, okb, with_noise, alpha, beta, with_sums, part_L, part_e,
+    Mc, E2c, cmat, cvec, Mb, E2b, okb, with_noise, alpha, beta, with_sums, part_L, part_e, lik=None,
+    nodes=None, weights=None,
 ):  # fmt: skip
     """``sweep_full`` with the other modes' moments under each entry's cavity, full covariances,
     in parallel over fixed chunks of entries.
 
     The message of entry e to mode k takes Ez = Hadamard_{k' != k} of the means and Ezz =
     Hadamard_{k' != k} of E[u u^T] of e's cavities q(u_k') / (e's message to k') (and, for
-    cp_probit, mode k's own cavity as always), so that an entry's messages do not feed on each
-    other. The cavities are formed CAVITY_BATCH entries at a time (``batch_cavity_moments``); an
-    entry with a cavity that is not positive definite gets no new message (all counted in
-    skipped). A single-mode step (block schedule) skips its own mode's cavity, which it never
-    reads. cp_gaussian uses E[tau] = etau and, with ``with_noise``, its noise messages from the
-    posterior M, E2 (as ``noise_messages_full``).
+    cp_probit and the generic models, mode k's own cavity as always), so that an entry's messages
+    do not feed on each other. The cavities are formed CAVITY_BATCH entries at a time
+    (``batch_cavity_moments``); an entry with a cavity that is not positive definite gets no new
+    message (all counted in skipped). A single-mode step (block schedule) skips its own mode's
+    cavity, which it never reads. cp_gaussian uses E[tau] = etau and, with ``with_noise``, its
+    noise messages from the posterior M, E2 (as ``noise_messages_full``).
 
     Scratch per chunk c: mat, vec as ``sweep_full``; Mc (K, R), E2c (K, R, R) one entry's cavity
-    moments (cp_probit); cmat (2, R, R, B), cvec (2, R, B), Mb (K, R, B), E2b (K, R, R, B), okb
-    (B,) the batch's. with_sums, part_L, part_e as ``sweep_full``.
+    moments (cp_probit, generic); cmat (2, R, R, B), cvec (2, R, B), Mb (K, R, B), E2b (K, R, R,
+    B), okb (B,) the batch's. with_sums, part_L, part_e and (MODEL_GENERIC) lik, nodes, weights as
+    ``sweep_full``.
     """
     n = gidx.shape[0]
     K = gidx.shape[1]
@@ -194,7 +196,7 @@ def sweep_cavity_full(
                                 E2c[c, kk, i, j] = E2bc[kk, i, j, b]
                     t += entry_update(
                         model, gidx[e], idx, k_lo, k_hi, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, Mc[c],
-                        E2c[c], etau, rho, mat[c], vec[c],
+                        E2c[c], etau, rho, mat[c], vec[c], lik, nodes, weights,
                     )  # fmt: skip
                     if with_sums:
                         add_to_sums(e, gidx, k_lo, k_hi, LfA, eta, PLg, Peg)

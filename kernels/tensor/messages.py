@@ -1,7 +1,13 @@
-"""Messages of one CP entry (DESIGN.md section 3.2): Gaussian and probit, full and diagonal.
+"""Messages of one CP entry (DESIGN.md section 3.2): Gaussian, probit and any likelihood of the
+seam (``kernels.likelihoods``), full and diagonal.
 
 The leaves that turn an entry's moments into its damped messages to its objects; the model
 codes that select them. Drivers that loop over entries are in ``schedules`` and ``cavity``.
+
+A likelihood of the seam (MODEL_GENERIC) reaches the drivers as three trailing arguments
+``lik, nodes, weights`` (its NamedTuple and a Gauss-Hermite rule), which the hand-written models
+leave out: numba then compiles their drivers with the generic branch reduced to a stub
+(``tilted.cp_tilted``), and one compiled driver per likelihood class serves the generic models.
 """
 
 import math
@@ -12,11 +18,16 @@ from .._config import LEAF
 from ..linalg import cholesky, tri_inverse
 from ..special import inv_mills
 from .moments import other_modes_moments
+from .tilted import cp_tilted
 
 __all__ = [
     "probit_message",
     "probit_rank_one",
     "probit_coord",
+    "rank_one_message",
+    "whiten_cavity",
+    "generic_message",
+    "generic_coord",
     "damp_noise_message",
     "entry_update",
     "gaussian_entry_update",
@@ -24,6 +35,7 @@ __all__ = [
     "MODEL_GAUSSIAN",
     "MODEL_PROBIT",
     "MODEL_PROBIT_RANK1",
+    "MODEL_GENERIC",
     "PROBIT_MATS",
     "PROBIT_VECS",
     "ENTRY_MATS",
@@ -35,10 +47,62 @@ MODEL_GAUSSIAN = 0
 MODEL_PROBIT = 1
 #: cp_probit with the rank-one curvature (``probit_message`` with ``rank1``)
 MODEL_PROBIT_RANK1 = 2
+#: any likelihood of the seam through its ``tilted`` moments (``generic_message``, ``generic_coord``)
+MODEL_GENERIC = 3
 # ---------------------------------------------------------------- probit message (full)
 #: scratch of ``probit_message``: R x R matrices and R-vectors
 PROBIT_MATS = 6
 PROBIT_VECS = 3
+
+
+@njit(**LEAF)
+def whiten_cavity(Lc, ec, Ez, Ezz, mat, vec, c0, full):
+    """The cavity (Lc, ec) of one (entry, mode) in its whitened coordinates, and what the
+    messages need of E[z], E[z z^T] there: with Lc = L L^T, W = L^{-1} (Sc = W^T W),
+    v = W Ez, w = W ec, T = W Ezz and B_z = T W^T (its lower half with ``full``, else only
+    its diagonal), returns (ok, vv, vw, c): vv = |v|^2 = Ez^T Sc Ez, vw = v.w = Ez.mc and
+    c = c0 + tr(B_z) = c0 + tr(Sc Ezz) (summed onto c0 in that order). ok is False (and the
+    rest undefined) if the cavity is not positive definite. L, W, T, B_z go to mat[0..3], v, w
+    to vec[0], vec[1] (``probit_message``'s scratch)."""
+    R = Ez.shape[0]
+    L = mat[0]
+    W = mat[1]
+    T = mat[2]
+    B = mat[3]
+    v = vec[0]
+    w = vec[1]
+    if not cholesky(Lc, L):
+        return False, 0.0, 0.0, 0.0
+    tri_inverse(L, W)
+    vv = 0.0
+    vw = 0.0
+    for i in range(R):
+        a = 0.0
+        b = 0.0
+        for k in range(i + 1):
+            a += W[i, k] * Ez[k]
+            b += W[i, k] * ec[k]
+        v[i] = a
+        w[i] = b
+        vv += a * a
+        vw += a * b
+    # T = W Ezz; B_z = T W^T (lower half; without ``full`` only its diagonal), c = c0 + tr(B_z)
+    for i in range(R):
+        for j in range(R):
+            T[i, j] = 0.0
+        for k in range(i + 1):
+            wik = W[i, k]
+            for j in range(R):
+                T[i, j] += wik * Ezz[k, j]
+    c = c0
+    for i in range(R):
+        for j in range(0 if full else i, i + 1):
+            t = 0.0
+            for k in range(j + 1):
+                t += T[i, k] * W[j, k]
+            B[i, j] = t
+        c += B[i, i]
+    return True, vv, vw, c
 
 
 @njit(**LEAF)
@@ -73,7 +137,6 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback, rank1=Fal
     first-order fallback). mat: (PROBIT_MATS, R, R), vec: (PROBIT_VECS, R) C-contiguous scratch.
     """
     R = Ez.shape[0]
-    L = mat[0]
     W = mat[1]
     T = mat[2]
     B = mat[3]
@@ -82,37 +145,9 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback, rank1=Fal
     v = vec[0]
     w = vec[1]
     m = vec[2]
-    if not cholesky(Lc, L):
+    ok, vv, vw, c = whiten_cavity(Lc, ec, Ez, Ezz, mat, vec, 1.0, not rank1)
+    if not ok:
         return 0
-    tri_inverse(L, W)
-    vv = 0.0
-    vw = 0.0
-    for i in range(R):
-        a = 0.0
-        b = 0.0
-        for k in range(i + 1):
-            a += W[i, k] * Ez[k]
-            b += W[i, k] * ec[k]
-        v[i] = a
-        w[i] = b
-        vv += a * a
-        vw += a * b
-    # T = W Ezz; B_z = T W^T (lower half; with rank1 only its diagonal), c = 1 + tr(B_z)
-    for i in range(R):
-        for j in range(R):
-            T[i, j] = 0.0
-        for k in range(i + 1):
-            wik = W[i, k]
-            for j in range(R):
-                T[i, j] += wik * Ezz[k, j]
-    c = 1.0
-    for i in range(R):
-        for j in range(i if rank1 else 0, i + 1):
-            t = 0.0
-            for k in range(j + 1):
-                t += T[i, k] * W[j, k]
-            B[i, j] = t
-        c += B[i, i]
     if rank1:
         return 1 if probit_rank_one(c, s, Ez, vv, vw, Lmsg, emsg) else 0
     isc = 1.0 / math.sqrt(c)
@@ -175,26 +210,62 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback, rank1=Fal
 def probit_rank_one(c, s, Ez, vv, vw, Lmsg, emsg):
     """Probit message whose curvature is rank one along Ez (``probit_message``): with
     vv = Ez^T Sc Ez, vw = Ez.mc, u = s vw / sqrt(c), g' = s r / sqrt(c), b = g'^2 + r u / c,
-    lam = b vv: Lam* = b / (1 - lam) Ez Ez^T, eta* = g' Ez + b / (1 - lam) (vw + g' vv) Ez.
+    lam = b vv: Lam* = b / (1 - lam) Ez Ez^T, eta* = g' Ez + b / (1 - lam) (vw + g' vv) Ez
+    (``rank_one_message`` with the probit's alpha = g' and beta = b).
     Returns False if that message is not valid (not b > 0, lam >= 1, zero or not finite)."""
-    R = Ez.shape[0]
     isc = 1.0 / math.sqrt(c)
     u = s * vw * isc
     r = inv_mills(u)
     gs = s * r * isc
-    beta = gs * gs + r * u / c
+    return rank_one_message(gs, gs * gs + r * u / c, Ez, vv, vw, Lmsg, emsg)
+
+
+@njit(**LEAF)
+def rank_one_message(alpha, beta, Ez, vv, vw, Lmsg, emsg):
+    """The CEP-1 message of an entry whose likelihood reaches the object's u through
+    a = u.E[z] only, from the derivatives of the one-dimensional tilted's log Z in the mean of a,
+    alpha = d log Z / dm and beta = -d^2 log Z / dm^2 (``likelihoods.tilted``).
+
+    Cavity N(u | mc, Sc); vv = Ez^T Sc Ez, vw = Ez.mc. The tilted mean is mc + alpha Sc Ez and its
+    covariance Sc - beta Sc Ez Ez^T Sc (g = alpha Ez, A = beta Ez Ez^T), so by Sherman-Morrison,
+    with lam = beta vv: Lam* = beta / (1 - lam) Ez Ez^T, eta* = alpha Ez + beta / (1 - lam)
+    (vw + alpha vv) Ez. Returns False if that message is not valid (not beta > 0, lam >= 1: a
+    tilted covariance that is not positive definite; zero or not finite). For a log-concave
+    likelihood 0 < beta < 1 / v for the tilted's variance v, so a v >= vv gives a valid message.
+    Lmsg (R, R), emsg (R,) receive it."""
+    R = Ez.shape[0]
     lam = beta * vv
     if not (beta > 0.0 and lam < 1.0):
         return False
     scale = beta / (1.0 - lam)
-    proj = scale * (vw + gs * vv)
+    proj = scale * (vw + alpha * vv)
     big = 0.0
     for i in range(R):
         for j in range(R):
             Lmsg[i, j] = scale * Ez[i] * Ez[j]
-        emsg[i] = gs * Ez[i] + proj * Ez[i]
+        emsg[i] = alpha * Ez[i] + proj * Ez[i]
         big = max(big, Lmsg[i, i])
     return big > 0.0 and math.isfinite(scale) and math.isfinite(proj)
+
+
+@njit(**LEAF)
+def generic_message(lik, y, Lc, ec, Ez, Ezz, Lmsg, emsg, mat, vec, nodes, weights):
+    """CEP-1 message of one (entry, mode) for any likelihood of the seam (full covariances).
+
+    Given the other modes' moments E[z], E[z z^T] the entry's likelihood p(y | a) depends on the
+    object's u through a = u.z; under the cavity N(u | mc, Sc) (Sc = Lc^{-1}, mc = Sc ec), a has
+    mean m_a = E[z].mc and, as in the probit message, variance v_a = tr(Sc E[z z^T]). The
+    likelihood's tilted p(y | a) N(a | m_a, v_a) gives (alpha, beta) (``tilted.cp_tilted``: a
+    closed form or Gauss-Hermite with ``nodes``, ``weights``), and the message is the rank-one
+    ``rank_one_message``. cp_probit's rank-one message (``probit_rank_one``) is this one with the
+    probit's closed form. mat (>= 4, R, R), vec (>= 2, R) C-contiguous scratch. Returns True if
+    the message (Lmsg, emsg) is valid.
+    """
+    ok, vv, vw, v_a = whiten_cavity(Lc, ec, Ez, Ezz, mat, vec, 0.0, False)
+    if not ok:
+        return False
+    log_z, alpha, beta = cp_tilted(lik, y, vw, v_a, nodes, weights)
+    return rank_one_message(alpha, beta, Ez, vv, vw, Lmsg, emsg)
 
 
 @njit(**LEAF)
@@ -232,6 +303,33 @@ def probit_coord(tc, nc, s, x, b, ezz, rank1, out):
     return False
 
 
+@njit(**LEAF)
+def generic_coord(lik, y, tc, nc, x, b, ezz, nodes, weights, out):
+    """CEP-1 message of one entry to one coordinate z_r of a diagonal-covariance object, for any
+    likelihood of the seam (``probit_coord``'s rank-one rule with the likelihood's tilted).
+
+    f = x z_r + b (x = E[prod of the other modes' coordinate r], b the rest of f at the posterior
+    means), cavity N(mc, vc) = (nc / tc, 1 / tc); the tilted of f has m_a = x mc + b and
+    v_a = ezz vc, whose (alpha, beta) (``tilted.cp_tilted``) give the tilted mean mc + vc x alpha
+    and variance vc (1 - a), a = vc x^2 beta. out (2,) receives (precision, precision x mean);
+    returns False if no valid message exists (0 < a < 1 fails: not applied).
+    """
+    if not tc > 0.0:
+        return False
+    vc = 1.0 / tc
+    mc = nc * vc
+    log_z, alpha, beta = cp_tilted(lik, y, x * mc + b, ezz * vc, nodes, weights)
+    a = vc * x * x * beta
+    inv = 1.0 / (1.0 - a)
+    t_new = tc * a * inv
+    n_new = (alpha * x + nc * a) * inv
+    if a > 0.0 and a < 1.0 and t_new > 0.0 and math.isfinite(t_new) and math.isfinite(n_new):
+        out[0] = t_new
+        out[1] = n_new
+        return True
+    return False
+
+
 # ---------------------------------------------------------------- Gaussian noise
 @njit(**LEAF)
 def damp_noise_message(e, alpha, beta, rho, sq):
@@ -248,8 +346,9 @@ ENTRY_VECS = 3 + PROBIT_VECS
 
 @njit(**LEAF)
 def entry_update(
-    model, gidx_e, mom_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, rho, mat, vec
-):
+    model, gidx_e, mom_e, k_lo, k_hi, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2, etau, rho, mat, vec,
+    lik=None, nodes=None, weights=None,
+):  # fmt: skip
     """New damped messages of one entry to its objects of modes k_lo..k_hi-1 (full R x R blocks).
 
     The other modes' moments are M[mom_e[k']], E2[mom_e[k']]: mom_e = gidx_e takes them from the
@@ -258,7 +357,9 @@ def entry_update(
     Lam_e (K, R, R), eta_e (K, R): the entry's messages, updated in place. mat (ENTRY_MATS, R, R)
     and vec (ENTRY_VECS, R) C-contiguous scratch. A probit message that the paper's expected
     quadratic form makes indefinite (a misclassified entry, u < 0, whose other modes are
-    uncertain) is replaced by the plain first-order step (``probit_message``). Returns the
+    uncertain) is replaced by the plain first-order step (``probit_message``). MODEL_GENERIC:
+    the likelihood ``lik`` of the value y through its tilted moments (``generic_message``, with
+    the Gauss-Hermite rule ``nodes``, ``weights``; left out for the other models). Returns the
     number of messages not applied.
     """
     R = M.shape[1]
@@ -283,8 +384,11 @@ def entry_update(
                 ec[i] = P_eta[o, i] - eta_e[k, i]
                 for j in range(R):
                     Lc[i, j] = P_Lam[o, i, j] - Lam_e[k, i, j]
-            rank1 = model == MODEL_PROBIT_RANK1
-            ok = probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat[3:], vec[3:], True, rank1) > 0
+            if model == MODEL_GENERIC:
+                ok = generic_message(lik, y, Lc, ec, Ez, Ezz, Lmsg, emsg, mat[3:], vec[3:], nodes, weights)
+            else:
+                rank1 = model == MODEL_PROBIT_RANK1
+                ok = probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat[3:], vec[3:], True, rank1) > 0
         if ok:
             for i in range(R):
                 eta_e[k, i] = (1.0 - rho) * eta_e[k, i] + rho * emsg[i]
@@ -354,12 +458,16 @@ def gaussian_entry_update(e, gidx, k_lo, k_hi, y, Lf, eta, M, E2f, etau, rho, bf
 
 
 @njit(**LEAF)
-def coord_update_diag(model, gidx_e, k, r, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2d, etau, rho, out):
+def coord_update_diag(
+    model, gidx_e, k, r, y, s, Lam_e, eta_e, P_Lam, P_eta, M, E2d, etau, rho, out, lik=None, nodes=None,
+    weights=None,
+):  # fmt: skip
     """Damped message of one entry to coordinate r of its mode-k object (diagonal covariances).
 
     The conditional for z_r keeps the object's other coordinates at their posterior means
     (b = sum_{q != r} x_q m_q): Gaussian Lam* = E[tau] E[x_r^2], eta* = E[tau] x_r (y - b);
-    probit ``probit_coord``. Lam_e, eta_e (K, R) updated in place; out (2,) scratch.
+    probit ``probit_coord``; MODEL_GENERIC ``generic_coord`` (lik, nodes, weights as
+    ``entry_update``). Lam_e, eta_e (K, R) updated in place; out (2,) scratch.
     Returns 1 if the message was not applied, else 0.
     """
     K = gidx_e.shape[0]
@@ -382,6 +490,11 @@ def coord_update_diag(model, gidx_e, k, r, y, s, Lam_e, eta_e, P_Lam, P_eta, M, 
     if model == MODEL_GAUSSIAN:
         out[0] = etau * ezz
         out[1] = etau * x * (y - b)
+    elif model == MODEL_GENERIC:
+        if not generic_coord(
+            lik, y, P_Lam[o, r] - Lam_e[k, r], P_eta[o, r] - eta_e[k, r], x, b, ezz, nodes, weights, out
+        ):
+            return 1
     elif not probit_coord(
         P_Lam[o, r] - Lam_e[k, r], P_eta[o, r] - eta_e[k, r], s, x, b, ezz, model == MODEL_PROBIT_RANK1, out
     ):

@@ -1,10 +1,12 @@
-"""Predictive moments of CP entries: mean, exact variance, probit probabilities."""
+"""Predictive moments of CP entries: mean, exact variance, probit probabilities, and the
+predictive density of any likelihood of the seam."""
 
 import math
 
 from numba import njit, prange
 
 from .._config import PARALLEL_CACHED
+from ..likelihoods import log_predictive
 from ..special import log_ndtr
 from .moments import cp_value, expected_sq_error, expected_sq_error_diag
 
@@ -13,6 +15,7 @@ __all__ = [
     "predict_full",
     "predict_diag",
     "probit_predictive",
+    "generic_log_predictive",
 ]
 
 
@@ -58,3 +61,12 @@ def probit_predictive(mean, var, out_p, out_logp, y_sign):
         out_p[e] = math.exp(log_ndtr(z))
         if with_y:
             out_logp[e] = log_ndtr(y_sign[e] * z)
+
+
+@njit(**PARALLEL_CACHED)
+def generic_log_predictive(lik, y, mean, var, nodes, weights, out):
+    """out[e] = log int p(y[e] | f) N(f | mean[e], var[e]) df for likelihood ``lik`` (its
+    ``log_predictive`` leaf, else the log Z of its tilted by the rule ``nodes``, ``weights``);
+    y, mean, var, out (n,). Binary likelihoods (labels +-1): y = 1 gives log P(y = 1)."""
+    for e in prange(mean.shape[0]):
+        out[e] = log_predictive(lik, y[e], mean[e], var[e], nodes, weights)

@@ -33,11 +33,12 @@ __all__ = [
 @njit(**PARALLEL_CACHED)
 def sweep_full(
     model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, chunk, skipped, mat, vec,
-    with_noise, alpha, beta, with_sums, part_L, part_e,
+    with_noise, alpha, beta, with_sums, part_L, part_e, lik=None, nodes=None, weights=None,
 ):  # fmt: skip
     """Damped messages of every entry to its objects of modes k_lo..k_hi-1, in parallel (full
     covariances); with ``with_noise`` also its Gamma noise message (as ``noise_messages_full``,
-    from the same posterior, in the same pass).
+    from the same posterior, in the same pass). MODEL_GENERIC: the likelihood ``lik`` and the
+    Gauss-Hermite rule ``nodes``, ``weights`` (``entry_update``; left out for the other models).
 
     (0, K): the parallel (Jacobi) schedule, every mode from one posterior. (k, k + 1): one block
     of the block schedule; given the other modes the objects of mode k are independent, so
@@ -77,7 +78,7 @@ def sweep_full(
             else:
                 t += entry_update(
                     model, gidx[e], gidx[e], k_lo, k_hi, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2,
-                    etau, rho, mat[c], vec[c],
+                    etau, rho, mat[c], vec[c], lik, nodes, weights,
                 )  # fmt: skip
             if with_noise:
                 if math.isnan(sq):
@@ -96,8 +97,12 @@ def noise_messages_full(gidx, y, alpha, beta, M, E2, rho):
 
 
 @njit(**PARALLEL_CACHED)
-def sweep_diag_coord(model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2d, etau, rho, k, r, chunk, skipped, out):
-    """Damped messages of every entry to coordinate r of its mode-k object, in parallel.
+def sweep_diag_coord(
+    model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2d, etau, rho, k, r, chunk, skipped, out, lik=None,
+    nodes=None, weights=None,
+):  # fmt: skip
+    """Damped messages of every entry to coordinate r of its mode-k object, in parallel (lik,
+    nodes, weights: MODEL_GENERIC's, as ``sweep_full``).
 
     One block of the diagonal schedule: the objects of mode k are conditionally independent
     given the other modes and coordinates, so updating (k, r) for all entries and then rebuilding
@@ -110,8 +115,9 @@ def sweep_diag_coord(model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2d, etau, rh
         t = 0
         for e in range(c * chunk, min(n, (c + 1) * chunk)):
             t += coord_update_diag(
-                model, gidx[e], k, r, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2d, etau, rho, out[c]
-            )
+                model, gidx[e], k, r, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2d, etau, rho, out[c],
+                lik, nodes, weights,
+            )  # fmt: skip
         skipped[c] += t
 
 
@@ -147,11 +153,15 @@ def sequential_full(
     old_L,
     old_e,
     Ltmp,
+    lik=None,
+    nodes=None,
+    weights=None,
 ):
     """Entries in ``order``; after each entry its K objects (and the noise posterior) are refreshed.
 
     noise: (3,) array [a, b, E tau], updated in place (E tau only if not ``fix_tau``).
-    old_L (K, R, R), old_e (K, R), Ltmp (R, R) scratch. Returns the number of messages not applied.
+    old_L (K, R, R), old_e (K, R), Ltmp (R, R) scratch; lik, nodes, weights: MODEL_GENERIC's (as
+    ``sweep_full``). Returns the number of messages not applied.
     """
     K = gidx.shape[1]
     R = M.shape[1]
@@ -162,7 +172,7 @@ def sequential_full(
         old_e[:, :] = eta[e]
         skipped += entry_update(
             model, gidx[e], gidx[e], 0, K, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho,
-            mat, vec,
+            mat, vec, lik, nodes, weights,
         )  # fmt: skip
         if model == MODEL_GAUSSIAN:
             new_b = (1.0 - rho) * beta[e] + rho * 0.5 * expected_sq_error(gidx[e], y[e], M, E2)
@@ -194,12 +204,14 @@ def sequential_full(
 
 @njit(**SERIAL)
 def sequential_diag(
-    model, order, gidx, y, s, Lam, eta, alpha, beta, P_Lam, P_eta, M, S, E2, noise, fix_tau, rho, out
-):
+    model, order, gidx, y, s, Lam, eta, alpha, beta, P_Lam, P_eta, M, S, E2, noise, fix_tau, rho, out,
+    lik=None, nodes=None, weights=None,
+):  # fmt: skip
     """Entries in ``order``; each coordinate's object is refreshed right after its message.
 
-    noise: (3,) [a, b, E tau] updated in place (E tau only if not ``fix_tau``); out (2,) scratch.
-    Returns the number of messages not applied.
+    noise: (3,) [a, b, E tau] updated in place (E tau only if not ``fix_tau``); out (2,) scratch;
+    lik, nodes, weights: MODEL_GENERIC's (as ``sweep_full``). Returns the number of messages not
+    applied.
     """
     K = gidx.shape[1]
     R = M.shape[1]
@@ -212,8 +224,9 @@ def sequential_diag(
                 old_L = Lam[e, k, r]
                 old_e = eta[e, k, r]
                 if coord_update_diag(
-                    model, gidx[e], k, r, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho, out
-                ):
+                    model, gidx[e], k, r, y[e], s[e], Lam[e], eta[e], P_Lam, P_eta, M, E2, noise[2], rho, out,
+                    lik, nodes, weights,
+                ):  # fmt: skip
                     skipped += 1
                     continue
                 P_Lam[o, r] += Lam[e, k, r] - old_L
