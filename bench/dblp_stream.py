@@ -40,6 +40,7 @@ def main():
     ap.add_argument("--expect-under", choices=("posterior", "cavity"), default=None)
     ap.add_argument("--prior", choices=("fixed", "wishart", "ard"), default=None)
     ap.add_argument("--batch-fit", action="store_true", help="also a batch fit for reference")
+    ap.add_argument("--model", default="cp_probit", help="a binary CP model: cp_probit or cp_logistic")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
     opts = {k: v for k, v in (("max_iter", args.max_iter), ("tol", args.tol), ("damping", args.damping)) if v}
@@ -56,11 +57,11 @@ def main():
         t0 = time.perf_counter()
         n = build_dblp_training(args.data_dir, path, seed=0)
         print(f"training set: {n} entries, built in {time.perf_counter() - t0:.1f} s", flush=True)
-        fastcep.stream(path, model="cp_probit", rank=8, batch_size=1000, max_batches=2)  # compile
+        fastcep.stream(path, model=args.model, rank=8, batch_size=1000, max_batches=2)  # compile
         if args.batch_fit:
             coords, values, shape = fastcep.read_tensor(path)
             t0 = time.perf_counter()
-            res = fastcep.fit(coords, values, model="cp_probit", shape=shape, rank=8, max_iter=15, seed=0)
+            res = fastcep.fit(coords, values, model=args.model, shape=shape, rank=8, max_iter=15, seed=0)
             secs = time.perf_counter() - t0
             m, s, _ = dblp_test_auc(res, test_sets=tests)
             rows.append(f"| batch fit (15 iterations) | - | {m:.3f} ± {s:.3f} | - | {secs:.1f} |")
@@ -70,7 +71,7 @@ def main():
             for sh in range(1, args.shuffles + 1):
                 t0 = time.perf_counter()
                 res = fastcep.stream(
-                    path, model="cp_probit", rank=8, batch_size=bs, shuffle=True, seed=sh, **opts
+                    path, model=args.model, rank=8, batch_size=bs, shuffle=True, seed=sh, **opts
                 )
                 secs.append(time.perf_counter() - t0)
                 m, _, per_set = dblp_test_auc(res, test_sets=tests)
