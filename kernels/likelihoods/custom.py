@@ -23,7 +23,7 @@ compiled through their own cached dispatchers). Its leaves here are uncached for
 import types
 import typing
 
-from numba import njit
+from numba import jit, njit
 from numba.core.registry import CPUDispatcher
 
 from .._config import LEAF
@@ -70,7 +70,7 @@ def uncached(dispatcher):
     func.__doc__ = py_func.__doc__
     func.__kwdefaults__ = py_func.__kwdefaults__
     options = {k: v for k, v in dispatcher.targetoptions.items() if k != "cache"}
-    copy = njit(**options)(func)
+    copy = jit(**options)(func)  # (targetoptions hold nopython=True: ``jit``, not ``njit``)
     _UNCACHED[dispatcher] = copy  # before the recursion: a function may name itself
     for name in py_func.__code__.co_names:
         value = globals_.get(name)
