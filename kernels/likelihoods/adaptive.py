@@ -213,7 +213,7 @@ def _add(acc, r, w, x, u1, g2):
 @njit(**LEAF)
 def _node(acc, lik, y, v, c, d0, x, w, weak, g1c):
     """(``_add`` of the node c + x (weight w) of p(y | f) N(f | m, v), c = m + d0, relative to c;
-    the log of its term r + log w)."""
+    its log integrand r)."""
     f, x = _offset(c, x)
     r = log_lik_step(lik, y, c, x) - x * (0.5 * x + d0) / v
     u1 = 0.0
@@ -221,7 +221,7 @@ def _node(acc, lik, y, v, c, d0, x, w, weak, g1c):
     if weak:
         g1, g2 = _derivs(lik, y, f, 0.0)
         u1 = g1 - g1c
-    return _add(acc, r, w, x, u1, g2), r + math.log(w)
+    return _add(acc, r, w, x, u1, g2), r
 
 
 @njit(**LEAF)
@@ -253,10 +253,10 @@ def _sinh_rule(lik, y, v, c, d0, s, weak, g1c, g2c):
         t = KAPPA * k * h
         x = s * math.sinh(t) / KAPPA
         w = math.cosh(t)
-        acc, lt_right = _node(acc, lik, y, v, c, d0, x, w, weak, g1c)
-        acc, lt_left = _node(acc, lik, y, v, c, d0, -x, w, weak, g1c)
+        acc, r_right = _node(acc, lik, y, v, c, d0, x, w, weak, g1c)
+        acc, r_left = _node(acc, lik, y, v, c, d0, -x, w, weak, g1c)
         # (a NaN term counts as negligible)
-        small = not max(lt_right, lt_left) >= log_negligible + acc[0] + math.log(acc[1])
+        small = not max(r_right, r_left) + math.log(w) >= log_negligible + acc[0] + math.log(acc[1])
         quiet = quiet + 1 if small else 0
     k_max = k
     old = _estimates(acc, math.log(h * s))
