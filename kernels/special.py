@@ -14,6 +14,11 @@ the probit CEP rows evaluate r exactly once per row and a Taylor polynomial abou
 per site (``inv_mills_taylor``), where it is exact to double precision (BENCHMARKS.md, issue 2).
 ``inv_mills_simd`` is a table-free r(z) for the whole real line (Weideman's rational approximation
 of erfcx, inlined in numba's IR) for loops that should compile to SIMD code.
+
+The count and Student-t likelihoods (``likelihoods.poisson``, ``negbin``, ``student_t``) need
+the differences of large values without their cancellation: ``log1pmx`` = log(1 + x) - x,
+``expm1mx`` = exp(x) - 1 - x and ``lgamma_correction``, the remainder of Stirling's series
+(lgamma(y + 1) for y = 1e8 is 1.7e9, whose last bit is 2e-7).
 """
 
 import math
@@ -343,3 +348,74 @@ def log_sigmoid(t):
     if t >= 0.0:
         return -math.log1p(math.exp(-t))
     return t - math.log1p(math.exp(t))
+
+
+@njit(**LEAF)
+def log1pmx(x):
+    """log(1 + x) - x for x > -1, to a few units in the last place (no cancellation).
+
+    For -0.5 <= x <= 1, with t = x / (2 + x) (|t| <= 1/3): log(1 + x) = 2 atanh(t), so
+    log(1 + x) - x = -t x + 2 t^3 (1/3 + t^2/5 + t^4/7 + ...), 18 terms (t^36 / 37 < 1e-18).
+    Elsewhere log1p(x) - x loses at most two bits.
+    """
+    if -0.5 <= x <= 1.0:
+        t = x / (2.0 + x)
+        u = t * t
+        s = 1.0 / 37.0
+        for j in range(16, -1, -1):
+            s = s * u + 1.0 / (2 * j + 3)
+        return -t * x + 2.0 * t * u * s
+    return math.log1p(x) - x
+
+
+@njit(**LEAF)
+def expm1mx(x):
+    """exp(x) - 1 - x, to a few units in the last place (no cancellation).
+
+    For |x| <= 1 the Taylor series x^2 (1/2! + x/3! + ... + x^16/18!) (remainder < 1e-17
+    relative); elsewhere expm1(x) - x loses at most two bits.
+    """
+    if -1.0 <= x <= 1.0:
+        fact = 6402373705728000.0  # 18!
+        s = 1.0 / fact
+        for k in range(17, 1, -1):
+            fact /= k + 1
+            s = s * x + 1.0 / fact
+        return x * x * s
+    return math.expm1(x) - x
+
+
+#: the coefficients B_2k / (2k (2k - 1)) of Stirling's series, k = 1..7
+_STIRLING = (
+    1.0 / 12.0,
+    -1.0 / 360.0,
+    1.0 / 1260.0,
+    -1.0 / 1680.0,
+    1.0 / 1188.0,
+    -691.0 / 360360.0,
+    1.0 / 156.0,
+)
+
+
+@njit(**LEAF)
+def lgamma_correction(z):
+    """lgamma(z) - ((z - 1/2) log z - z + log(2 pi) / 2) for z > 0, absolute error below 1e-15.
+
+    For z >= 10 Stirling's series to z^-13 (the next term is 3e-17 at z = 10); below, from
+    ``math.lgamma`` (terms below 13 in size: error about 4e-15).
+    """
+    if z >= 10.0:
+        w = 1.0 / (z * z)
+        s = _STIRLING[6]
+        for k in range(5, -1, -1):
+            s = s * w + _STIRLING[k]
+        return s / z
+    return math.lgamma(z) - ((z - 0.5) * math.log(z) - z + LOG_SQRT_2PI)
+
+
+@njit(**LEAF)
+def softplus(t):
+    """log(1 + exp(t)) without overflow."""
+    if t > 0.0:
+        return t + math.log1p(math.exp(-t))
+    return math.log1p(math.exp(t))

@@ -29,7 +29,11 @@ def _dispatchers():
                 yield f"{mod.__name__}.{name}", obj
 
 
-ORDERED_LEAVES = {"fastcep.kernels.special.exp_bounded", "fastcep.kernels.special.sigmoid_pair_bounded"}
+ORDERED_LEAVES = {
+    "fastcep.kernels.special.exp_bounded",
+    "fastcep.kernels.special.sigmoid_pair_bounded",
+    "fastcep.kernels.likelihoods.adaptive._offset",
+}
 
 
 def test_every_kernel_uses_the_central_fastmath_set():

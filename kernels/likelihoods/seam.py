@@ -7,20 +7,34 @@ has none), and scalar ``@njit`` leaves registered for that class with ``register
 - ``tilted(lik, y, m, v, nodes, weights)``: closed-form moments of the tilted distribution
   p(y | f) N(f | m, v) (optional);
 - ``log_predictive(lik, y, m, v)``: log int p(y | f) N(f | m, v) df, the predictive density of y
-  (optional; else the log Z of ``tilted``).
+  (optional; else the log Z of ``tilted``);
+- ``log_lik_step(lik, y, f, x)``: log p(y | f + x) - log p(y | f) without the cancellation of
+  two large values (optional; else that difference). For a count y = 1e8 log p(y | f) is about
+  -1e7 a few likelihood widths from its peak, and its last bit is 2e-9: the integrand of a
+  quadrature built on differences of it would carry that noise;
+- ``peak(lik, y)``: argmax_f p(y | f), for likelihoods that are not log-concave in f (optional):
+  ``adaptive.adaptive_tilted`` looks for a second mode of the tilted distribution from there.
 
 Drivers call the generic functions below with the likelihood as an argument. numba resolves them
 at compile time by the argument's type (``numba.extending.overload``), so one driver serves every
 likelihood, compiled once per likelihood class and cached on disk (the type of a NamedTuple is
 stable across processes; a jitted function passed as an argument is not, and would compile again
 in every process). A likelihood without a closed-form ``tilted`` gets its moments by Gauss-Hermite
-quadrature: ``mixed_tilted`` when it has ``log_lik_derivs``, else ``quadrature_tilted``.
+quadrature: ``mixed_tilted`` when it has ``log_lik_derivs``, else ``quadrature_tilted``. Those
+rules are centred on the cavity N(m, v): they miss a likelihood much narrower than the cavity
+(a count y = 1e6 has width 1e-3 in f). The count likelihoods (``poisson``, ``negbin``), the
+Student-t (``student_t``) and a user's log-density (``custom``) register instead
+``adaptive.adaptive_tilted`` as their ``tilted`` leaf: a rule centred on the tilted mode with the
+Laplace scale, refined until it has converged (about 1e-11 relative, its docstring has the error
+analysis); it ignores the given Gauss-Hermite rule. Probit, logistic and Gaussian keep the paths
+above.
 
 Adding a likelihood: one module here (its class, its leaves, one ``register`` call) and one entry
 in ``REGISTRY`` (``__init__``); the drivers do not change. Only this package's likelihoods may go
 through the cached drivers: their caches are keyed by a digest of the sources below ``kernels/``
 only (``kernels._cache``), so a driver cached with a leaf from elsewhere would keep that leaf's old
-code after it changed.
+code after it changed. A user's log-density goes through ``custom.custom_likelihood`` and drivers
+compiled by ``custom.uncached`` instead.
 
 ``tilted`` returns ``(log_z, alpha, beta)``: log Z = log int p(y | f) N(f | m, v) df, alpha =
 d log Z / dm and beta = -d^2 log Z / dm^2, so that the tilted mean is m + v alpha and its variance
@@ -36,7 +50,7 @@ from .._config import LEAF
 
 #: (likelihood class, leaf name) -> the registered @njit leaf
 _LEAVES = {}
-LEAF_NAMES = ("log_lik", "log_lik_derivs", "tilted", "log_predictive")
+LEAF_NAMES = ("log_lik", "log_lik_derivs", "tilted", "log_predictive", "log_lik_step", "peak")
 
 
 def register(cls, **leaves):
@@ -71,6 +85,12 @@ def log_lik_derivs(lik, y, f):
     raise TypeError("log_lik_derivs is resolved by numba inside compiled code")
 
 
+def log_lik_step(lik, y, f, x):
+    """log p(y | f + x) - log p(y | f) (in compiled code only): the registered leaf, else the
+    difference of two ``log_lik``."""
+    raise TypeError("log_lik_step is resolved by numba inside compiled code")
+
+
 def tilted(lik, y, m, v, nodes, weights):
     """(log Z, alpha, beta) of p(y | f) N(f | m, v) (in compiled code only): the registered
     closed form, else ``mixed_tilted`` or ``quadrature_tilted`` with the given Gauss-Hermite rule."""
@@ -97,6 +117,16 @@ def log_predictive(lik, y, m, v, nodes, weights):
 
 overload(log_lik)(_pointwise("log_lik"))
 overload(log_lik_derivs)(_pointwise("log_lik_derivs"))
+
+
+@overload(log_lik_step)
+def _log_lik_step(lik, y, f, x):
+    leaf = _leaf(lik, "log_lik_step")
+    if leaf is not None:
+        return lambda lik, y, f, x: leaf(lik, y, f, x)
+    if _leaf(lik, "log_lik") is not None:
+        return lambda lik, y, f, x: log_lik(lik, y, f + x) - log_lik(lik, y, f)
+    return None
 
 
 @overload(tilted)
