@@ -75,7 +75,7 @@ def test_registry_holds_one_entry_per_likelihood():
         "logistic": likelihoods.Logistic,
         "gaussian": Gaussian,
         "poisson": Poisson,
-        "negative_binomial": NegativeBinomial,
+        "negbin": NegativeBinomial,
         "student_t": StudentT,
     }
 

@@ -29,7 +29,7 @@ REGISTRY = {
     "logistic": Logistic,
     "gaussian": Gaussian,
     "poisson": Poisson,
-    "negative_binomial": NegativeBinomial,
+    "negbin": NegativeBinomial,
     "student_t": StudentT,
 }
 
