@@ -130,3 +130,71 @@ def test_an_offset_is_a_known_term_of_f(linear):
         fastcep.fit(X, y, model="gaussian", offset=np.full(len(y), np.inf))
     with pytest.raises(ValueError, match="an offset takes method 'cep1' or 'ep'"):
         fastcep.fit(X, s, model="probit", method="lp", offset=o)
+
+
+def _counts(rng, n=600):
+    X = 0.5 * rng.standard_normal((n, 3))
+    f = X @ np.array([0.5, -0.3, 0.2]) + 1.0
+    return X, f
+
+
+@pytest.mark.parametrize("method", ["ep", "cep1"])
+def test_a_custom_likelihood_equal_to_a_built_in_gives_its_posterior(rng, method):
+    """Custom(logpdf) goes through the generic rows with uncached drivers and a derivative-free
+    tilted rule; written as the Poisson's log-density, it gives the built-in's posterior."""
+    numba = pytest.importorskip("numba")
+    import math
+
+    @numba.njit
+    def poisson_logpdf(y, f):
+        return y * f - math.exp(f) - math.lgamma(y + 1.0)
+
+    X, f = _counts(rng)
+    y = rng.poisson(np.exp(f)).astype(float)
+    a = fastcep.fit(X, y, model="poisson", method=method, tol=1e-9)
+    b = fastcep.fit(X, y, model=Custom(poisson_logpdf), method=method, tol=1e-9)
+    np.testing.assert_allclose(b.posterior.mean, a.posterior.mean, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(b.posterior.var, a.posterior.var, rtol=1e-9)
+    assert b.log_likelihood(X, y) == pytest.approx(a.log_likelihood(X, y), rel=1e-10)
+    with pytest.raises(ValueError, match="no closed-form moments"):
+        b.predict(X)
+
+
+def test_a_custom_probit_equals_the_closed_form_ep(rng):
+    """The probit through the generic path (a Custom log-density: quadrature) equals its
+    closed-form EP to 1e-8."""
+    numba = pytest.importorskip("numba")
+    from fastcep.kernels.special import log_ndtr
+
+    @numba.njit
+    def probit_logpdf(y, f):
+        return log_ndtr(y * f)
+
+    X = rng.standard_normal((400, 3))
+    s = np.where(X @ np.array([1.0, -0.5, 0.3]) + 0.3 * rng.standard_normal(400) > 0, 1.0, -1.0)
+    a = fastcep.fit(X, s, model="probit", method="ep", tol=1e-10, fit_intercept=False)
+    b = fastcep.fit(X, s, model=Custom(probit_logpdf), method="ep", tol=1e-10, fit_intercept=False)
+    np.testing.assert_allclose(b.posterior.mean, a.posterior.mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(b.posterior.var, a.posterior.var, rtol=1e-8)
+
+
+def test_count_and_outlier_likelihoods_recover_their_simulations(rng):
+    X, f = _counts(rng, n=3000)
+    truth = np.array([0.5, -0.3, 0.2])
+    y = rng.poisson(np.exp(f)).astype(float)
+    res = fastcep.fit(X, y, model="poisson")
+    assert np.all(np.abs(res.posterior.mean - truth) < 4 * np.sqrt(res.posterior.var))
+    mean, var = res.predict(X, return_var=True)
+    assert np.all(var > mean * 0.999)  # (Poisson: Var y >= E y)
+    yn = rng.negative_binomial(2.0, 2.0 / (2.0 + np.exp(f))).astype(float)
+    nb = fastcep.fit(X, yn, model="negbin")
+    assert 1.6 < nb.likelihood.dispersion < 2.5 and nb.likelihood.learned == ()
+    assert nb.deviance(X, yn) < fastcep.fit(X, yn, model="poisson").deviance(X, yn) * 1.5
+    yt = f + 0.5 * rng.standard_t(4.0, size=len(f))
+    yt[::50] += 20.0  # outliers
+    t = fastcep.fit(X, yt, model="student_t")
+    g = fastcep.fit(X, yt, model="gaussian")
+    assert 0.4 < t.likelihood.scale < 0.65
+    assert np.abs(t.posterior.mean - truth).max() < np.abs(g.posterior.mean - truth).max()
+    with pytest.raises(ValueError, match="must hold counts"):
+        fastcep.fit(X, yt, model="poisson")

@@ -19,7 +19,8 @@ from .._threads import ThreadGovernor, num_threads
 from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
-from ..likelihoods import check_offset
+from ..kernels.likelihoods import uncached
+from ..likelihoods import Custom, check_offset
 from ..likelihoods import resolve as resolve_likelihood
 from ..results import RegressionSites, RegressionState, VBState
 from .kjit import KJITSweeps
@@ -192,6 +193,20 @@ def _step_parallel(problem, lik, state, scratch, rho, key):
 SCHEDULES = {"parallel": _step_parallel, "sequential": S.sequential_step}
 
 
+def _schedules(likelihood):
+    """The sweeps of a likelihood: ``SCHEDULES``, or for a ``Custom`` one their uncached copies
+    (``kernels.likelihoods.custom``: a user's log-density never goes through the disk cache)."""
+    if not isinstance(likelihood, Custom):
+        return SCHEDULES
+    par, ser = uncached(S.parallel_step), uncached(S.parallel_step_serial)
+
+    def step_parallel(problem, lik, state, scratch, rho, key):
+        small = problem.X.shape[0] * problem.X.shape[1] < SERIAL_SITES
+        return (ser if small else par)(problem, lik, state, scratch, rho, key)
+
+    return {"parallel": step_parallel, "sequential": uncached(S.sequential_step)}
+
+
 def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, progress, start, options, init_state):
     """Mean-field VB (``glm.vb``) packed as a ``RegressionResult`` (no site messages: its state
     is q(w), a ``VBState``; the evidence lower bound per iteration in ``trace.elbo``; damping
@@ -346,7 +361,7 @@ def fit_regression(
     if guard:
         old_t, old_n = np.empty((n, d)), np.empty((n, d))
         restored = np.zeros(d, dtype=np.int64)
-    sweep = SCHEDULES[schedule]
+    sweep = _schedules(likelihood)[schedule]
     nu_old = np.empty((n, d)) if stopping == "paper" else None
 
     def step(it):
