@@ -56,7 +56,7 @@ CP_MODEL = Choice(*CP_FAST_PATHS, *CP_GENERIC)
 #: the regression likelihoods by name (``fastcep.likelihoods``; "custom": a ``Custom`` object)
 REGRESSION_LIKELIHOODS = ("probit", "logistic", "gaussian", "poisson", "negbin", "student_t", "custom")
 #: the methods of every likelihood; the others are written for the binary ones
-GENERIC_METHODS = ("cep1", "ep")
+GENERIC_METHODS = ("cep1", "cep2", "ep")
 CP_SCHEDULE = Choice("parallel", "block", "sequential")
 #: the probit curvature's spec in fit and stream (what None stands for: ``_rank_one_default``)
 RANK_ONE = Spec(
@@ -124,7 +124,7 @@ OPTIONS = (
     Option("offset", "A known term added to each row's linear predictor f (n floats; None: none).", {
         "regression": Spec(
             DataCheck("array of n finite floats or None"), None,
-            "the log of an exposure for counts; methods 'cep1' and 'ep'; give it to predict too",
+            "the log of an exposure for counts; methods 'cep1', 'cep2' and 'ep'; give it to predict too",
         ),
     }),
     Option("a0", "Shape of the Gamma(a0, b0) prior of the noise precision (cp_gaussian).", {

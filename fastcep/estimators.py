@@ -146,7 +146,7 @@ class BayesianRegressor(RegressorMixin, BaseEstimator):
     likelihood : str or fastcep.likelihoods.Likelihood, default "gaussian"
         "gaussian", "poisson", "negbin", "student_t" or a likelihood object (its learned
         parameters, given as None, are learned by the fit).
-    method : {"cep1", "ep"}, default "cep1"
+    method : {"cep1", "cep2", "ep"}, default "cep1"
     prior_var, fit_intercept, intercept_var, damping, max_iter, tol, n_threads
         As ``fastcep.fit``, with its defaults (the option table).
 

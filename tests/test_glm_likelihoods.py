@@ -128,7 +128,7 @@ def test_an_offset_is_a_known_term_of_f(linear):
     np.testing.assert_allclose(c.posterior.mean, d.posterior.mean, rtol=1e-9)
     with pytest.raises(ValueError, match="'offset' parameter of fit must hold finite values"):
         fastcep.fit(X, y, model="gaussian", offset=np.full(len(y), np.inf))
-    with pytest.raises(ValueError, match="an offset takes method 'cep1' or 'ep'"):
+    with pytest.raises(ValueError, match="an offset takes method 'cep1' or 'cep2' or 'ep'"):
         fastcep.fit(X, s, model="probit", method="lp", offset=o)
 
 
@@ -198,3 +198,21 @@ def test_count_and_outlier_likelihoods_recover_their_simulations(rng):
     assert np.abs(t.posterior.mean - truth).max() < np.abs(g.posterior.mean - truth).max()
     with pytest.raises(ValueError, match="must hold counts"):
         fastcep.fit(X, yt, model="poisson")
+
+
+@pytest.mark.parametrize("d", [3, 20])
+def test_the_generic_cep2_is_the_probit_s_hand_written_one(rng, d):
+    """CEP-2 through the generic rows (an offset of zeros routes the probit there, with its
+    closed-form tilted) takes its second-order terms from central differences of the tilted
+    moments (``generic.tilted_curvature``): the fixed point of the hand-written CEP-2, whose
+    terms are the inverse Mills ratio's derivatives, to 1e-7 posterior sds (the differences' noise
+    floor is near 1e-9)."""
+    X = rng.standard_normal((400, d))
+    s = np.where(X[:, :3] @ np.array([1.0, -0.5, 0.3]) + 0.3 * rng.standard_normal(400) > 0, 1.0, -1.0)
+    a = fastcep.fit(X, s, model="probit", method="cep2", tol=1e-8, fit_intercept=False)
+    b = fastcep.fit(X, s, model="probit", method="cep2", tol=1e-8, fit_intercept=False, offset=np.zeros(400))
+    c = fastcep.fit(X, s, model="probit", method="cep1", tol=1e-8, fit_intercept=False)
+    sd = np.sqrt(a.posterior.var)
+    assert np.abs(b.posterior.mean - a.posterior.mean).max() < 1e-7 * sd.min()
+    np.testing.assert_allclose(b.posterior.var, a.posterior.var, rtol=1e-7)
+    assert np.abs(c.posterior.mean - a.posterior.mean).max() > 1e-3 * sd.min()  # (CEP-2 is not CEP-1 here)

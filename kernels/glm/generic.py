@@ -8,7 +8,8 @@ one-dimensional tilted distribution p(y | a) N(a | m_a, v_a) (DESIGN.md section 
   and Var[w_m] = vc_m - (x_m vc_m)^2 beta.
 - ``cep1_rows``, CEP-1: for weight m the other weights are held at their posterior means (section
   3.1), so a = x_m w_m + b_m, b_m = sum_{l != m} x_l mu_l, with w_m from its cavity: m_a = x_m mc_m
-  + b_m, v_a = x_m^2 vc_m (one tilted per site).
+  + b_m, v_a = x_m^2 vc_m (one tilted per site); with ``second``, CEP-2 (five tilted per site:
+  ``tilted_curvature``).
 
 (alpha, beta) are the tilted leaf's derivatives of log Z in m_a (``likelihoods.seam``). The
 arguments are those of the hand-written row functions (``sweep``), the likelihood first and the
@@ -57,12 +58,44 @@ def ep_rows(
     return k
 
 
+#: CEP-2's step of the central differences, in cavity sds (``tilted_curvature``)
+CURVATURE_STEP = 0.05
+
+
+@njit(**LEAF)
+def tilted_curvature(lik, y, m, v, nodes, weights):
+    """(alpha, beta) of p(y | f) N(f | m, v) and their second derivatives in m, (alpha'', beta''),
+    by central differences of the tilted leaf with one Richardson step: D(h) = (g(m + h) - 2 g(m)
+    + g(m - h)) / h^2, g'' = (4 D(h) - D(2 h)) / 3, error O(h^4). h = CURVATURE_STEP sqrt(v): log Z
+    varies in m on the scale sqrt(v + L^2) (L the likelihood's own width), never shorter than
+    the cavity's sd, so the truncation stays below CURVATURE_STEP^4 of the leading term; the
+    rounding error, eps |alpha| / h^2, stays near 1e-9 of it for cavities down to 1e-4 of L^2.
+    (1 / sqrt(beta) is no scale: it grows without bound where the likelihood saturates, as the
+    probit's far on the right side.) alpha'' = d^3 log Z / dm^3 and beta'' = -d^4 log Z / dm^4:
+    CEP-2's second-order terms (DESIGN.md section 7). Checked against the probit's closed form
+    (tests/test_glm_likelihoods.py)."""
+    log_z, a0, b0 = tilted(lik, y, m, v, nodes, weights)
+    h = CURVATURE_STEP * math.sqrt(v)
+    _, ap1, bp1 = tilted(lik, y, m + h, v, nodes, weights)
+    _, am1, bm1 = tilted(lik, y, m - h, v, nodes, weights)
+    _, ap2, bp2 = tilted(lik, y, m + 2.0 * h, v, nodes, weights)
+    _, am2, bm2 = tilted(lik, y, m - 2.0 * h, v, nodes, weights)
+    da1 = (ap1 - 2.0 * a0 + am1) / (h * h)
+    da2 = (ap2 - 2.0 * a0 + am2) / (4.0 * h * h)
+    db1 = (bp1 - 2.0 * b0 + bm1) / (h * h)
+    db2 = (bp2 - 2.0 * b0 + bm2) / (4.0 * h * h)
+    return a0, b0, (4.0 * da1 - da2) / 3.0, (4.0 * db1 - db2) / 3.0
+
+
 @njit(**LEAF)
 def cep1_rows(
-    lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, weights, off, pT, pN, c, work, old
-):
-    """CEP-1 update of the d sites of rows order[lo..hi-1]; returns the number of messages not
-    applied. off: (n,) each row's offset added to f, or (0,)."""
+    lik, X, Y, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, nodes, weights, off, pT, pN, c, work, old,
+    second=False,
+):  # fmt: skip
+    """CEP-1 update of the d sites of rows order[lo..hi-1] (``second``: CEP-2, adding 0.5 q
+    d^2/db^2 of the conditional mean and variance, q = sum_{l != m} x_l^2 v_l, by
+    ``tilted_curvature``); returns the number of messages not applied. off: (n,) each row's
+    offset added to f, or (0,)."""
     k = 0
     d = X.shape[1]
     for ii in range(lo, hi):
@@ -70,19 +103,31 @@ def cep1_rows(
         if seq:
             save_row(tau, nu, i, old)
         xmu = off[i] if off.shape[0] != 0 else 0.0
+        xxv = 0.0
         for m in range(d):
             xmu += X[i, m] * mu[m]
+            xxv += X[i, m] * X[i, m] * v[m]
         for m in range(d):
             xm = X[i, m]
             tc = T[m] - tau[i, m]
             nc = N[m] - nu[i, m]
             vc = 1.0 / tc
-            alpha = 0.0  # x_m = 0: the site does not involve w_m, a flat message
-            beta = 0.0
-            if xm != 0.0:
+            delta = 0.0  # x_m = 0: the site does not involve w_m, a flat message
+            a = 0.0
+            if xm != 0.0 and second:
+                b = xmu - xm * mu[m]
+                q = max(xxv - xm * xm * v[m], 0.0)
+                alpha, beta, alpha2, beta2 = tilted_curvature(
+                    lik, Y[i], xm * nc * vc + b, xm * xm * vc, nodes, weights
+                )
+                delta = xm * vc * (alpha + 0.5 * q * alpha2)
+                a = xm * xm * vc * (beta + 0.5 * q * beta2)
+            elif xm != 0.0:
                 b = xmu - xm * mu[m]
                 log_z, alpha, beta = tilted(lik, Y[i], xm * nc * vc + b, xm * xm * vc, nodes, weights)
-            t_new, n_new, ok = message_from_moments(tc, nc, xm * vc * alpha, xm * xm * vc * beta)
+                delta = xm * vc * alpha
+                a = xm * xm * vc * beta
+            t_new, n_new, ok = message_from_moments(tc, nc, delta, a)
             k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
         if seq:
             apply_row_change(tau, nu, i, old, T, N, mu, v)

@@ -46,7 +46,7 @@ METHOD_CODES = {
     ("logistic", "is"): 9,
 }
 #: row functions of any likelihood (``generic``); probit's EP is the generic one
-GENERIC_CODES = {"ep": 2, "cep1": 10}
+GENERIC_CODES = {"ep": 2, "cep1": 10, "cep2": 11}
 
 
 @njit(**LEAF)
@@ -71,8 +71,8 @@ def run_rows(code, problem, lik, state, scratch, order, lo, hi, seq, rho, pT, pN
         return probit.cep_rows(*rows, code == 1, pT, pN, c, work, old)
     if code == 2:
         return generic.ep_rows(lik, *rows, nodes, weights, problem.offset, pT, pN, c, work, old)
-    if code == 10:
-        return generic.cep1_rows(lik, *rows, nodes, weights, problem.offset, pT, pN, c, work, old)
+    if code == 10 or code == 11:
+        return generic.cep1_rows(lik, *rows, nodes, weights, problem.offset, pT, pN, c, work, old, code == 11)
     if code == 3 or code == 4:
         return logistic.cep_rows(*rows, code == 4, nodes, weights, pT, pN, c, work, old)
     if code == 5:
