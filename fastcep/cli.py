@@ -543,9 +543,8 @@ def cmd_fit(args):
     _check_plot(args, [args.tensor, args.output])
     coords, values, shape = _read_tensor(args.tensor, args.max_entries)
     names = ("damping", "max_iter", "tol", "covariance", "schedule", "seed", "prior_var", "prior_mean")
-    opts = _options(
-        args, (*names, "a0", "b0", "probit_curvature", "init", "noise_warmup", "expect_under", "prior")
-    )
+    more = ("a0", "b0", "probit_curvature", "init", "noise_warmup", "expect_under", "prior", "likelihood")
+    opts = _options(args, (*names, *more))
     t0 = time.perf_counter()
     res = fit(
         coords, values, model=args.model, method=args.method, shape=shape, rank=args.rank,
@@ -561,7 +560,7 @@ def cmd_stream(args):
     _check_plot(args, [args.tensor, args.output, args.checkpoint])
     _check_tensor(args.tensor)
     names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")
-    opts = _options(args, (*names, "a0", "b0", "probit_curvature", "expect_under", "prior"))
+    opts = _options(args, (*names, "a0", "b0", "probit_curvature", "expect_under", "prior", "likelihood"))
     t0 = time.perf_counter()
     res = stream(
         args.tensor, model=args.model, rank=args.rank, method=args.method, batch_size=args.batch_size,
@@ -746,6 +745,13 @@ def _float_or_auto(text):
         raise argparse.ArgumentTypeError(f"must be a float in (0, 1] or 'auto', not {text!r}") from None
 
 
+def _cp_likelihood_names():
+    """The likelihood names ``--likelihood`` takes (with ``--model cp``: a built-in, its defaults)."""
+    from .tensor.likelihoods import names
+
+    return names()
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="fastcep", description="Conditional expectation propagation.")
     p.add_argument("--version", action="version", version=f"fastcep {__version__}")
@@ -802,6 +808,7 @@ def build_parser():
         q.add_argument("tensor", help="HDF5 tensor file (see 'fastcep convert')")
         common(q, family, "model")
         option(q, "model", family, required=True)
+        option(q, "likelihood", family, choices=_cp_likelihood_names())
         option(q, "rank", family, type=int, required=True)
         for name in ("damping", "tol", "prior_var", "a0", "b0", "prior_mean"):
             option(q, name, family, type=float)
