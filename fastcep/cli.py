@@ -585,17 +585,18 @@ def cmd_evaluate(args):
     if shape != tuple(res.shape):
         raise UserError(f"the test tensor has shape {shape}, the model {res.shape}")
     payload = {"model_file": args.model, "tensor": args.tensor, "entries": len(values)}
-    if res.model == "cp_gaussian":
+    if not res.likelihood.binary:  # (cp_gaussian, and a generic model of real values or counts)
         pred = res.predict(coords)
         payload["rmse"] = res.rmse(coords, values)
         payload["test_log_likelihood"] = None if res.point_estimate else res.log_likelihood(coords, values)
         payload["mean_prediction"], payload["mean_value"] = float(np.mean(pred)), float(np.mean(values))
         ll = payload["test_log_likelihood"]
+        kind = type(res.likelihood).__name__  # (what the values are scored under)
         text = "\n".join(
             [
                 f"RMSE {payload['rmse']:.4f} on {len(values)} entries",
                 "test log-likelihood "
-                + ("n/a (a point estimate)" if ll is None else f"{ll:.4f} (Gaussian predictive)"),
+                + ("n/a (a point estimate)" if ll is None else f"{ll:.4f} ({kind} predictive)"),
                 f"mean prediction {payload['mean_prediction']:.4g} against a mean value of "
                 f"{payload['mean_value']:.4g}",
             ]

@@ -8,11 +8,12 @@ callable; ``LearnedParams`` is the regression's):
 - the Gaussian's noise precision: its Gamma(a0, b0) posterior (``gamma_posterior``), a = a0 + n / 2,
   b = b0 + sum E[(y_i - f_i)^2] / 2 (the variational update, as cp_gaussian's); the kernels
   take the noise variance 1 / E[precision] = b / a (a0 = b0 = NOISE_A0 = NOISE_B0 in a regression;
-  a CP fit takes its a0, b0 options);
+  a CP fit takes its a0, b0 options, a stream's batch the Gamma posterior of the batches before);
 - every other parameter theta (the negative binomial's dispersion, the Student-t's scale): the
   maximiser of sum_i E[log p(y_i | f_i; theta)] (an EM step, ``em_step``), a bounded
   one-dimensional search in log theta, the expectations by the Gauss-Hermite rule of
-  EXPECTATION_NODES nodes.
+  EXPECTATION_NODES nodes (in a stream's batch averaged in log with the value of the batches
+  before, weighted by their entries: ``LikelihoodLearner``'s ``memory``).
 
 The first values come from the data alone (``initial_values``): the variance of y, a moment
 estimate of the dispersion, a robust scale.
@@ -106,21 +107,28 @@ class LikelihoodLearner:
     start : dict or None
         First values of the learned parameters (a resumed fit's); None: ``initial_values``.
     prior : (a0, b0)
-        The Gamma prior of a learned Gaussian noise precision.
+        The Gamma prior of a learned Gaussian noise precision; its posterior after the last
+        update is ``gamma``.
     total : callable
         The sum of an array in the Gaussian's update (``gamma_posterior``).
+    memory : int
+        The number of earlier values that ``start`` summarises (a stream's batches before this
+        one; 0 in a fit): a parameter learned by EM takes exp((memory log start + n log
+        theta_em) / (memory + n)), the running average of log theta weighted by entries.
     """
 
     def __init__(
         self, likelihood, y, marginals, nodes_of_expectations, *, start=None, prior=(NOISE_A0, NOISE_B0),
-        total=_np_total,
+        total=_np_total, memory=0,
     ):  # fmt: skip
         self.y, self.marginals = y, marginals
         self.names = likelihood.learned
         self.learned = bool(self.names)
         self.nodes, self.weights = nodes_of_expectations
-        self.prior, self.total = prior, total
+        self.prior, self.total, self.memory = prior, total, memory
+        self.gamma = prior
         start = initial_values(likelihood, y) if start is None else start
+        self.start = start
         self.likelihood = likelihood.with_params(**start) if start else likelihood
         self.template = likelihood
         self._kernel = self.likelihood.kernel()
@@ -138,11 +146,14 @@ class LikelihoodLearner:
         for name in self.names:
             old = getattr(self.likelihood, name)
             if isinstance(self.template, Gaussian):
-                a, b = gamma_posterior(self.y, m, s2, *self.prior, total=self.total)
+                self.gamma = a, b = gamma_posterior(self.y, m, s2, *self.prior, total=self.total)
                 new = b / a
             else:
                 rule = (self.nodes, self.weights)
                 new = em_step(self.likelihood, name, old, self.y, m, s2, *rule, self.partial)
+                if self.memory:  # (a stream's batch: the running average of log theta)
+                    w = len(self.y) / (self.memory + len(self.y))
+                    new = math.exp((1.0 - w) * math.log(self.start[name]) + w * math.log(new))
             self.likelihood = self.likelihood.with_params(**{name: new})
             change = max(change, abs(math.log(new / old)))
         self._kernel = self.likelihood.kernel()

@@ -169,10 +169,12 @@ def kernel_model(model, probit_curvature="full", likelihood=None):
 
 # ------------------------------------------------------------------------------ values
 def check_values(values, n, likelihood, func, name="values"):
-    """The values of a CP model, checked by its likelihood (a public object; None: real
-    numbers): binary labels ({0, 1}, {-1, 1} or bool) as float64 signs +-1, else finite float64
-    numbers that the likelihood's ``check`` accepts (counts: integers >= 0); one per row of coords
-    (n)."""
+    """The values of a CP model, checked by its likelihood (a public object; a model's name
+    "cp_<name>" stands for its shorthand; None: real numbers): binary labels ({0, 1}, {-1, 1} or
+    bool) as float64 signs +-1, else finite float64 numbers that the likelihood's ``check``
+    accepts (counts: integers >= 0); one per row of coords (n)."""
+    if isinstance(likelihood, str):
+        likelihood = shorthand(likelihood)
     try:
         arr = np.asarray(values)
     except Exception as exc:
