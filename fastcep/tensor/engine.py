@@ -632,11 +632,13 @@ def fit_cp(
         (``fastcep.glm.learn``): once per iteration, after the sweep, from the predictive mean
         and variance of every observed entry's f under the current posterior; a Gaussian's
         noise precision by its Gamma(a0, b0) posterior, any other parameter by an EM step that
-        maximises sum_e E[log p(y_e | f_e)]; the first values from the values alone. The
-        largest change of a parameter's log enters the stopping measure. The fitted likelihood,
-        the learned values filled in, is ``res.likelihood``; ``res.state`` carries them to a
-        resumed fit. A generic model takes the values as they are (no ``standardize``): a known
-        variance or scale is on the values' scale.
+        maximises sum_e E[log p(y_e | f_e)]. The first values come from the values alone and are
+        held for ``noise_warmup`` iterations, as cp_gaussian's noise precision (a Gaussian's
+        variance Var(values) / ``warmup_snr``; ``warm_start``). The largest change of a
+        parameter's log enters the stopping measure. The fitted likelihood, the learned values
+        filled in, is ``res.likelihood``; ``res.state`` carries them to a resumed fit (which,
+        as cp_gaussian's, does not repeat the warm-up). A generic model takes the values as
+        they are (no ``standardize``): a known variance or scale is on the values' scale.
     method : {"cep1", "lp"}
         "cep2" is refused with an explanation (the paper found it worse than CEP-1 for tensors).
         "lp": Laplace propagation, the paper's baseline (section 5.2), in the same message store

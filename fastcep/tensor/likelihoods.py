@@ -114,7 +114,11 @@ def resolve(model, likelihood, func="fit"):
         )
     if isinstance(likelihood, str):
         if likelihood not in SHORTHANDS or likelihood not in REGISTRY:
-            why = " (its compiled leaves are not in the seam's registry)" if likelihood in SHORTHANDS else ""
+            why = (
+                f" ({likelihood!r} has no compiled leaves in the seam's registry yet)"
+                if likelihood in SHORTHANDS
+                else ""
+            )
             what = f"a likelihood object (fastcep.likelihoods) or one of {known}{why}"
             raise _refuse(func, what, likelihood)
         likelihood = SHORTHANDS[likelihood]()
