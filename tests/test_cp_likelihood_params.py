@@ -410,3 +410,38 @@ def test_the_command_line_takes_a_likelihood_name(tensor, tmp_path, monkeypatch,
     assert "(Gaussian predictive)" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["fit", "t.h5", "-o", "m.h5", "--model", "cp", "--likelihood", "nope", "--rank", "2"])
+
+
+class EMGaussian(fastcep.likelihoods.Likelihood):
+    """The Gaussian's leaves under another class: its variance is learned by the EM step (the
+    path of the parameters without a conjugate update: a dispersion, a scale)."""
+
+    name = "gaussian"
+
+    def __init__(self, var=None):
+        self.var = var
+        self.learned = ("var",) if var is None else ()
+
+    def params(self):
+        return {"var": self.var}
+
+    def mean_var(self, m, v):
+        return m, v + self.var
+
+
+def test_an_em_learned_parameter_in_a_fit_and_a_stream(tensor):
+    """A parameter learned by EM (``glm.learn.em_step``): in a fit, the maximiser of sum E[log
+    p(y | f)] under the final marginals (for the Gaussian, mean((y - m)^2 + s2)); in a stream, the
+    running average of the batches' estimates of its log, resumed bitwise from the state."""
+    coords, values = tensor
+    res = fit(coords, values, likelihood=EMGaussian())
+    assert res.model == "cp" and isinstance(res.likelihood, EMGaussian) and res.converged
+    m, s2 = marginals(res, coords)
+    assert res.likelihood.var == pytest.approx(float(np.mean((values - m) ** 2 + s2)), rel=1e-5)
+    assert abs(res.likelihood.var / NOISE_SD**2 - 1.0) < 0.05
+    full = stream(coords, values, likelihood=EMGaussian(), max_iter=30)
+    assert abs(full.likelihood.var / NOISE_SD**2 - 1.0) < 0.15
+    part = stream(coords, values, likelihood=EMGaussian(), max_iter=30, max_batches=1)
+    rest = stream(coords, values, likelihood=EMGaussian(), max_iter=30, init_state=part.state)
+    same_posterior(rest, full)
+    assert rest.likelihood == full.likelihood

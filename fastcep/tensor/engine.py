@@ -21,7 +21,6 @@ from .._threads import num_threads, plan
 from ..glm.learn import EXPECTATION_NODES, LikelihoodLearner, initial_values
 from ..kernels import tensor as K
 from ..kernels.tensor import lp as KLP
-from ..likelihoods import Gaussian
 from . import hyper as H
 from .init import svd_init
 from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardized
@@ -120,14 +119,18 @@ def entry_marginals(gidx, covariance, mean, var, M, E2):
 
 def warm_start(likelihood, y, warmup_snr):
     """The first values of a generic model's learned parameters in a fresh fit with a warm-up
-    (held for its iterations, as cp_gaussian's noise precision): a Gaussian's variance
-    ``reference_var(y) / warmup_snr``, the others from the values alone (``fastcep.glm.learn``).
-    Starting at the variance of the values (the regression's start, signal-to-noise ratio 1)
-    lets a poor early fit explain the data as noise: a stream's first batch of 300 entries on a
-    15 x 12 x 10 rank-2 tensor settled at a noise variance of 2.3 for 0.09."""
+    (held for its iterations, as cp_gaussian's noise precision): those of the values alone
+    (``fastcep.glm.learn``), a noise level at ``warmup_snr`` times less power, as cp_gaussian's
+    (a variance ``reference_var(y) / warmup_snr``, a scale the values' robust one over
+    sqrt(warmup_snr)); a dispersion as it is. Starting at the values' own spread (the
+    regression's start, signal-to-noise ratio 1) lets a poor early fit explain the data as
+    noise: a stream's first batch of 300 entries on a 15 x 12 x 10 rank-2 tensor settled at a
+    noise variance of 2.3 for 0.09."""
     start = initial_values(likelihood, y)
-    if isinstance(likelihood, Gaussian) and "var" in start:
+    if "var" in start:
         start["var"] = reference_var(y) / warmup_snr
+    if "scale" in start:
+        start["scale"] /= math.sqrt(warmup_snr)
     return start
 
 
