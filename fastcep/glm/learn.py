@@ -127,6 +127,7 @@ class LikelihoodLearner:
         self.nodes, self.weights = nodes_of_expectations
         self.prior, self.total, self.memory = prior, total, memory
         self.gamma = prior
+        self.updates = 0
         start = initial_values(likelihood, y) if start is None else start
         self.start = start
         self.likelihood = likelihood.with_params(**start) if start else likelihood
@@ -142,6 +143,7 @@ class LikelihoodLearner:
         """One update of every learned parameter from the marginals ``marginals(*args)``; returns
         the largest change of a parameter's log."""
         m, s2 = self.marginals(*args)
+        self.updates += 1
         change = 0.0
         for name in self.names:
             old = getattr(self.likelihood, name)

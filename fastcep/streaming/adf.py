@@ -479,6 +479,8 @@ def _run(
         if model == "cp_gaussian":
             noise[:] = (engine.a, engine.b) if method == "post" else engine.noise[:2]
         if learn:  # (what the batch's last iteration reached)
+            if learner.updates == 0:  # (its iterations all in the first batch's warm-up: once after)
+                learner.update(engine.M, engine.E2)
             current = learner.likelihood
             if isinstance(lik, Gaussian):
                 noise[:] = learner.gamma
