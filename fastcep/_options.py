@@ -110,7 +110,8 @@ OPTIONS = (
         ),
         "stream": Spec(
             DataCheck("a likelihood object (fastcep.likelihoods), a name or None"), None,
-            "as fit's; a learned parameter is updated once per batch (fastcep.streaming.adf)",
+            "as fit's; a learned parameter is learned within each batch, the batches before as its "
+            "prior, and carried to the next (fastcep.streaming.adf)",
         ),
     }),
     Option("shape", "Tensor shape, K ints (default: 1 + the largest index of each mode).", {
@@ -723,7 +724,7 @@ def validate(func, family, model, method, given):
     table = [(name, found) for name, found in table if found is not None]
     unknown = sorted(set(given) - {name for name, _ in table} - selectors)
     if unknown:
-        names = [name for name, found in table if isinstance(found, Spec)]
+        names = [name for name, found in table if isinstance(found, Spec)] + sorted(selectors)
         close = difflib.get_close_matches(unknown[0], names, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise TypeError(
