@@ -3,7 +3,8 @@
 ``fastcep.fit`` fits Bayesian generalised linear regression (CEP-1, CEP-2, EP; probit and logistic
 labels, and any likelihood of ``fastcep.likelihoods``: Gaussian, Poisson, negative binomial,
 Student-t, a user's own) and Bayesian CP tensor decompositions (``model="cp_gaussian" |
-"cp_probit"``); the result holds the posterior, predictions and a per-iteration trace.
+"cp_probit" | "cp_<likelihood>"``, or ``model="cp", likelihood=<fastcep.likelihoods object>``);
+the result holds the posterior, predictions and a per-iteration trace.
 ``fastcep.stream`` decomposes a tensor arriving in batches (ADF-CEP), from memory or block by
 block from an HDF5 tensor file (``write_tensor``, ``text_to_tensor``, ``TensorReader``).
 ``fastcep.save_model`` and ``fastcep.load_model`` write and read a fitted CP model. The

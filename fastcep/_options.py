@@ -52,7 +52,8 @@ DAMPING = Real(0.0, 1.0, low_open=True)
 #: is the generic model "cp_<name>" (CEP-1 through its tilted moments; ``fastcep.tensor.likelihoods``)
 CP_FAST_PATHS = ("cp_gaussian", "cp_probit")
 CP_GENERIC = tuple(f"cp_{name}" for name in REGISTRY if f"cp_{name}" not in CP_FAST_PATHS)
-CP_MODEL = Choice(*CP_FAST_PATHS, *CP_GENERIC)
+#: "cp": the likelihood comes from the ``likelihood`` option (``fastcep.tensor.likelihoods.resolve``)
+CP_MODEL = Choice("cp", *CP_FAST_PATHS, *CP_GENERIC)
 #: the regression likelihoods by name (``fastcep.likelihoods``; "custom": a ``Custom`` object)
 REGRESSION_LIKELIHOODS = ("probit", "logistic", "gaussian", "poisson", "negbin", "student_t", "custom")
 #: the methods of every likelihood; the others are written for the binary ones
@@ -78,9 +79,9 @@ OPTIONS = (
             note="'cp_gaussian': real values, Gaussian noise; 'cp_probit': binary; 'cp_<name>': any "
             "other likelihood of the seam's registry (fastcep.kernels.likelihoods.REGISTRY), by CEP-1 "
             "with rank-one messages from its tilted moments (method 'cep1' only; "
-            "fastcep.tensor.likelihoods): 'cp_logistic' binary",
+            "fastcep.tensor.likelihoods): 'cp_logistic' binary; 'cp': the likelihood option's",
         ),
-        "stream": Spec(CP_MODEL, note="as fit's ('cp_<name>': method 'cep1' only)"),
+        "stream": Spec(CP_MODEL, note="as fit's ('cp_<name>' and 'cp': method 'cep1' only)"),
     }),
     Option("method", "The inference method (the paper's CEP, or a baseline).", {
         "regression": Spec(
@@ -95,6 +96,22 @@ OPTIONS = (
         "stream": Spec(
             Choice("cep1", "post"), "cep1",
             "ADF-CEP, or POST: streaming variational Bayes, each batch fitted by VMP",
+        ),
+    }),
+    Option("likelihood", "model='cp': the likelihood, a fastcep.likelihoods object or a name.", {
+        "cp": Spec(
+            DataCheck("a likelihood object (fastcep.likelihoods), a name or None"), None,
+            "with model='cp' only (required there); 'cp_<name>' is the shorthand of likelihood='<name>' "
+            "(its defaults). A parameter None is learned, once per iteration, from the posterior "
+            "marginals of the entries' f (fastcep.glm.learn); the fitted likelihood is "
+            "res.likelihood. A likelihood equal to a hand-written model's runs it: Gaussian() "
+            "(learned variance) is cp_gaussian, Bernoulli('probit') cp_probit; a Gaussian of known "
+            "variance and any other go the generic way (CEP-1, method 'cep1' only)",
+        ),
+        "stream": Spec(
+            DataCheck("a likelihood object (fastcep.likelihoods), a name or None"), None,
+            "as fit's; a learned parameter is learned within each batch, the batches before as its "
+            "prior, and carried to the next (fastcep.streaming.adf)",
         ),
     }),
     Option("shape", "Tensor shape, K ints (default: 1 + the largest index of each mode).", {
@@ -411,10 +428,11 @@ OPTIONS = (
 )  # fmt: skip
 
 BY_NAME = {opt.name: opt for opt in OPTIONS}
-#: the rows that pick the family's options rather than being options (``validate``'s arguments)
-_SELECTORS = ("model", "method")
-#: the arguments of an entry point that are data or its selectors, not options
-_NOT_OPTIONS = ("X", "y", "coords", "values", *_SELECTORS, "unknown")
+#: the rows that pick the family's options rather than being options (``validate``'s arguments;
+#: the CP likelihood, which comes with the model, is resolved with it by ``_model_likelihood``)
+_SELECTORS = ("model", "method", "likelihood")
+#: the arguments of an entry point that are data or the model and method, not options
+_NOT_OPTIONS = ("X", "y", "coords", "values", "model", "method", "unknown")
 
 
 def spec(name, family, method=None):
@@ -549,8 +567,8 @@ def _expect_under(func, model, method, o):
 
 
 def _generic_cep1_only(func, model, method, o):
-    """The generic CP models (``CP_GENERIC``) have CEP-1's messages only."""
-    if model in CP_GENERIC and method != "cep1":
+    """The generic CP models (``CP_GENERIC`` and "cp") have CEP-1's messages only."""
+    if model not in CP_FAST_PATHS and method != "cep1":
         raise ValueError(
             f"{func}: model={model!r} supports method='cep1' only (its messages come from the "
             "likelihood's tilted moments; 'lp', 'vmp', 'cp_wopt' and 'post' have closed-form "
@@ -558,14 +576,22 @@ def _generic_cep1_only(func, model, method, o):
         )
 
 
-def _by_model(values, model):
+def _by_model(values, model, likelihood):
     """A per-model value of ``ByModel``; a generic CP model takes that of the hand-written model of
-    its kind of values (binary: cp_probit's, else cp_gaussian's)."""
+    its kind of values (``likelihood``'s: binary, cp_probit's; else cp_gaussian's)."""
     if model in values:
         return values[model]
-    from .tensor.likelihoods import value_kind  # (at call time: fastcep.tensor imports this module)
+    return values["cp_probit" if likelihood.binary else "cp_gaussian"]
 
-    return values["cp_probit" if value_kind(model) == "binary" else "cp_gaussian"]
+
+def _model_likelihood(func, model, o):
+    """The CP model/likelihood consistency rule, run first (the per-model defaults depend on its
+    outcome): model "cp" needs a likelihood, "cp_<name>" takes none; the likelihood (a name or a
+    ``fastcep.likelihoods`` object, one of the seam's registry) resolves to the model that runs
+    (``fastcep.tensor.likelihoods.resolve``). Returns (model, likelihood object)."""
+    from .tensor.likelihoods import resolve  # (at call time: fastcep.tensor imports this module)
+
+    return resolve(model, o.get("likelihood"), func)
 
 
 def _rank_one_default(model, method, o):
@@ -673,7 +699,9 @@ def validate(func, family, model, method, given):
         The public name the messages give ("fit" or "stream").
     family : {"regression", "cp", "stream"}
     model, method : str
-        Checked first (the options depend on them).
+        Checked first (the options depend on them). For the CP families the model and the
+        ``likelihood`` option are resolved together (``_model_likelihood``): the result's
+        "model" is the model that runs and "likelihood" its likelihood object.
     given : dict
         The call's options (``arguments(locals())``): names the table does not know for this
         method raise TypeError listing the valid ones; a ``Refused`` option that is not None
@@ -688,11 +716,15 @@ def validate(func, family, model, method, given):
     """
     model = spec("model", family).constraint.check(model, "model", func)
     method = spec("method", family).constraint.check(method, "method", func)
+    likelihood, selectors = None, set()
+    if spec("likelihood", family) is not None:  # (the CP families)
+        model, likelihood = _model_likelihood(func, model, given)
+        selectors = {"likelihood"}
     table = [(opt.name, spec(opt.name, family, method)) for opt in OPTIONS if opt.name not in _SELECTORS]
     table = [(name, found) for name, found in table if found is not None]
-    unknown = sorted(set(given) - {name for name, _ in table})
+    unknown = sorted(set(given) - {name for name, _ in table} - selectors)
     if unknown:
-        names = [name for name, found in table if isinstance(found, Spec)]
+        names = [name for name, found in table if isinstance(found, Spec)] + sorted(selectors)
         close = difflib.get_close_matches(unknown[0], names, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise TypeError(
@@ -712,8 +744,11 @@ def validate(func, family, model, method, given):
         if value is REQUIRED:
             raise TypeError(f"{func}() missing the required keyword argument {name!r}.")
         if value is None and found.none is not None:
-            value = _by_model(found.none, model) if isinstance(found.none, ByModel) else found.none
+            by_model = isinstance(found.none, ByModel)
+            value = _by_model(found.none, model, likelihood) if by_model else found.none
         out[name] = found.constraint.check(value, name, func)
+    if likelihood is not None:
+        out["model"], out["likelihood"] = model, likelihood
     for rule in RULES[family]:
         rule(func, model, method, out)
     return out

@@ -17,7 +17,9 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
 
     Regression: ``fit(X, y, model="probit" | "logistic", method="cep1" | "cep2" | "ep" | "lp" | "is" |
     "vb" | "kjit")``.
-    CP decomposition: ``fit(coords, values, model="cp_gaussian" | "cp_probit", shape=dims, rank=R)``
+    CP decomposition: ``fit(coords, values, model="cp_gaussian" | "cp_probit" | "cp_<likelihood>",
+    shape=dims, rank=R)``, or ``model="cp", likelihood=<fastcep.likelihoods object or name>`` for any
+    likelihood (its parameters given or learned; ``fastcep.tensor.fit_cp``)
     (its options, a0, b0, covariance, schedule, init, eval_set, ..., in the Options section below);
     CP methods: "cep1" (the paper's), its baselines "lp" (Laplace propagation in the same message
     engine, see ``fit_cp``'s ``lp_indefinite``), "vmp" (mean-field VMP, the ELBO in ``trace.elbo``;
@@ -34,7 +36,7 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
         scikit-learn's estimators take: the second in sorted order is the positive one, recorded
         in ``res.options["classes"]``). CP: ``values``, real (cp_gaussian) or binary labels
         (cp_probit).
-    model : {"probit", "logistic", "cp_gaussian", "cp_probit"}
+    model : {"probit", "logistic", ..., "cp_gaussian", "cp_probit", "cp_<likelihood>", "cp"}
     method : {"cep1", "cep2", "ep", "lp", "is", "vb", "kjit"}, CP: {"cep1", "lp", "vmp", "cp_wopt"}
         CEP with first- or second-order Taylor expectation, or factorised EP (analytic for
         probit, 2-D Gauss-Hermite for logistic); the paper's baselines: "lp" Laplace

@@ -543,9 +543,8 @@ def cmd_fit(args):
     _check_plot(args, [args.tensor, args.output])
     coords, values, shape = _read_tensor(args.tensor, args.max_entries)
     names = ("damping", "max_iter", "tol", "covariance", "schedule", "seed", "prior_var", "prior_mean")
-    opts = _options(
-        args, (*names, "a0", "b0", "probit_curvature", "init", "noise_warmup", "expect_under", "prior")
-    )
+    more = ("a0", "b0", "probit_curvature", "init", "noise_warmup", "expect_under", "prior", "likelihood")
+    opts = _options(args, (*names, *more))
     t0 = time.perf_counter()
     res = fit(
         coords, values, model=args.model, method=args.method, shape=shape, rank=args.rank,
@@ -561,7 +560,7 @@ def cmd_stream(args):
     _check_plot(args, [args.tensor, args.output, args.checkpoint])
     _check_tensor(args.tensor)
     names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")
-    opts = _options(args, (*names, "a0", "b0", "probit_curvature", "expect_under", "prior"))
+    opts = _options(args, (*names, "a0", "b0", "probit_curvature", "expect_under", "prior", "likelihood"))
     t0 = time.perf_counter()
     res = stream(
         args.tensor, model=args.model, rank=args.rank, method=args.method, batch_size=args.batch_size,
@@ -586,17 +585,18 @@ def cmd_evaluate(args):
     if shape != tuple(res.shape):
         raise UserError(f"the test tensor has shape {shape}, the model {res.shape}")
     payload = {"model_file": args.model, "tensor": args.tensor, "entries": len(values)}
-    if res.model == "cp_gaussian":
+    if not res.likelihood.binary:  # (cp_gaussian, and a generic model of real values or counts)
         pred = res.predict(coords)
         payload["rmse"] = res.rmse(coords, values)
         payload["test_log_likelihood"] = None if res.point_estimate else res.log_likelihood(coords, values)
         payload["mean_prediction"], payload["mean_value"] = float(np.mean(pred)), float(np.mean(values))
         ll = payload["test_log_likelihood"]
+        kind = type(res.likelihood).__name__  # (what the values are scored under)
         text = "\n".join(
             [
                 f"RMSE {payload['rmse']:.4f} on {len(values)} entries",
                 "test log-likelihood "
-                + ("n/a (a point estimate)" if ll is None else f"{ll:.4f} (Gaussian predictive)"),
+                + ("n/a (a point estimate)" if ll is None else f"{ll:.4f} ({kind} predictive)"),
                 f"mean prediction {payload['mean_prediction']:.4g} against a mean value of "
                 f"{payload['mean_value']:.4g}",
             ]
@@ -746,6 +746,13 @@ def _float_or_auto(text):
         raise argparse.ArgumentTypeError(f"must be a float in (0, 1] or 'auto', not {text!r}") from None
 
 
+def _cp_likelihood_names():
+    """The likelihood names ``--likelihood`` takes (with ``--model cp``: a built-in, its defaults)."""
+    from .tensor.likelihoods import names
+
+    return names()
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="fastcep", description="Conditional expectation propagation.")
     p.add_argument("--version", action="version", version=f"fastcep {__version__}")
@@ -802,6 +809,7 @@ def build_parser():
         q.add_argument("tensor", help="HDF5 tensor file (see 'fastcep convert')")
         common(q, family, "model")
         option(q, "model", family, required=True)
+        option(q, "likelihood", family, choices=_cp_likelihood_names())
         option(q, "rank", family, type=int, required=True)
         for name in ("damping", "tol", "prior_var", "a0", "b0", "prior_mean"):
             option(q, name, family, type=float)

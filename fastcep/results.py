@@ -63,8 +63,13 @@ class StreamState(NamedTuple):
     M: np.ndarray  #: (n_obj, R) posterior means
     S: np.ndarray  #: (n_obj, R, R) or (n_obj, R) posterior covariances or variances
     seen: np.ndarray  #: (n_obj,) bool: the object has appeared in a batch
-    noise: np.ndarray  #: (2,) Gamma posterior (a, b) of the noise precision (cp_gaussian)
+    #: (2,) Gamma posterior (a, b) of the noise precision (cp_gaussian, and a generic Gaussian's
+    #: learned variance b / a)
+    noise: np.ndarray
     batches_done: int  #: batches absorbed
     rows_done: int  #: entries absorbed
     init_sd: float  #: sd of the random start of new objects (NaN until the first batch sets it)
     prior: object = None  #: the learned prior (``streaming.prior.StreamPrior``), None when fixed
+    #: a generic model's likelihood with learned parameters (``fastcep.likelihoods``), their
+    #: current values (None: no learned parameters, or before the first batch)
+    likelihood: object = None

@@ -814,3 +814,54 @@ def tilted_by_quad(log_lik_mp, m, v, anchors, drop=80.0):
         var = integral(lambda x: (x - e1) ** 2 * math.exp(r(x))) / z
         log_z = float(top) - 0.5 * math.log(2 * math.pi * v) + math.log(z)
         return log_z, c + e1, var
+
+
+# ---------------------------------------------------------------- learned likelihood parameters
+def cp_entry_marginals(coords, means, covs):
+    """Mean and variance (n,) of each entry's f = sum_r prod_k u_kr under the factorised Gaussian
+    posterior (means[k] (d_k, R), covs[k] (d_k, R, R) or (d_k, R) variances): E f = 1.(o_k m_k)
+    and Var f = sum(o_k E[u_k u_k^T]) - (E f)^2."""
+    mean, var = np.empty(len(coords)), np.empty(len(coords))
+    for e, idx in enumerate(coords):
+        R = means[0].shape[1]
+        prod, second = np.ones(R), np.ones((R, R))
+        for k, j in enumerate(idx):
+            m, c = means[k][j], covs[k][j]
+            c = np.diag(c) if c.ndim == 1 else c
+            prod = prod * m
+            second = second * (c + np.outer(m, m))
+        mean[e] = prod.sum()
+        var[e] = max(second.sum() - mean[e] ** 2, 0.0)
+    return mean, var
+
+
+def gaussian_noise_var(y, m, s2, a0=1e-3, b0=1e-3):
+    """The learned Gaussian noise variance 1 / E[tau] = b / a of the Gamma(a0, b0)-prior precision's
+    posterior given f ~ N(m, s2): a = a0 + n / 2, b = b0 + sum((y - m)^2 + s2) / 2."""
+    return (b0 + 0.5 * np.sum((y - m) ** 2 + s2)) / (a0 + 0.5 * len(y))
+
+
+def expected_log_lik(log_lik, y, m, s2, n_nodes=80):
+    """sum_i E[log p(y_i | f)], f ~ N(m_i, s2_i), by numpy's probabilists' Gauss-Hermite rule."""
+    x, w = np.polynomial.hermite_e.hermegauss(n_nodes)
+    w = w / w.sum()
+    f = m[:, None] + np.sqrt(s2)[:, None] * x[None, :]
+    return float(np.sum(log_lik(y[:, None], f) @ w))
+
+
+def em_by_grid(log_lik_of, y, m, s2, lo, hi, n_grid=2001):
+    """The maximiser over theta in [lo, hi] of sum_i E[log p(y_i | f; theta)] (``log_lik_of(theta)``
+    a function of (y, f)): a grid in log theta, refined twice around its best point."""
+    a, b = math.log(lo), math.log(hi)
+    for _ in range(3):
+        grid = np.linspace(a, b, n_grid)
+        vals = [expected_log_lik(log_lik_of(math.exp(t)), y, m, s2) for t in grid]
+        i = int(np.argmax(vals))
+        step = grid[1] - grid[0]
+        a, b = grid[max(i - 1, 0)], grid[min(i + 1, n_grid - 1)]
+    return math.exp(grid[i]), step
+
+
+def gaussian_log_lik_of(var):
+    """log N(y | f, var) as a function of (y, f)."""
+    return lambda y, f: -0.5 * (y - f) ** 2 / var - 0.5 * math.log(2 * math.pi * var)

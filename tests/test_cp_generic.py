@@ -203,11 +203,11 @@ def _forcing(monkeypatch):
     routed = []
     hand_written = CPL.kernel_model
 
-    def kernel_model(model, probit_curvature="full"):
+    def kernel_model(model, probit_curvature="full", likelihood=None):
         if model == "cp_probit":
             routed.append(model)
             return K.MODEL_GENERIC, generic(Probit())
-        return hand_written(model, probit_curvature)
+        return hand_written(model, probit_curvature, likelihood)
 
     monkeypatch.setattr(E, "kernel_model", kernel_model)
     return routed
@@ -316,7 +316,9 @@ def test_the_generic_models_follow_the_registry():
     assert CPL.kernel_model("cp_logistic")[0] == K.MODEL_GENERIC
     assert isinstance(CPL.kernel_model("cp_logistic")[1][0], Logistic)
     assert CPL.kernel_model("cp_probit", "rank1") == (K.MODEL_PROBIT_RANK1, ())
-    assert CPL.value_kind("cp_logistic") == "binary" and CPL.value_kind("cp_gaussian") == "real"
+    assert CPL.shorthand("cp_logistic").binary and not CPL.shorthand("cp_gaussian").binary
+    # every likelihood of the registry has its public object (its CP model's likelihood)
+    assert all(CPL.shorthand(f"cp_{name}").name == name for name in REGISTRY)
 
 
 def test_the_same_seed_gives_the_same_fit_on_any_thread_count():
@@ -356,18 +358,15 @@ def test_cp_logistic_fits_and_predicts(rng):
 
 
 def test_generic_predictive_moments_of_a_real_valued_likelihood(rng):
-    """E[y] and Var[y] by Gauss-Hermite over f of E[y | f], Var[y | f]: exact for the Gaussian
+    """E[y] and Var[y] from the public likelihood's closed forms (``mean_var``): for the Gaussian
     (mean, var + noise variance); its log predictive is the Gaussian's."""
     mean, var = rng.normal(size=20), rng.uniform(0.01, 3, 20)
-    lik = Gaussian(0.3)
-    ey, vy = CPL.predictive_moments("cp_gaussian", mean, var, lik)
-    np.testing.assert_allclose(ey, mean, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(vy, var + 0.3, rtol=1e-12)
+    ey, vy = CPL.predictive_moments(fastcep.likelihoods.Gaussian(var=0.3), mean, var)
+    np.testing.assert_array_equal(ey, mean)
+    np.testing.assert_array_equal(vy, var + 0.3)
     y = rng.normal(size=20)
     np.testing.assert_allclose(
-        CPL.log_predictive("cp_gaussian", y, mean, var, lik),
-        norm.logpdf(y, mean, np.sqrt(var + 0.3)),
-        rtol=1e-12,
+        CPL.log_predictive(Gaussian(0.3), y, mean, var), norm.logpdf(y, mean, np.sqrt(var + 0.3)), rtol=1e-12
     )
 
 
@@ -404,13 +403,14 @@ def test_the_values_are_checked_by_the_likelihood():
     a = fastcep.fit(coords, y, model="cp_logistic", shape=shape, rank=2, max_iter=5)
     b = fastcep.fit(coords, y > 0, model="cp_logistic", shape=shape, rank=2, max_iter=5)
     same_posterior(a, b)
-    # the hook of the count models (VALUES): integers >= 0
+    # a count likelihood's own check (its public object's): integers >= 0
     counts = np.array([0.0, 3.0, 1.0])
-    np.testing.assert_array_equal(CPL.check_values(counts, 3, "cp_poisson", "fit"), counts)
+    poisson = fastcep.likelihoods.Poisson()
+    np.testing.assert_array_equal(CPL.check_values(counts, 3, poisson, "fit"), counts)
     for wrong in ([0.0, -1.0, 2.0], [0.0, 1.5, 2.0]):
         with pytest.raises(ValueError, match="counts"):
-            CPL.check_values(np.array(wrong), 3, "cp_poisson", "fit")
-    assert CPL.block_errors(np.array([0.0, 1.0, 2.0]), "binary").tolist() == [2]
+            CPL.check_values(np.array(wrong), 3, poisson, "fit")
+    assert CPL.block_errors(np.array([0.0, 1.0, 2.0])).tolist() == [2]
 
 
 def test_a_stream_from_a_file_checks_binary_values(tmp_path):

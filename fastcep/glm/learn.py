@@ -1,17 +1,25 @@
-"""The likelihood's learned parameters in a regression fit (``fastcep.likelihoods``: a parameter
-given as None), updated once per sweep from the posterior marginals f_i ~ N(x_i.mu, sum x^2 v):
+"""The likelihood's learned parameters (``fastcep.likelihoods``: a parameter given as None),
+updated once per sweep from the posterior marginals f_i ~ N(m_i, s2_i) of the observations'
+linear predictors: in a regression f = x.w (+ offset), f_i ~ N(x_i.mu, sum x^2 v); in a CP fit
+the entry's f = sum_r prod_k u_kr, its predictive mean and variance under the posterior
+(``fastcep.tensor.engine``). One update serves both (``LikelihoodLearner``, the marginals from a
+callable; ``LearnedParams`` is the regression's):
 
-- the Gaussian's noise precision: its Gamma(NOISE_A0, NOISE_B0) posterior, a = a0 + n / 2,
+- the Gaussian's noise precision: its Gamma(a0, b0) posterior (``gamma_posterior``), a = a0 + n / 2,
   b = b0 + sum E[(y_i - f_i)^2] / 2 (the variational update, as cp_gaussian's); the kernels
-  take the noise variance 1 / E[precision] = b / a;
+  take the noise variance 1 / E[precision] = b / a (a0 = b0 = NOISE_A0 = NOISE_B0 in a regression;
+  a CP fit takes its a0, b0 options, a stream's batch the Gamma posterior of the batches before);
 - every other parameter theta (the negative binomial's dispersion, the Student-t's scale): the
-  maximiser of sum_i E[log p(y_i | f_i; theta)] (an EM step), a bounded one-dimensional search in
-  log theta, the expectations by the Gauss-Hermite rule of EXPECTATION_NODES nodes.
+  maximiser of sum_i E[log p(y_i | f_i; theta)] (an EM step, ``em_step``), a bounded
+  one-dimensional search in log theta, the expectations by the Gauss-Hermite rule of
+  EXPECTATION_NODES nodes (in a stream's batch averaged in log with the value of the batches
+  before, weighted by their entries: ``LikelihoodLearner``'s ``memory``).
 
-The first values come from the data alone (``_initial``): the variance of y, a moment estimate of
-the dispersion, a robust scale.
+The first values come from the data alone (``initial_values``): the variance of y, a moment
+estimate of the dispersion, a robust scale.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -44,53 +52,128 @@ def _initial(likelihood, name, y):
     raise ValueError(f"no first value for the learned parameter {name!r}")
 
 
-class LearnedParams:
-    """The current value of a fit's likelihood (its learned parameters filled in)."""
+def initial_values(likelihood, y):
+    """{name: first value} of the learned parameters of ``likelihood`` from the values y alone."""
+    return {name: _initial(likelihood, name, y) for name in likelihood.learned}
 
-    def __init__(self, likelihood, X, y, offset, nodes_of_expectations):
-        self.X, self.y, self.offset = X, y, offset
+
+def _np_total(x):
+    return float(np.sum(x))
+
+
+def gamma_posterior(y, m, s2, a0=NOISE_A0, b0=NOISE_B0, total=_np_total):
+    """(a, b) of the Gamma(a0, b0)-prior noise precision's posterior given f_i ~ N(m_i, s2_i) and
+    the values y_i (arrays (n,)): a = a0 + n / 2, b = b0 + total((y - m)^2 + s2) / 2, ``total``
+    the sum (a correctly rounded one where results must not depend on memory alignment)."""
+    return a0 + 0.5 * len(y), b0 + 0.5 * total((y - m) ** 2 + s2)
+
+
+def em_step(likelihood, name, old, y, m, s2, nodes, weights, partial):
+    """The value of parameter ``name`` that maximises sum_i E[log p(y_i | f_i)] for f_i ~ N(m_i,
+    s2_i) (arrays (n,)), the other parameters of ``likelihood`` (filled in) held: a bounded search
+    in log theta within LOG_STEP of log ``old``; ``old`` if the objective is not finite there.
+    ``partial``: the scratch of ``kernels.glm.generic.expected_log_lik``."""
+
+    def negative(log_theta):
+        lik = likelihood.with_params(**{name: math.exp(log_theta)}).kernel()
+        total = generic.expected_log_lik(lik, y, m, s2, nodes, weights, partial)
+        return -total if math.isfinite(total) else math.inf
+
+    centre = math.log(old)
+    bounds = (centre - LOG_STEP, centre + LOG_STEP)
+    found = minimize_scalar(negative, bounds=bounds, method="bounded", options={"xatol": LOG_TOL})
+    return math.exp(found.x) if np.isfinite(found.fun) else old
+
+
+def expectation_scratch(n):
+    """The scratch ``partial`` of ``em_step`` for n values."""
+    return np.empty(-(-n // generic.EXPECT_CHUNK) or 1)
+
+
+class LikelihoodLearner:
+    """The current value of a fit's likelihood (its learned parameters filled in), updated from
+    the posterior marginals of f that ``marginals(*args)`` returns ((n,) means and variances).
+
+    Parameters
+    ----------
+    likelihood : fastcep.likelihoods.Likelihood
+        The fit's likelihood; its ``learned`` parameters are updated.
+    y : array (n,)
+        The values, as the likelihood's kernels take them.
+    marginals : callable
+        ``update(*args)`` calls ``marginals(*args)`` for the means and variances (n,) of f.
+    nodes_of_expectations : (nodes, weights)
+        The Gauss-Hermite rule of the EM objective.
+    start : dict or None
+        First values of the learned parameters (a resumed fit's); None: ``initial_values``.
+    prior : (a0, b0)
+        The Gamma prior of a learned Gaussian noise precision; its posterior after the last
+        update is ``gamma``.
+    total : callable
+        The sum of an array in the Gaussian's update (``gamma_posterior``).
+    memory : int
+        The number of earlier values that ``start`` summarises (a stream's batches before this
+        one; 0 in a fit): a parameter learned by EM takes exp((memory log start + n log
+        theta_em) / (memory + n)), the running average of log theta weighted by entries.
+    """
+
+    def __init__(
+        self, likelihood, y, marginals, nodes_of_expectations, *, start=None, prior=(NOISE_A0, NOISE_B0),
+        total=_np_total, memory=0,
+    ):  # fmt: skip
+        self.y, self.marginals = y, marginals
         self.names = likelihood.learned
         self.learned = bool(self.names)
         self.nodes, self.weights = nodes_of_expectations
-        start = {name: _initial(likelihood, name, y) for name in self.names}
+        self.prior, self.total, self.memory = prior, total, memory
+        self.gamma = prior
+        self.updates = 0
+        start = initial_values(likelihood, y) if start is None else start
+        self.start = start
         self.likelihood = likelihood.with_params(**start) if start else likelihood
         self.template = likelihood
         self._kernel = self.likelihood.kernel()
-        self.partial = np.empty(-(-len(y) // generic.EXPECT_CHUNK) or 1)
+        self.partial = expectation_scratch(len(y))
 
     def kernel(self):
         """The numba form of the current likelihood (the drivers' argument)."""
         return self._kernel
 
-    def marginals(self, mu, v):
-        """Posterior mean and variance (n,) of each row's f = x.w."""
-        m = self.X @ mu
-        return m + self.offset if self.offset.size else m, np.einsum("ij,ij,j->i", self.X, self.X, v)
-
-    def update(self, mu, v):
-        """One update of every learned parameter from the posterior (mu, v); returns the largest
-        change of a parameter's log."""
-        m, s2 = self.marginals(mu, v)
+    def update(self, *args):
+        """One update of every learned parameter from the marginals ``marginals(*args)``; returns
+        the largest change of a parameter's log."""
+        m, s2 = self.marginals(*args)
+        self.updates += 1
         change = 0.0
         for name in self.names:
             old = getattr(self.likelihood, name)
             if isinstance(self.template, Gaussian):
-                b = NOISE_B0 + 0.5 * float(np.sum((self.y - m) ** 2 + s2))
-                new = b / (NOISE_A0 + 0.5 * len(self.y))
+                self.gamma = a, b = gamma_posterior(self.y, m, s2, *self.prior, total=self.total)
+                new = b / a
             else:
-                new = self._maximise(name, old, m, s2)
+                rule = (self.nodes, self.weights)
+                new = em_step(self.likelihood, name, old, self.y, m, s2, *rule, self.partial)
+                if self.memory:  # (a stream's batch: the running average of log theta)
+                    w = len(self.y) / (self.memory + len(self.y))
+                    new = math.exp((1.0 - w) * math.log(self.start[name]) + w * math.log(new))
             self.likelihood = self.likelihood.with_params(**{name: new})
             change = max(change, abs(math.log(new / old)))
         self._kernel = self.likelihood.kernel()
         return change
 
-    def _maximise(self, name, old, m, s2):
-        def negative(log_theta):
-            lik = self.likelihood.with_params(**{name: math.exp(log_theta)}).kernel()
-            total = generic.expected_log_lik(lik, self.y, m, s2, self.nodes, self.weights, self.partial)
-            return -total if math.isfinite(total) else math.inf
 
-        centre = math.log(old)
-        bounds = (centre - LOG_STEP, centre + LOG_STEP)
-        found = minimize_scalar(negative, bounds=bounds, method="bounded", options={"xatol": LOG_TOL})
-        return math.exp(found.x) if np.isfinite(found.fun) else old
+def linear_marginals(X, offset, mu, v):
+    """Posterior mean and variance (n,) of each row's f = x.w (+ offset) under the factorised
+    posterior mu, v (d,) of the weights."""
+    m = X @ mu
+    return m + offset if offset.size else m, np.einsum("ij,ij,j->i", X, X, v)
+
+
+class LearnedParams(LikelihoodLearner):
+    """A regression's learned likelihood parameters: the marginals of f = x.w (+ offset) from the
+    posterior (mu, v) of the weights (``update(mu, v)``)."""
+
+    def __init__(self, likelihood, X, y, offset, nodes_of_expectations):
+        self.X, self.offset = X, offset
+        # (a partial, not a bound method: the learner does not reference itself)
+        super().__init__(likelihood, y, functools.partial(linear_marginals, X, offset), nodes_of_expectations)

@@ -3,8 +3,10 @@
 A checkpoint holds the arrays of the ``StreamState``, the per-batch trace, the run's settings
 (JSON), the digest of the data it was written for (``data_sha256``: the stream's
 ``sources.entries_digest``, so that it resumes only on the same entries, wherever they are) and
-(version 2) the digest of its own contents (``files.sign``) and (version 3) with a learned
-prior its ``StreamPrior`` under ``prior/`` (the hyper-posterior under ``prior/hyper``).
+(version 2) the digest of its own contents (``files.sign``), (version 3) with a learned
+prior its ``StreamPrior`` under ``prior/`` (the hyper-posterior under ``prior/hyper``) and
+(version 4) with a generic model's learned likelihood parameters the attribute ``likelihood``:
+JSON {"name": ..., parameter: value, ...}, their current values (``StreamState.likelihood``).
 Reading checks the digest, the settings, the data and every field: shapes, finite numbers,
 positive definite precisions and covariances, a positive noise posterior, a position within the
 stream.
@@ -24,9 +26,10 @@ from .files import FileFormatError, atomic_h5, sign, verify
 CHECKPOINT_FORMAT = "fastcep-stream-checkpoint"
 #: arrays of the stream state in a checkpoint (the per-batch trace is stored beside them)
 _STATE_ARRAYS = ("P_Lam", "P_eta", "M", "S", "seen", "noise")
-#: version 2: the digests of the contents and of the data; version 3: the learned prior
-CHECKPOINT_FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+#: version 2: the digests of the contents and of the data; version 3: the learned prior;
+#: version 4: the learned likelihood parameters
+CHECKPOINT_FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 def write_checkpoint(path, state, options, trace_lists, data_digest):
@@ -45,6 +48,9 @@ def write_checkpoint(path, state, options, trace_lists, data_digest):
             f.create_dataset(name, data=getattr(state, name))
         if state.prior is not None:
             _write_prior(f.create_group("prior"), state.prior)
+        if getattr(state, "likelihood", None) is not None:
+            lik = state.likelihood
+            f.attrs["likelihood"] = json.dumps({"name": lik.name, **lik.params()})
         g = f.create_group("trace")
         for name, values in trace_lists.items():
             g.create_dataset(name, data=np.asarray(values, dtype=np.float64))
@@ -53,10 +59,12 @@ def write_checkpoint(path, state, options, trace_lists, data_digest):
     atomic_h5(path, write)
 
 
-def read_checkpoint(path, options, resume_keys=(), data_digest=None):
+def read_checkpoint(path, options, resume_keys=(), data_digest=None, likelihood=None):
     """A checkpoint's ``(StreamState, trace lists)``. With ``options`` (None: read without
     comparing) the settings of ``resume_keys`` must match it, and with ``data_digest`` the data it
-    was written for."""
+    was written for. ``likelihood``: the run's likelihood with learned parameters (a generic
+    model's), whose current values the checkpoint must hold (the state's ``likelihood`` is it with
+    them filled in); None: the state's likelihood is read as the built-in it names, if any."""
     path = os.fspath(path)
 
     def bad(why):
@@ -79,6 +87,7 @@ def read_checkpoint(path, options, resume_keys=(), data_digest=None):
             saved_data = f.attrs.get("data_sha256")
             arrays = {k: np.array(f[k]) for k in _STATE_ARRAYS}
             arrays["prior"] = _read_prior(f["prior"]) if "prior" in f else None
+            held = json.loads(f.attrs["likelihood"]) if "likelihood" in f.attrs else None
             init_sd = float(f.attrs["init_sd"])
             position = {k: np.asarray(f.attrs[k]) for k in ("batches_done", "rows_done")}
             trace = {k: list(np.array(v, dtype=np.float64)) for k, v in f["trace"].items()}
@@ -109,6 +118,7 @@ def read_checkpoint(path, options, resume_keys=(), data_digest=None):
     for k, v in position.items():
         if v.shape != () or v.dtype.kind not in "iu":
             raise bad(f"{k} is {v.tolist()!r}, not an integer")
+    arrays["likelihood"] = _read_likelihood(held, likelihood, bad)
     state = StreamState(
         **arrays,
         batches_done=int(position["batches_done"]),
@@ -119,6 +129,42 @@ def read_checkpoint(path, options, resume_keys=(), data_digest=None):
     if why:
         raise bad(why)
     return state, trace
+
+
+def _read_likelihood(held, template, bad):
+    """The state's likelihood from a checkpoint's ``likelihood`` attribute (``held``, its JSON
+    read, or None): ``template`` with the held values of its learned parameters (each a float
+    > 0, and the fixed ones as the template's); without a template the built-in it names
+    (``fastcep.likelihoods.SHORTHANDS``) with its values, or None (a Custom one)."""
+    from ..likelihoods import SHORTHANDS
+
+    if held is not None and not (isinstance(held, dict) and isinstance(held.get("name"), str)):
+        raise bad(f"its likelihood {held!r} is not a JSON object with a name")
+    if template is None:
+        if held is None or held["name"] not in SHORTHANDS:
+            return None
+        base = SHORTHANDS[held["name"]]()
+        values = {k: v for k, v in held.items() if k in base.params() and isinstance(v, float)}
+        return base.with_params(**values) if values else base
+    if held is None:
+        names = ", ".join(template.learned)
+        raise bad(f"it holds no values of the likelihood's learned parameters ({names})")
+    fixed = {k: v for k, v in template.params().items() if k not in template.learned}
+    if held["name"] != template.name or any(held.get(k) != v for k, v in fixed.items()):
+        raise bad(f"its likelihood {held!r} is not the run's {template!r}")
+    values = {}
+    for name in template.learned:
+        value = held.get(name)
+        if not _positive(value):
+            raise bad(f"its likelihood's {name} is {value!r}, not a float > 0")
+        values[name] = float(value)
+    return template.with_params(**values)
+
+
+def _positive(value):
+    """A finite number > 0 (a JSON float or int, not a bool)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and bool(np.isfinite(value)) and value > 0
 
 
 def _write_prior(g, prior):

@@ -4,9 +4,13 @@ A model file holds, under the root group, the attributes ``format`` ("fastcep-cp
 ``format_version``, ``model``, ``method``, ``covariance``, ``rank``, ``shape``, ``n_iter``,
 ``converged``, ``stop_reason``, ``seed`` and ``options`` (JSON), and the datasets ``means/<k>``
 (d_k, R), ``covs/<k>`` (d_k, R, R) or (d_k, R), ``noise`` (a, b) for cp_gaussian, and the trace
-under ``trace/``, (version 3) the digest of all of it in the attribute ``sha256``, and (version 4)
+under ``trace/``, (version 3) the digest of all of it in the attribute ``sha256``, (version 4)
 with a hierarchical prior its hyper-posterior under ``hyper/`` (attribute ``kind``, datasets
-``a``, ``b``, ``mean``, ``beta``, ``nu``, ``W_inv``: ``fastcep.tensor.hyper.HyperState``). Files are
+``a``, ``b``, ``mean``, ``beta``, ``nu``, ``W_inv``: ``fastcep.tensor.hyper.HyperState``), and
+(version 5) the fitted likelihood in the attribute ``likelihood``: JSON {"name": the built-in's
+name (``fastcep.likelihoods.SHORTHANDS``), parameter: value, ...}, learned values filled in (a
+``Custom`` likelihood, code, cannot be written). Files before version 5 have the likelihood of
+their model's name (cp_gaussian's variance from its noise posterior). Files are
 written to a temporary file beside the target and renamed over it, so a killed writer never
 leaves a half-written model behind. Reading checks the digest and every field (``_check``): a
 model, method and covariance fastcep knows, shapes, finite numbers, positive (semi)definite
@@ -19,6 +23,7 @@ import os
 import numpy as np
 
 from .._loop import TRACE_FIELDS, Trace
+from ..likelihoods import SHORTHANDS, Custom
 from ..tensor import hyper as H
 from ..tensor.likelihoods import FAST_PATHS, GENERIC
 from ..tensor.result import POINT_METHODS, CPResult
@@ -27,13 +32,12 @@ from .files import atomic_h5, bad_file, json_default, open_h5, sign, verify
 MODEL_FORMAT = "fastcep-cp-model"
 #: version 2: the trace's columns named for what they hold (``fastcep._loop.TRACE_FIELDS``);
 #: version 3: the digest of the contents (``files.sign``); version 4: the hyper-posterior of a
-#: hierarchical prior (``hyper/``)
-MODEL_FORMAT_VERSION = 4
+#: hierarchical prior (``hyper/``); version 5: the fitted likelihood (``likelihood``)
+MODEL_FORMAT_VERSION = 5
 #: versions this fastcep reads (1 and 2 have no digest)
-READABLE_VERSIONS = (1, 2, 3, 4)
-#: the CP models (a generic one, "cp_<likelihood>", is recorded by its name: its likelihood has
-#: no parameters of its own yet, the name is all a prediction needs)
-MODELS = FAST_PATHS + GENERIC
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
+#: the CP models ("cp": the file's likelihood says which)
+MODELS = ("cp", *FAST_PATHS, *GENERIC)
 METHODS = ("cep1", "cep2", "lp", "vmp", "cp_wopt", "post")
 COVARIANCES = ("full", "diag")
 #: the arrays of a hyper-posterior (``HyperState`` after its kind)
@@ -48,6 +52,11 @@ def save_model(result, path):
     """Write a ``CPResult`` to ``path`` (HDF5, atomically); read it back with ``load_model``."""
     if not isinstance(result, CPResult):
         raise TypeError(f"save_model: expected a CPResult, got {type(result).__name__}.")
+    if isinstance(result.likelihood, Custom):
+        raise ValueError(
+            "save_model: a Custom likelihood cannot be written (its log-density is code); keep the "
+            "result, or save its posterior arrays (result.posterior) yourself."
+        )
 
     def write(f):
         f.attrs["format"] = MODEL_FORMAT
@@ -63,6 +72,7 @@ def save_model(result, path):
         seed = result.options.get("seed")
         f.attrs["seed"] = json.dumps(seed if isinstance(seed, (int, type(None))) else repr(seed))
         f.attrs["options"] = json.dumps(result.options, default=json_default)
+        f.attrs["likelihood"] = json.dumps({"name": result.likelihood.name, **result.likelihood.params()})
         gm, gc = f.create_group("means"), f.create_group("covs")
         for k, (m, c) in enumerate(zip(result.posterior.means, result.posterior.covs, strict=True)):
             gm.create_dataset(str(k), data=m)
@@ -109,7 +119,7 @@ def load_model(path):
         fields["model"], fields["method"], fields["covariance"], fields["rank"], fields["shape"],
         np.concatenate(fields["means"]), np.concatenate(fields["covs"]), noise, fields["n_iter"],
         fields["converged"], fields["stop_reason"], fields["trace"], None, options, standardized=False,
-        hyper=fields["hyper"],
+        hyper=fields["hyper"], likelihood=fields["likelihood"],
     )  # fmt: skip
 
 
@@ -140,6 +150,7 @@ def _read(f, path):
         trace=Trace.from_columns(len(columns["elapsed"]), **columns),
         n_iter=_int(f.attrs["n_iter"], "n_iter"), converged=bool(f.attrs["converged"]),
         stop_reason=str(f.attrs["stop_reason"]), hyper=_read_hyper(f),
+        likelihood=json.loads(f.attrs["likelihood"]) if version >= 5 else None,
     )  # fmt: skip
 
 
@@ -202,11 +213,44 @@ def _check(fields, path):
         why = H.check(fields["hyper"], len(shape), rank)
         if why:
             raise bad(f"hyper-posterior: {why}")
+    fields["likelihood"] = _likelihood(fields["likelihood"], model, bad)
     noise = fields["noise"]
     if model == "cp_gaussian" and noise is None and not point:
         raise bad("cp_gaussian model without a noise posterior")
     if noise is not None and (len(noise) != 2 or not all(np.isfinite(v) and v > 0 for v in noise)):
         raise bad(f"noise posterior {noise} (two finite numbers > 0 expected)")
+
+
+def _likelihood(held, model, bad):
+    """The likelihood of a model file from its ``likelihood`` attribute's JSON (``held``; None
+    before version 5: the model's own, from ``CPResult``): the built-in it names with its
+    parameters, each a float > 0 or None (learned, not fitted: a point estimate's), a link as
+    the built-in's; that of the model's name unless the model is "cp"."""
+    if held is None:
+        if model == "cp":
+            raise bad("model 'cp' without its likelihood")
+        return None
+    name = held.get("name") if isinstance(held, dict) else None
+    if name not in SHORTHANDS:
+        raise bad(f"likelihood {held!r} (a built-in's name expected: {', '.join(SHORTHANDS)})")
+    base = SHORTHANDS[name]()
+    params = {k: v for k, v in held.items() if k != "name"}
+    if model != "cp" and name != model[3:]:
+        raise bad(f"likelihood {name!r} for model {model!r}")
+    ok = set(params) <= set(base.params())
+    if ok and base.binary:
+        ok = params.get("link", base.link) == base.link
+    elif ok:
+        ok = all(v is None or _positive(v) for v in params.values())
+    if not ok:
+        raise bad(f"its likelihood's parameters {params!r} are not valid for {name!r}")
+    return base if base.binary else base.with_params(**params)
+
+
+def _positive(value):
+    """A finite number > 0 (a JSON float or int, not a bool)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and bool(np.isfinite(value)) and value > 0
 
 
 def _v1_trace(columns, method, stream):

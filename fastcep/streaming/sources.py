@@ -11,7 +11,7 @@ import numpy as np
 from .. import _validation as V
 from ..io.tensor import TensorReader
 from ..tensor.layout import check_coords, check_values
-from ..tensor.likelihoods import block_errors, value_kind
+from ..tensor.likelihoods import block_errors
 
 
 def entries_digest(shape, blocks):
@@ -25,10 +25,10 @@ def entries_digest(shape, blocks):
 
 
 class ArraySource:
-    def __init__(self, coords, values, shape, model, func):
+    def __init__(self, coords, values, shape, likelihood, func):
         self.coords, self.shape = check_coords(coords, shape, func)
-        self.values = check_values(values, len(self.coords), model, func)
-        if value_kind(model) == "binary":
+        self.values = check_values(values, len(self.coords), likelihood, func)
+        if likelihood.binary:
             self.values = (self.values > 0).astype(np.float64)
         self.n = len(self.coords)
 
@@ -56,14 +56,14 @@ class ArraySource:
 class FileSource:
     """Blocks of whole chunks read by a background thread; batches cut from the stream order."""
 
-    def __init__(self, path, model, block_rows):
+    def __init__(self, path, model, likelihood, block_rows):
         self.reader = TensorReader(path)
         self.shape = self.reader.shape
         self.n = self.reader.n
-        # a binary model's stream from a file not marked binary (or a count model's): its values
-        # are checked block by block
-        self.model, self.kind = model, value_kind(model)
-        self.check_values = self.kind == "count" or (self.kind == "binary" and not self.reader.binary)
+        # a binary model's stream from a file not marked binary, or any other model's: its values
+        # are checked block by block (by the likelihood's own check: counts, a Custom one's)
+        self.model, self.likelihood = model, likelihood
+        self.check_values = not likelihood.binary or not self.reader.binary
         chunk = self.reader.chunk_rows
         self.block_rows = max(1, -(-int(block_rows) // chunk)) * chunk
 
@@ -141,22 +141,32 @@ class FileSource:
                     thread.join(0.01)
 
     def _checked(self, coords, values, row):
-        if self.check_values:
-            bad = block_errors(values, self.kind)
-            if bad.size:
-                what = "binary values" if self.kind == "binary" else "counts (integers >= 0)"
+        if not self.check_values:
+            return coords
+        if not self.likelihood.binary:
+            try:
+                self.likelihood.check(values, "values", "stream", len(values))
+            except ValueError as exc:
                 raise ValueError(
-                    f"stream: model {self.model!r} needs {what}; {self.reader.path!r} has "
-                    f"{float(values[bad[0]])!r} (stream position {row + int(bad[0])})."
-                )
+                    f"stream: model {self.model!r} ({self.likelihood!r}) refuses values of "
+                    f"{self.reader.path!r} from stream position {row} on (rows counted from there): {exc}"
+                ) from None
+            return coords
+        bad = block_errors(values)
+        if bad.size:
+            raise ValueError(
+                f"stream: model {self.model!r} needs binary values; {self.reader.path!r} has "
+                f"{float(values[bad[0]])!r} (stream position {row + int(bad[0])})."
+            )
         return coords
 
     def close(self):
         self.reader.close()
 
 
-def open_source(coords, values, shape, model, batch_size, func):
-    """The stream's source: an HDF5 tensor file (``coords`` a path, ``values`` None) or arrays."""
+def open_source(coords, values, shape, model, likelihood, batch_size, func):
+    """The stream's source: an HDF5 tensor file (``coords`` a path, ``values`` None) or arrays;
+    the values checked by the model's ``likelihood``."""
     if isinstance(coords, (str, os.PathLike)):
         if values is not None:
             path = os.fspath(coords)
@@ -165,7 +175,7 @@ def open_source(coords, values, shape, model, batch_size, func):
             )
         if shape is not None:
             raise ValueError(f"{func}: 'shape' comes from the tensor file; do not pass it with a file.")
-        return FileSource(coords, model, block_rows=max(batch_size, 1 << 16))
+        return FileSource(coords, model, likelihood, block_rows=max(batch_size, 1 << 16))
     if values is None:
         raise V.param_error(
             "values",
@@ -174,4 +184,4 @@ def open_source(coords, values, shape, model, batch_size, func):
             values,
             TypeError,
         )
-    return ArraySource(coords, values, shape, model, func)
+    return ArraySource(coords, values, shape, likelihood, func)

@@ -118,6 +118,7 @@ def fit_cp_wopt(
     values,
     model,
     *,
+    likelihood=WOPT_DEFAULTS["likelihood"],
     shape=WOPT_DEFAULTS["shape"],
     rank=WOPT_DEFAULTS["rank"],
     reg=WOPT_DEFAULTS["reg"],
@@ -152,7 +153,11 @@ def fit_cp_wopt(
         are fitted as {0, 1} targets of the same least-squares objective (as the Tensor
         Toolbox's ``cp_wopt`` that the paper used on binary tensors; there is no link function,
         and the offset of about the fraction of ones costs one of the R components).
-    model : {"cp_gaussian", "cp_probit"}
+    model : {"cp_gaussian", "cp_probit", "cp"}
+        "cp" with ``likelihood`` ``Gaussian()`` or ``"gaussian"`` is cp_gaussian, with
+        ``Bernoulli("probit")`` or ``"probit"`` cp_probit (``fastcep.tensor.likelihoods.resolve``).
+    likelihood : fastcep.likelihoods.Likelihood, str or None
+        With model "cp" only.
     shape : sequence of K ints, optional
         Tensor shape (default: 1 + the largest index of each mode).
     rank : int >= 1 (required)
@@ -218,9 +223,10 @@ def fit_cp_wopt(
     state = {}
     func = "fit"
     o = O.validate(func, "cp", model, METHOD, given)  # (the option table: fastcep._options)
+    model, lik = o["model"], o["likelihood"]  # (model="cp" with the likelihood of a hand-written one)
     coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
-    y = check_values(values, n, model, func)
+    y = check_values(values, n, lik, func)
     y, v_center, v_scale = standardized(y, model, o["standardize"])
     if model == "cp_probit":
         y = np.where(y > 0, 1.0, 0.0)  # check_values gives signs +-1; CP-WOPT fits {0, 1}
@@ -232,7 +238,7 @@ def fit_cp_wopt(
     verbose, progress = o["verbose"], o["progress"]
     rng = V.rng_from(seed)
     if eval_set is not None:
-        ev_coords, ev_values = check_eval_set(eval_set, shape, model, func)
+        ev_coords, ev_values = check_eval_set(eval_set, shape, lik, func)
         if model == "cp_probit" and np.unique(ev_values).size < 2:
             raise V.param_error("eval_set[1]", func, "labels of both classes (for the AUC)", "one class")
     options = dict(

@@ -1,5 +1,5 @@
 """Bayesian CP tensor decomposition by CEP (``fit(coords, values, model="cp_gaussian" | "cp_probit" |
-"cp_<likelihood>")``).
+"cp_<likelihood>" | "cp", likelihood=...)``).
 
 ``CPEngine`` holds one fit's per-entry message store, per-object posterior and the schedule
 chosen once from ``SWEEPS`` (the kernels of ``fastcep.kernels.tensor``); its ``step`` runs one
@@ -7,6 +7,7 @@ iteration for the one loop (``fastcep._loop``). ``fit_cp`` checks the input, lay
 entries, draws the start and runs the loop; ``fastcep.stream`` builds an engine per batch.
 """
 
+import functools
 import math
 import time
 
@@ -15,13 +16,15 @@ import numpy as np
 from .. import _loop
 from .. import _options as O
 from .. import _validation as V
+from .._quadrature import gauss_hermite
 from .._threads import num_threads, plan
+from ..glm.learn import EXPECTATION_NODES, LikelihoodLearner, initial_values
 from ..kernels import tensor as K
 from ..kernels.tensor import lp as KLP
 from . import hyper as H
 from .init import svd_init
 from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardized
-from .likelihoods import kernel_model, value_kind
+from .likelihoods import describe, is_generic, kernel_model
 from .result import CPResult, CPState, eval_metric, second_moments
 
 CP_MODELS = O.choices("model", "cp")
@@ -102,6 +105,35 @@ def _change(M_old, var_old, M, var):
     return float(max(np.max(np.abs(M - M_old) / np.sqrt(var)), np.max(np.abs(var - var_old) / var)))
 
 
+def entry_marginals(gidx, covariance, mean, var, M, E2):
+    """The predictive mean and variance (n,) of each entry's f under the posterior moments M
+    (n_obj, R) and E2 (second moments: (n_obj, R, R), or (n_obj, R) with covariance="diag"),
+    written into ``mean`` and ``var``: what a generic model's learned likelihood parameters are
+    updated from (``fastcep.glm.learn``)."""
+    if covariance == "full":
+        K.predict_full(gidx, M, E2, mean, var)
+    else:
+        K.predict_diag(gidx, M, E2, mean, var)
+    return mean, var
+
+
+def warm_start(likelihood, y, warmup_snr):
+    """The first values of a generic model's learned parameters in a fresh fit with a warm-up
+    (held for its iterations, as cp_gaussian's noise precision): those of the values alone
+    (``fastcep.glm.learn``), a noise level at ``warmup_snr`` times less power, as cp_gaussian's
+    (a variance ``reference_var(y) / warmup_snr``, a scale the values' robust one over
+    sqrt(warmup_snr)); a dispersion as it is. Starting at the values' own spread (the
+    regression's start, signal-to-noise ratio 1) lets a poor early fit explain the data as
+    noise: a stream's first batch of 300 entries on a 15 x 12 x 10 rank-2 tensor settled at a
+    noise variance of 2.3 for 0.09."""
+    start = initial_values(likelihood, y)
+    if "var" in start:
+        start["var"] = reference_var(y) / warmup_snr
+    if "scale" in start:
+        start["scale"] /= math.sqrt(warmup_snr)
+    return start
+
+
 def cavity_scratch(n_units, Kmodes, R):
     """Per-work-unit scratch of ``kernels.cp.sweep_cavity_full`` after ``mat`` and ``vec``: one
     entry's cavity moments (cp_probit), then the batch's blocks, rows, moments and flags."""
@@ -146,19 +178,29 @@ class CPEngine:
     messages : CPState or None
         Resume from these messages (checked already).
     noise_warmup, warmup_snr : int, float
-        cp_gaussian, fresh fit: iterations with E[tau] held at warmup_snr / Var(y).
+        cp_gaussian, fresh fit: iterations with E[tau] held at warmup_snr / Var(y); a generic
+        model's learner, fresh fit: iterations with its parameters held at their start
+        (``warm_start``).
     rng : numpy.random.Generator
         Draws the entry order of the sequential schedule.
     hyper : HyperState or None
         A hierarchical prior's hyper-posterior (``tensor.hyper``), updated every iteration from
         the embeddings' posterior (from the second of a fresh fit); it rewrites ``prior_Lam`` and
         ``prior_eta``. None: the prior stays fixed.
+    likelihood : fastcep.likelihoods.Likelihood or None
+        A generic model's likelihood, its parameters filled in (None: the model's shorthand;
+        unused by the hand-written models).
+    learner : fastcep.glm.learn.LikelihoodLearner or None
+        A generic model's learned likelihood parameters, updated after every iteration's sweep
+        from the entries' marginals (``update(M, E2)``; its ``likelihood`` replaces
+        ``likelihood``); None: the parameters stay as given (a stream's batch).
     """
 
     def __init__(
         self, lay, y, s, model, method, R, covariance, schedule, rho, *, prior_Lam, prior_eta, a0, b0,
         probit_curvature="full", expect_under="posterior", lp_indefinite="clip", init_means=None,
         init_covs=None, messages=None, noise_warmup=0, warmup_snr=10.0, rng=None, hyper=None,
+        likelihood=None, learner=None,
     ):  # fmt: skip
         n, Kmodes = lay.gidx.shape
         n_obj = int(lay.offsets[-1])
@@ -180,7 +222,9 @@ class CPEngine:
         self.P_Lam, self.P_eta, self.M, self.S, self.E2 = post
         # the kernels' model code, and for a generic model (any likelihood of the seam) the
         # trailing arguments of every driver: (likelihood, nodes, weights); () otherwise
-        self.code, self.generic = kernel_model(model, probit_curvature)
+        self.learner = learner
+        self.likelihood = learner.likelihood if learner is not None else likelihood
+        self.code, self.generic = kernel_model(model, probit_curvature, self.likelihood)
         self.lp_rule = LP_INDEFINITE[lp_indefinite]
         self._scratch(expect_under)
         # (the function, not a bound method: an engine must not reference itself, or its arrays
@@ -194,6 +238,8 @@ class CPEngine:
         self.noise[2] = self.noise[0] / self.noise[1]
         self.warm = model == "cp_gaussian" and messages is None and noise_warmup > 0
         self.noise_warmup = noise_warmup
+        # a generic model's learned parameters are held at their start as cp_gaussian's noise
+        self.learn_warm = learner is not None and messages is None and noise_warmup > 0
         if self.warm:
             # warm-up: the noise precision held at warmup_snr / Var(y) while the embeddings
             # take shape; learning it from the start lets a poor early fit inflate the noise,
@@ -452,22 +498,32 @@ class CPEngine:
         change = float(np.sqrt(np.mean((f_new - f_old) ** 2) / max(np.mean(f_new**2), self.f_floor)))
         param_change = _change(M_old, var_old, M, _variances(S, self.covariance))
         self.f_old, self.f_new = f_new, f_old
+        if self.learner is not None and not (self.learn_warm and it <= self.noise_warmup):
+            # a generic model's learned likelihood parameters, from the entries' marginals under
+            # the new posterior (as a regression's, ``fastcep.glm.learn``); the largest change of
+            # a parameter's log enters the stopping measure
+            change = max(change, self.learner.update(M, self.E2))
+            self.likelihood = self.learner.likelihood
+            self.generic = (self.learner.kernel(), *self.generic[1:])
         return _loop.StepReport(change, n_skipped, values={"param_change": param_change, "damping": self.rho})
 
     def finite(self):
         return bool(np.all(np.isfinite(self.M)))
 
     def messages(self):
-        """The resumable state: the messages (``fit(..., init_state=...)``)."""
-        return CPState(self.Lam, self.eta, self.alpha, self.beta, self.hyper)
+        """The resumable state: the messages (``fit(..., init_state=...)``) and a generic model's
+        likelihood (its learned parameters' current values)."""
+        likelihood = self.likelihood if is_generic(self.model) else None
+        return CPState(self.Lam, self.eta, self.alpha, self.beta, self.hyper, likelihood)
 
     def result(self, shape, n_iter, converged, stop_reason, trace, options, copy=True):
         """The result object; ``copy=False`` hands over M and S (once the fit is done with them)."""
         noise = (float(self.noise[0]), float(self.noise[1])) if self.model == "cp_gaussian" else None
         M, S = (self.M.copy(), self.S.copy()) if copy else (self.M, self.S)
+        likelihood = self.likelihood if is_generic(self.model) else None  # (None: the model's own)
         return CPResult(
             self.model, self.method, self.covariance, self.R, shape, M, S, noise, n_iter, converged,
-            stop_reason, trace, self.messages(), options, hyper=self.hyper,
+            stop_reason, trace, self.messages(), options, hyper=self.hyper, likelihood=likelihood,
         )  # fmt: skip
 
 
@@ -511,6 +567,7 @@ def fit_cp(
     model,
     method=CP_DEFAULTS["method"],
     *,
+    likelihood=CP_DEFAULTS["likelihood"],
     shape=CP_DEFAULTS["shape"],
     rank=CP_DEFAULTS["rank"],
     prior_var=CP_DEFAULTS["prior_var"],
@@ -550,9 +607,9 @@ def fit_cp(
         observation of that entry (it has its own messages).
     values : array (n,)
         Real values (cp_gaussian) or binary labels {0, 1}, {-1, 1} or bool (cp_probit); for a
-        generic model the values of its likelihood (``fastcep.tensor.likelihoods.VALUES``: binary
-        labels for cp_logistic).
-    model : {"cp_gaussian", "cp_probit", "cp_<likelihood>"}
+        generic model the values its likelihood accepts (its ``check``: binary labels for
+        cp_logistic, counts for a count likelihood).
+    model : {"cp_gaussian", "cp_probit", "cp_<likelihood>", "cp"}
         "cp_gaussian" (Gaussian noise of learned precision) and "cp_probit" have hand-written
         messages. "cp_<name>", for every other likelihood ``name`` of the seam's registry
         (``fastcep.kernels.likelihoods.REGISTRY``; "cp_logistic"): CEP-1 with method "cep1" only.
@@ -563,7 +620,28 @@ def fit_cp(
         alpha = d log Z / dm and beta = -d^2 log Z / dm^2, and the message is rank one: g = alpha
         E[z], A = beta E[z] E[z]^T (cp_probit's ``probit_curvature="rank1"`` message is this one
         with the probit's closed form). Priors, schedules, covariances and ``expect_under`` as
-        for cp_probit. No noise model: a likelihood's parameters are its own.
+        for cp_probit. No noise model: a likelihood's parameters are its own. "cp": the
+        likelihood of ``likelihood``.
+    likelihood : fastcep.likelihoods.Likelihood, str or None
+        With model "cp" (required there): a likelihood object (``fastcep.likelihoods``:
+        ``Gaussian(var=0.1)``, ``Bernoulli("logistic")``, ``Custom(logpdf)``, ...) or the name of a
+        built-in with its defaults. "cp_<name>" is the shorthand of ``likelihood="<name>"``. The
+        model that runs (``res.model``; ``fastcep.tensor.likelihoods.resolve``): a likelihood
+        equal to a hand-written model's is that model, ``Gaussian()`` (learned variance)
+        cp_gaussian and ``Bernoulli("probit")`` cp_probit, since their messages are exact where
+        the generic ones replace z by E[z]; one equal to a generic shorthand's defaults is that
+        shorthand ("cp_logistic"); any other (a Gaussian of known variance, a Custom one) is the
+        generic model "cp". A parameter given as None is learned, as a regression learns it
+        (``fastcep.glm.learn``): once per iteration, after the sweep, from the predictive mean
+        and variance of every observed entry's f under the current posterior; a Gaussian's
+        noise precision by its Gamma(a0, b0) posterior, any other parameter by an EM step that
+        maximises sum_e E[log p(y_e | f_e)]. The first values come from the values alone and are
+        held for ``noise_warmup`` iterations, as cp_gaussian's noise precision (a Gaussian's
+        variance Var(values) / ``warmup_snr``; ``warm_start``). The largest change of a
+        parameter's log enters the stopping measure. The fitted likelihood, the learned values
+        filled in, is ``res.likelihood``; ``res.state`` carries them to a resumed fit (which,
+        as cp_gaussian's, does not repeat the warm-up). A generic model takes the values as
+        they are (no ``standardize``): a known variance or scale is on the values' scale.
     method : {"cep1", "lp"}
         "cep2" is refused with an explanation (the paper found it worse than CEP-1 for tensors).
         "lp": Laplace propagation, the paper's baseline (section 5.2), in the same message store
@@ -597,7 +675,8 @@ def fit_cp(
         Variance of the fixed N(0, prior_var I) prior of every embedding, and the start of a
         learned one.
     a0, b0 : float > 0, default 1e-3
-        Gamma(a0, b0) prior of the noise precision tau (cp_gaussian).
+        Gamma(a0, b0) prior of the noise precision tau (cp_gaussian, and a generic Gaussian's
+        learned variance).
     damping : float in (0, 1], default 0.5
         ``msg <- (1 - damping) msg + damping new`` in natural parameters.
     max_iter : int, default 500
@@ -665,7 +744,9 @@ def fit_cp(
         init_scale^2) draws (seeded).
     init_scale : float >= 0, default 1.0
     noise_warmup : int >= 0, default 10
-        cp_gaussian: iterations with the noise precision held at ``warmup_snr / Var(values)``.
+        cp_gaussian: iterations with the noise precision held at ``warmup_snr / Var(values)``; a
+        generic model with learned likelihood parameters: iterations with them held at their
+        start, a Gaussian's variance ``Var(values) / warmup_snr`` (``warm_start``).
     warmup_snr : float > 0, default 10.0
     prior_mean : float >= 0, default 0.0
         With a positive value, the prior of each embedding is N(m, prior_var I) with m drawn
@@ -713,11 +794,12 @@ def fit_cp(
     o = O.validate(func, "cp", model, method, given)  # (the option table: fastcep._options)
     if o["n_starts"] > 1:
         return _best_start(coords, values, model, method, given, o["n_starts"])
+    model, lik = o["model"], o["likelihood"]  # (the model that runs: "cp" resolved)
     coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
-    y = check_values(values, n, model, func)
+    y = check_values(values, n, lik, func)
     y, center, scale = standardized(y, model, o["standardize"])
-    s = y if value_kind(model) == "binary" else np.zeros(n)
+    s = y if lik.binary else np.zeros(n)
     R, pv, a0, b0, rho = o["rank"], o["prior_var"], o["a0"], o["b0"], o["damping"]
     max_iter, tol, schedule, covariance = o["max_iter"], o["tol"], o["schedule"], o["covariance"]
     check_memory(n, shape, R, covariance, func)
@@ -732,7 +814,7 @@ def fit_cp(
     verbose, progress, seed = o["verbose"], o["progress"], o["seed"]
     rng = V.rng_from(seed)
     if eval_set is not None:
-        eval_set = check_eval_set(eval_set, shape, model, func)
+        eval_set = check_eval_set(eval_set, shape, lik, func)
     options = dict(
         shape=shape,
         rank=R,
@@ -763,10 +845,20 @@ def fit_cp(
         options["expect_under"] = expect_under
     prior = o["prior"]
     options["prior"] = prior
+    if model == "cp":  # (the likelihood as given, learned parameters None; res.likelihood has them)
+        options["likelihood"] = describe(lik)
 
     lay = make_layout(coords, shape)
     n_obj = int(lay.offsets[-1])
     messages = _check_state(init_state, n, Kmodes, R, covariance, func) if init_state is not None else None
+    learner = None
+    if is_generic(model) and lik.learned:  # (updated after every sweep, ``CPEngine.step``)
+        marginals = functools.partial(entry_marginals, lay.gidx, covariance, np.empty(n), np.empty(n))
+        first = _state_params(messages, lik, func)
+        if first is None and messages is None and noise_warmup > 0:
+            first = warm_start(lik, y, warmup_snr)
+        rule = gauss_hermite(EXPECTATION_NODES)
+        learner = LikelihoodLearner(lik, y, marginals, rule, start=first, prior=(a0, b0), total=_exact_sum)
     prior_Lam, prior_eta, m0 = default_prior(n_obj, R, covariance, pv, prior_mean, rng)
     hyper = None
     if prior != "fixed":  # (resumed from the state's hyper-posterior when it has one of this kind)
@@ -781,7 +873,7 @@ def fit_cp(
             lay, y, s, model, method, R, covariance, schedule, rho, prior_Lam=prior_Lam, prior_eta=prior_eta,
             a0=a0, b0=b0, probit_curvature=probit_curvature, expect_under=expect_under,
             lp_indefinite=lp_indefinite, init_means=init_means, messages=messages, noise_warmup=noise_warmup,
-            warmup_snr=warmup_snr, rng=rng, hyper=hyper,
+            warmup_snr=warmup_snr, rng=rng, hyper=hyper, likelihood=lik, learner=learner,
         )  # fmt: skip
         return run_engine(
             engine, shape, options, max_iter=max_iter, tol=tol, callback=callback, eval_set=eval_set,
@@ -844,6 +936,21 @@ def run_engine(engine, shape, options, *, max_iter, tol, callback, eval_set, gov
         finite=engine.finite, governor=governor, **loop_options,
     )  # fmt: skip
     return engine.result(shape, out.n_iter, out.converged, out.stop_reason, out.trace, options, copy=False)
+
+
+def _state_params(state, likelihood, func):
+    """{name: value} of the learned parameters of ``likelihood`` held by a resumed fit's state
+    (``CPState.likelihood``), or None (a fresh fit, or a state without them: the first values
+    from the data)."""
+    held = getattr(state, "likelihood", None)
+    if held is None:
+        return None
+    fixed = {k: v for k, v in likelihood.params().items() if k not in likelihood.learned}
+    if type(held) is not type(likelihood) or any(held.params().get(k) != v for k, v in fixed.items()):
+        raise V.param_error(
+            "init_state", func, f"the state of a fit with the likelihood {likelihood!r}", f"one of {held!r}"
+        )
+    return {name: getattr(held, name) for name in likelihood.learned}
 
 
 def _check_state(state, n, Kmodes, R, covariance, func):

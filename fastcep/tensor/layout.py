@@ -99,11 +99,11 @@ def check_coords(coords, shape, func, name="coords"):
     return arr, shape
 
 
-def check_values(values, n, model, func, name="values"):
+def check_values(values, n, likelihood, func, name="values"):
     """Finite values of length n; binary (returned as +-1) for cp_probit and the other binary
-    models, counts for count models: the check of the model's likelihood
-    (``fastcep.tensor.likelihoods.check_values``)."""
-    return likelihoods.check_values(values, n, model, func, name)
+    likelihoods, those the likelihood's ``check`` accepts for the others (None: real numbers):
+    ``fastcep.tensor.likelihoods.check_values``."""
+    return likelihoods.check_values(values, n, likelihood, func, name)
 
 
 def standardization(blocks, model, standardize):
@@ -139,12 +139,13 @@ def standardized(y, model, standardize):
     return y, center, scale
 
 
-def check_eval_set(eval_set, shape, model, func):
-    """A test pair ``(coords, values)`` checked like the training data; returns the two arrays."""
+def check_eval_set(eval_set, shape, likelihood, func):
+    """A test pair ``(coords, values)`` checked like the training data (by the fit's
+    likelihood); returns the two arrays."""
     if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
         raise V.param_error("eval_set", func, "a pair (coords, values) or None", eval_set, TypeError)
     ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
-    return ev_coords, check_values(eval_set[1], len(ev_coords), model, func, "eval_set[1]")
+    return ev_coords, check_values(eval_set[1], len(ev_coords), likelihood, func, "eval_set[1]")
 
 
 #: bytes per number of the arrays a fit holds, times this, is its estimate (scratch, copies)

@@ -33,6 +33,9 @@ class CPState(NamedTuple):
     alpha: np.ndarray  #: (n,) Gamma shape messages (cp_gaussian)
     beta: np.ndarray  #: (n,) Gamma rate messages (cp_gaussian)
     hyper: object = None  #: the hierarchical prior's hyper-posterior (``HyperState``), or None
+    #: a generic model's likelihood (``fastcep.likelihoods``), its learned parameters' current
+    #: values; None for the hand-written models (cp_gaussian's noise posterior is in the messages)
+    likelihood: object = None
 
 
 class VMPState(NamedTuple):
@@ -54,7 +57,7 @@ class FactorState(NamedTuple):
 def eval_metric(result, coords, values):
     """Test AUC (binary models: cp_probit, cp_logistic) or RMSE (the others) of a fitted result on
     checked test entries."""
-    if CPL.value_kind(result.model) == "binary":
+    if result.likelihood.binary:
         return result.auc(coords, values)
     return result.rmse(coords, values)
 
@@ -67,6 +70,12 @@ class CPResult:
     posterior : CPPosterior
         ``means[k]`` (d_k, R), ``covs[k]`` (d_k, R, R) or (d_k, R), ``noise`` (a, b) or None.
     model, method, covariance : str
+        ``model`` is the model that ran: "cp_gaussian", "cp_probit", "cp_<name>" (a generic
+        likelihood with its shorthand's defaults) or "cp" (any other likelihood).
+    likelihood : fastcep.likelihoods.Likelihood
+        The fitted likelihood, its learned parameters filled in: a generic model's as learned,
+        cp_gaussian's ``Gaussian(var=E[1 / tau])`` (the noise variance its predictions add; its
+        Gamma posterior is ``posterior.noise``), cp_probit's ``Bernoulli("probit")``.
     rank : int
     shape : tuple of int
     n_iter : int
@@ -117,6 +126,7 @@ class CPResult:
         options,
         standardized=True,
         hyper=None,
+        likelihood=None,
     ):
         self.model = model
         self.method = method
@@ -148,6 +158,7 @@ class CPResult:
         self.point_estimate = method in POINT_METHODS
         self.hyper = hyper
         self.effective_rank = int(np.count_nonzero(H.active_columns(M, self._offsets)))
+        self.likelihood = likelihood if likelihood is not None else CPL.fitted_likelihood(model, noise)
 
     def __repr__(self):
         return (
@@ -179,8 +190,9 @@ class CPResult:
 
         With ``return_var`` also the predictive variance: of y (Var f + E[1/tau]) for cp_gaussian,
         of the latent f for cp_probit; of y for the generic models (P (1 - P) for binary ones,
-        for the others by Gauss-Hermite over f of the likelihood's E[y | f] and Var[y | f],
-        ``fastcep.tensor.likelihoods.predictive_moments``). Returns arrays of shape (n,). A
+        for the others the closed forms of the fitted likelihood, ``res.likelihood.mean_var``,
+        under f ~ N(mean, Var f); NotImplementedError for a likelihood without them, such as a
+        ``Custom`` one). Returns arrays of shape (n,). A
         point estimate (``point_estimate``, method "cp_wopt") returns the reconstruction for
         both models (for cp_probit a score, not a probability) and a variance of 0.
         """
@@ -195,7 +207,7 @@ class CPResult:
             return (p, var) if return_var else p
         if CPL.is_generic(self.model):
             with num_threads(self.options.get("n_threads")):
-                ey, vy = CPL.predictive_moments(self.model, mean, var)
+                ey, vy = CPL.predictive_moments(self.likelihood, mean, var)
             return (ey, vy) if return_var else ey
         a, b = self.posterior.noise
         noise_var = b / (a - 1.0) if a > 1.0 else b / a
@@ -204,7 +216,7 @@ class CPResult:
     def rmse(self, coords, values):
         """Root mean squared error of the predictive mean against ``values``."""
         pred = self.predict(coords)
-        return _rmse(check_values(values, len(pred), "cp_gaussian", "rmse"), pred)
+        return _rmse(check_values(values, len(pred), None, "rmse"), pred)
 
     def auc(self, coords, values):
         """Area under the ROC curve of P(y = 1) (or of the predictive mean of a non-binary model)
@@ -218,8 +230,9 @@ class CPResult:
         cp_probit: log P(y) under the probit predictive P(y = 1) = Phi(mean / sqrt(1 + var)) of
         the latent f; cp_gaussian: log N(y; mean, Var f + E[1/tau]), the Gaussian with the
         predictive's mean and variance (``predict(..., return_var=True)``); a generic model:
-        log int p(y | f) N(f | mean, Var f) df by the likelihood's ``log_predictive`` leaf (else
-        its tilted's log Z by Gauss-Hermite). A point estimate (method "cp_wopt") has no
+        log int p(y | f) N(f | mean, Var f) df for the fitted likelihood (``res.likelihood``) by
+        its ``log_predictive`` leaf (else its tilted's log Z by Gauss-Hermite), the values
+        checked by it. A point estimate (method "cp_wopt") has no
         predictive distribution: ValueError.
         """
         if self.point_estimate:
@@ -229,15 +242,15 @@ class CPResult:
             )
         mean, var = self._f_moments(coords)
         if CPL.is_generic(self.model):
-            y = check_values(values, len(mean), self.model, "log_likelihood")
+            y = check_values(values, len(mean), self.likelihood, "log_likelihood")
             with num_threads(self.options.get("n_threads")):
-                return float(np.mean(CPL.log_predictive(self.model, y, mean, var)))
+                return float(np.mean(CPL.log_predictive(self.likelihood.kernel(), y, mean, var)))
         if self.model == "cp_probit":
             s = V.check_labels(values, "values", "log_likelihood", len(mean))
             logp = np.empty_like(mean)
             K.probit_predictive(mean, var, np.empty_like(mean), logp, s)
             return float(np.mean(logp))
-        values = check_values(values, len(mean), "cp_gaussian", "log_likelihood")
+        values = check_values(values, len(mean), None, "log_likelihood")
         a, b = self.posterior.noise
         return gaussian_log_likelihood(values, mean, var + (b / (a - 1.0) if a > 1.0 else b / a))
 

@@ -56,6 +56,7 @@ def fit_vmp(
     values,
     model,
     *,
+    likelihood=VMP_DEFAULTS["likelihood"],
     shape=VMP_DEFAULTS["shape"],
     rank=VMP_DEFAULTS["rank"],
     prior_var=VMP_DEFAULTS["prior_var"],
@@ -99,7 +100,11 @@ def fit_vmp(
         0-based coordinates of the observed entries (a repeated row is a repeated observation).
     values : array (n,)
         Real values (cp_gaussian) or binary labels {0, 1}, {-1, 1} or bool (cp_probit).
-    model : {"cp_gaussian", "cp_probit"}
+    model : {"cp_gaussian", "cp_probit", "cp"}
+        "cp" with ``likelihood`` ``Gaussian()`` or ``"gaussian"`` is cp_gaussian, with
+        ``Bernoulli("probit")`` or ``"probit"`` cp_probit (``fastcep.tensor.likelihoods.resolve``).
+    likelihood : fastcep.likelihoods.Likelihood, str or None
+        With model "cp" only.
     shape : sequence of K ints, optional
         Tensor shape (default: 1 + the largest index of each mode).
     rank : int >= 1 (required)
@@ -168,9 +173,10 @@ def fit_vmp(
     given = O.arguments(locals())
     func = "fit"
     o = O.validate(func, "cp", model, "vmp", given)  # (the option table: fastcep._options)
+    model, lik = o["model"], o["likelihood"]  # (model="cp" with the likelihood of a hand-written one)
     coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
-    y = check_values(values, n, model, func)
+    y = check_values(values, n, lik, func)
     y, center, scale = standardized(y, model, o["standardize"])
     s = y if model == "cp_probit" else np.zeros(n)
     R, pv, a0, b0, max_iter, tol = o["rank"], o["prior_var"], o["a0"], o["b0"], o["max_iter"], o["tol"]
@@ -180,7 +186,7 @@ def fit_vmp(
     verbose, progress = o["verbose"], o["progress"]
     rng = V.rng_from(seed)
     if eval_set is not None:
-        eval_set = check_eval_set(eval_set, shape, model, func)
+        eval_set = check_eval_set(eval_set, shape, lik, func)
     options = dict(
         shape=shape,
         rank=R,
