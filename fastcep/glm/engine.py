@@ -126,6 +126,19 @@ class _Damping:
         self.step = None  # the last sweep's step of the posterior means
         self.flips = 0  # sweeps in a row whose step turned against the previous one
 
+    def diverged(self, it):
+        """A sweep refused every message (the tilted moments of every site were not finite: the
+        posterior means ran off): True, start again damped (``update``'s restart), in the undamped
+        phase of "auto"; else FloatingPointError."""
+        if self.undamped:
+            self.rho, self.undamped = AUTO_DAMPING_START, False
+            self.best, self.since, self.step, self.flips = np.inf, 0, None, 0
+            return True
+        raise FloatingPointError(
+            f"fit: every message of sweep {it} was refused (their tilted moments are not finite): the fit "
+            f"diverged at damping {self.rho}; try a smaller damping, method='ep', or check the scale of X"
+        )
+
     def update(self, change, step):
         """Record a sweep's change and its step of the posterior means; returns True when the fit
         must start again from its initial messages (the undamped start diverged), with the
@@ -362,6 +375,7 @@ def fit_regression(
         old_t, old_n = np.empty((n, d)), np.empty((n, d))
         restored = np.zeros(d, dtype=np.int64)
     sweep = _schedules(likelihood)[schedule]
+    n_sites = int(np.count_nonzero(X))  # (a sweep that refuses them all has diverged)
     nu_old = np.empty((n, d)) if stopping == "paper" else None
 
     def step(it):
@@ -389,7 +403,8 @@ def fit_regression(
         values = {"damping": rho, "param_change": change}
         if nu_old is not None:
             values["site_change"] = float(np.mean(np.sum((nu - nu_old) ** 2, axis=1)))
-        restart = damp.update(change, state.mu - scratch.mu_old)
+        refused = skipped >= n_sites  # every message refused (non-finite tilted moments)
+        restart = damp.diverged(it) if refused else damp.update(change, state.mu - scratch.mu_old)
         if restart:  # the undamped start diverged: again from the initial messages, damped
             _initial_messages(X, init_state, tau, nu)
             S.rebuild(problem, state, scratch)
@@ -400,7 +415,8 @@ def fit_regression(
         if learner.learned:  # (the likelihood's learned parameters: EM, after the sweep)
             measure = max(measure, learner.update(state.mu, state.v))
         stop = noise.update(change) if noise is not None else None
-        return _loop.StepReport(measure, int(skipped), n_restored == 0 and not restart, values, stop)
+        accept = n_restored == 0 and not restart and not refused
+        return _loop.StepReport(measure, int(skipped), accept, values, stop)
 
     # methods "is" and "kjit" never settle below a small tol: their messages carry Monte Carlo
     # noise; they stop when the change has stopped falling (``_NoiseFloor``)

@@ -36,6 +36,10 @@ EXPECTATION_NODES = 24
 LOG_STEP = 4.0
 #: the search's tolerance in log theta
 LOG_TOL = 1e-7
+#: the range of a learned parameter (EM may walk to a limit: a negative binomial's dispersion
+#: grows without bound on Poisson-like counts, and at 1e8 it is the Poisson to within a
+#: relative 1e-8 of the variance for means below 1)
+PARAM_RANGE = (1e-8, 1e8)
 
 
 def _initial(likelihood, name, y):
@@ -71,7 +75,8 @@ def gamma_posterior(y, m, s2, a0=NOISE_A0, b0=NOISE_B0, total=_np_total):
 def em_step(likelihood, name, old, y, m, s2, nodes, weights, partial):
     """The value of parameter ``name`` that maximises sum_i E[log p(y_i | f_i)] for f_i ~ N(m_i,
     s2_i) (arrays (n,)), the other parameters of ``likelihood`` (filled in) held: a bounded search
-    in log theta within LOG_STEP of log ``old``; ``old`` if the objective is not finite there.
+    in log theta within LOG_STEP of log ``old`` and within PARAM_RANGE; ``old`` if the objective is
+    not finite there.
     ``partial``: the scratch of ``kernels.glm.generic.expected_log_lik``."""
 
     def negative(log_theta):
@@ -80,7 +85,8 @@ def em_step(likelihood, name, old, y, m, s2, nodes, weights, partial):
         return -total if math.isfinite(total) else math.inf
 
     centre = math.log(old)
-    bounds = (centre - LOG_STEP, centre + LOG_STEP)
+    low, high = (math.log(p) for p in PARAM_RANGE)
+    bounds = (max(centre - LOG_STEP, low), min(centre + LOG_STEP, high))
     found = minimize_scalar(negative, bounds=bounds, method="bounded", options={"xatol": LOG_TOL})
     return math.exp(found.x) if np.isfinite(found.fun) else old
 
