@@ -182,10 +182,12 @@ def likelihood_gold(
         return -one[0] + 0.5 * w @ w / prior_var
 
     w = np.zeros(d)
-    for _ in range(200):  # Newton with backtracking (the posterior is log-concave for GLMs)
+    for _ in range(500):  # Newton with backtracking
         _derivs_any(lik, y, X @ w + off, g1, g2)
         grad = -(X.T @ g1) + w / prior_var
-        H = (X * -g2[:, None]).T @ X + np.eye(d) / prior_var
+        # (curvatures clipped at 0: a descent direction where the likelihood is not log-concave,
+        # e.g. the Student-t's outlying rows; the plain Newton step for log-concave ones)
+        H = (X * np.maximum(-g2, 0.0)[:, None]).T @ X + np.eye(d) / prior_var
         step = np.linalg.solve(H, grad)
         t, f0 = 1.0, negpost(w)
         while negpost(w - t * step) > f0 and t > 1e-10:
@@ -194,7 +196,11 @@ def likelihood_gold(
         if np.max(np.abs(t * step)) < 1e-12:
             break
     _derivs_any(lik, y, X @ w + off, g1, g2)
-    lap = np.linalg.inv((X * -g2[:, None]).T @ X + np.eye(d) / prior_var)
+    H = (X * -g2[:, None]).T @ X + np.eye(d) / prior_var
+    if np.linalg.eigvalsh(H)[0] <= 0:  # (not a proper Laplace covariance: the clipped curvature)
+        H = (X * np.maximum(-g2, 0.0)[:, None]).T @ X + np.eye(d) / prior_var
+    lap = np.linalg.inv(H)
+    lap = 0.5 * (lap + lap.T)
     res = _importance(
         lambda W, out: _loglik_any(lik, X, y, off, W, out), w, lap, prior_var, n_samples, seed, df, inflate,
         batch,
