@@ -362,7 +362,7 @@ def test_bad_likelihoods_raise_clear_errors(tensor, tmp_path):
     with pytest.raises(ValueError, match="model='cp' needs a likelihood"):
         fit(coords, values)
     with pytest.raises(
-        ValueError, match="The 'likelihood' parameter of fit must be .* 'gaussian'. Got 'gauss'"
+        ValueError, match="The 'likelihood' parameter of fit must be .* 'gaussian', .*Got 'gauss'"
     ):
         fit(coords, values, likelihood="gauss")
     with pytest.raises(ValueError, match="The 'likelihood' parameter of stream must be"):

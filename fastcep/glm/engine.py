@@ -403,7 +403,9 @@ def fit_regression(
         values = {"damping": rho, "param_change": change}
         if nu_old is not None:
             values["site_change"] = float(np.mean(np.sum((nu - nu_old) ** 2, axis=1)))
-        refused = 0 < n_sites <= skipped  # every message refused (non-finite tilted moments)
+        # every message refused: for the likelihoods of values, their tilted moments were not
+        # finite (the means ran off); the binary ones refuse messages of negative precision too
+        refused = not likelihood.binary and 0 < n_sites <= skipped
         restart = damp.diverged(it) if refused else damp.update(change, state.mu - scratch.mu_old)
         if restart:  # the undamped start diverged: again from the initial messages, damped
             _initial_messages(X, init_state, tau, nu)
