@@ -55,6 +55,11 @@ class Likelihood:
         """{name: value} of the parameters (None: learned, not yet fitted)."""
         return {}
 
+    def driver(self, fn):
+        """The compiled driver ``fn`` as this likelihood's kernels take it: ``fn`` itself (cached
+        on disk) for the built-ins."""
+        return fn
+
     def with_params(self, **values):
         """A copy with the given parameter values (the learned ones after a fit)."""
         out = type(self).__new__(type(self))
@@ -287,6 +292,13 @@ class Custom(Likelihood):
 
     def params(self):
         return {"logpdf": getattr(self.logpdf, "__name__", "logpdf")}
+
+    def driver(self, fn):
+        """An uncached copy of ``fn`` (``kernels.likelihoods.custom.uncached``: a user's
+        log-density never goes through the disk cache)."""
+        from .kernels.likelihoods import uncached
+
+        return uncached(fn)
 
     def kernel(self):
         if self._kernel is None:

@@ -19,8 +19,7 @@ from .._threads import ThreadGovernor, num_threads
 from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
-from ..kernels.likelihoods import uncached
-from ..likelihoods import Custom, check_offset
+from ..likelihoods import check_offset
 from ..likelihoods import resolve as resolve_likelihood
 from ..results import RegressionSites, RegressionState, VBState
 from .kjit import KJITSweeps
@@ -196,28 +195,20 @@ def _check_scale(X, func):
         )
 
 
-def _step_parallel(problem, lik, state, scratch, rho, key):
-    if problem.X.shape[0] * problem.X.shape[1] < SERIAL_SITES:
-        return S.parallel_step_serial(problem, lik, state, scratch, rho, key)
-    return S.parallel_step(problem, lik, state, scratch, rho, key)
-
-
-#: the sweep of each schedule, chosen once per fit
-SCHEDULES = {"parallel": _step_parallel, "sequential": S.sequential_step}
-
-
 def _schedules(likelihood):
-    """The sweeps of a likelihood: ``SCHEDULES``, or for a ``Custom`` one their uncached copies
-    (``kernels.likelihoods.custom``: a user's log-density never goes through the disk cache)."""
-    if not isinstance(likelihood, Custom):
-        return SCHEDULES
-    par, ser = uncached(S.parallel_step), uncached(S.parallel_step_serial)
+    """The sweep of each schedule for a likelihood (chosen once per fit), its drivers as the
+    likelihood asks for them (``Likelihood.driver``: a Custom one's are uncached)."""
+    par, ser = likelihood.driver(S.parallel_step), likelihood.driver(S.parallel_step_serial)
 
     def step_parallel(problem, lik, state, scratch, rho, key):
         small = problem.X.shape[0] * problem.X.shape[1] < SERIAL_SITES
         return (ser if small else par)(problem, lik, state, scratch, rho, key)
 
-    return {"parallel": step_parallel, "sequential": uncached(S.sequential_step)}
+    return {"parallel": step_parallel, "sequential": likelihood.driver(S.sequential_step)}
+
+
+#: the schedules (their sweeps: ``_schedules``)
+SCHEDULES = ("parallel", "sequential")
 
 
 def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, progress, start, options, init_state):

@@ -7,8 +7,7 @@ from .. import _validation as V
 from .._quadrature import gauss_hermite
 from .._threads import num_threads
 from ..kernels.glm import generic
-from ..kernels.likelihoods import uncached
-from ..likelihoods import Custom, check_offset
+from ..likelihoods import check_offset
 from ..likelihoods import resolve as resolve_likelihood
 from ..metrics import auc as _auc
 from ..results import GaussianPosterior
@@ -103,9 +102,7 @@ class RegressionResult:
             # (the built-ins' predictive densities are closed forms or their own rules: the
             # Gauss-Hermite rule serves likelihoods without one)
             nodes, weights = gauss_hermite(PREDICTIVE_NODES)
-            predictive = (
-                uncached(generic.predictive) if isinstance(self.likelihood, Custom) else generic.predictive
-            )
+            predictive = self.likelihood.driver(generic.predictive)
             predictive(self.likelihood.kernel(), X, mu, v, *b, off, nodes, weights, p, logp, ys)
         return p, logp
 
