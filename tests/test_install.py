@@ -3,7 +3,9 @@
 The venv sees this interpreter's packages (numpy, numba, pytest, ...) through a ``.pth`` line and
 pip runs offline (``PIP_NO_INDEX``, no build isolation), so the test needs no network; the
 commands are otherwise the README's own, on a copy of the checkout. The test command's stand-in is
-the README's own examples (``tests/test_readme.py``): the whole suite would run itself.
+one small test of this file, :func:`test_the_suite_imports_and_fits`: the whole suite would run
+itself, and the README's examples would compile every kernel once more for each order (two minutes
+of this suite's time: the examples themselves run in ``tests/test_readme.py``).
 """
 
 import concurrent.futures
@@ -15,7 +17,10 @@ import subprocess
 import sys
 import sysconfig
 
+import numpy as np
 import pytest
+
+import fastcep
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -33,6 +38,17 @@ def test_readme_starts_with_the_two_commands():
     install, tests = readme_commands()
     assert install.startswith("pip install ") and "fastcep demo" in install
     assert tests.startswith("pip install -e ") and tests.endswith("python -m pytest")
+
+
+def test_the_suite_imports_and_fits():
+    """The suite's stand-in in the fresh venvs below: the package, its kernels and a fit, from the
+    install the test command made."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = (X @ np.array([1.0, -1.0, 0.5]) + 0.3 * rng.normal(size=60) > 0).astype(float)
+    res = fastcep.fit(X, y, method="cep1")
+    assert res.converged and np.all(np.isfinite(res.posterior.mean))
+    assert np.corrcoef(res.posterior.mean[:3], [1.0, -1.0, 0.5])[0, 1] > 0.9
 
 
 def fresh(tmp_path):
@@ -83,7 +99,8 @@ def both_commands(tmp_path, order):
     tmp_path.mkdir()
     repo, env = fresh(tmp_path)
     install, tests = readme_commands()
-    tests = tests.replace("python -m pytest", "python -m pytest -q -p no:cacheprovider tests/test_readme.py")
+    stand_in = "tests/test_install.py::test_the_suite_imports_and_fits"
+    tests = tests.replace("python -m pytest", f"python -m pytest -q -p no:cacheprovider {stand_in}")
     for command in (install, tests) if order == "readme" else (tests, install):
         run(command, repo, env)
     where = "python -c 'import fastcep, fastcep.kernels; print(fastcep.kernels.__file__)'"
