@@ -291,7 +291,8 @@ OPTIONS = (
         "stream": Spec(
             Maybe(NON_NEGATIVE), None,
             "the sd of the random initial means of new objects with a zero prior mean (None: "
-            "(mean(y^2) / R)^(1 / 2K) of the first batch, 2.0 for cp_probit)",
+            "(mean(f^2) / R)^(1 / 2K) of the first batch's values f on the scale of f: y, log(1 + y) for "
+            "counts; 2.0 for cp_probit)",
         ),
     }),
     Option("noise_warmup", "cp_gaussian: iterations with the noise precision held fixed.", {

@@ -77,6 +77,12 @@ class Likelihood:
         """Predictive mean and variance of y when f ~ N(m, v) (arrays), or None (no closed form)."""
         return None
 
+    def link_values(self, y):
+        """Rough values of f for the checked values y (arrays): what a CP fit's start factorises
+        and sizes its embeddings by (``init="svd"``, the stream's first random means). y itself
+        for the identity link and the binary labels +-1."""
+        return y
+
     def unit_deviance(self, y, mean):
         """The deviance of y against a predicted mean (the scikit-learn / GLM convention), or None."""
         return None
@@ -196,6 +202,9 @@ class Poisson(Likelihood):
     def check(self, y, name, func, n):
         return _check_counts(super().check(y, name, func, n), name, func)
 
+    def link_values(self, y):
+        return _log_counts(y)
+
     def mean_var(self, m, v):
         # E[e^f] = e^(m + v/2); Var y = E[e^f] + Var[e^f]
         mean = np.exp(m + 0.5 * v)
@@ -203,6 +212,13 @@ class Poisson(Likelihood):
 
     def unit_deviance(self, y, mean):
         return 2.0 * (_xlogy_ratio(y, mean) - y + mean)
+
+
+def _log_counts(y):
+    """log(1 + y) of counts: f on the log link's scale (a count of 2.5e7 is 17, not 2.5e7: the
+    start of a count tensor's fit sized by the raw counts put its first rates at e^(1e7)), 0 for a
+    zero count, as for the entries the start does not see."""
+    return np.log1p(y)
 
 
 def _xlogy_ratio(y, mean):
@@ -231,6 +247,9 @@ class NegativeBinomial(Likelihood):
 
     def check(self, y, name, func, n):
         return _check_counts(super().check(y, name, func, n), name, func)
+
+    def link_values(self, y):
+        return _log_counts(y)
 
     def mean_var(self, m, v):
         mean = np.exp(m + 0.5 * v)

@@ -431,3 +431,41 @@ def test_a_cp_logistic_model_file_round_trips(tmp_path):
     assert back.model == "cp_logistic"
     np.testing.assert_array_equal(back.predict(coords), res.predict(coords))
     assert back.log_likelihood(coords, y) == res.log_likelihood(coords, y)
+
+
+def test_count_models_start_on_the_scale_of_f(monkeypatch):
+    """A count tensor's start factorises log(1 + y), the log link's scale: sized by the raw counts
+    (Alog's reach 2.5e7) the svd start put the first log-rates near 1e7 and the fit ran off at its
+    first sweep. The same for the stream's first random means; the other likelihoods keep y."""
+    counts = np.array([0.0, 3.0, 2.5e7])
+    for lik in (fastcep.likelihoods.Poisson(), fastcep.likelihoods.NegativeBinomial(2.0)):
+        np.testing.assert_array_equal(lik.link_values(counts), np.log1p(counts))
+    L = fastcep.likelihoods
+    for lik in (L.Gaussian(), L.StudentT(), L.Bernoulli()):
+        assert lik.link_values(counts) is counts
+    # the fit hands those values to its start (stopped there: nothing is compiled)
+    seen = []
+
+    class Started(Exception):
+        pass
+
+    def initial_means(coords, y, *args):
+        seen.append(y)
+        raise Started
+
+    monkeypatch.setattr(E, "initial_means", initial_means)
+    coords, _, shape = binary_tensor(n=40)
+    y = np.round(np.exp(np.random.default_rng(0).uniform(0, 17, 40)))
+    with pytest.raises(Started):
+        fastcep.fit(coords, y, model="cp_poisson", shape=shape, rank=2)
+    np.testing.assert_array_equal(seen[0], np.log1p(y))
+    # the stream's first scale: mean square of log(1 + y), not of y
+    from fastcep.streaming.adf import first_scale
+
+    R, Km = 2, 3
+    want = (np.mean(np.log1p(y) ** 2) / R) ** (1 / (2 * Km))
+    assert first_scale(fastcep.likelihoods.Poisson(), y, R, Km) == pytest.approx(want, rel=1e-12)
+    assert first_scale(fastcep.likelihoods.Gaussian(), y, R, Km) == pytest.approx(
+        (np.mean(y**2) / R) ** (1 / (2 * Km)), rel=1e-12
+    )
+    assert first_scale(fastcep.likelihoods.Bernoulli(), y, R, Km) == 2.0

@@ -122,7 +122,20 @@ class _Progress:
             _loop.end_status()
 
 
+def first_scale(lik, y, R, K):
+    """The sd of the first batch's random initial means (``init_scale=None``): 2.0 for a binary
+    likelihood, else (mean(f^2) / R)^(1 / 2K) of the batch's values y on the scale of f (the
+    likelihood's ``link_values``: log(1 + y) for counts), so that the initial reconstructions
+    have their mean square."""
+    if lik.binary:
+        return 2.0
+    f = lik.link_values(y)
+    return (_exact_sum(f**2) / len(f) / R) ** (1.0 / (2 * K))
+
+
 # ---------------------------------------------------------------------------------- the loop
+
+
 def stream(
     coords,
     values=None,
@@ -233,8 +246,9 @@ def stream(
         0.800-0.820 to 0.846-0.860, at 4.8 s a pass at batch 1,000 against 4.0 (BENCHMARKS.md).
     init_scale : float >= 0 or None
         With a zero prior mean, the sd of the random initial means of new objects; default (None):
-        (mean(y^2) / R)^(1 / 2K) of the first batch, which gives initial reconstructions of the
-        data's mean square (2.0 for cp_probit and the other binary models).
+        (mean(f^2) / R)^(1 / 2K) of the first batch, f its values on the scale of f (y; log(1 + y)
+        for counts: the likelihood's ``link_values``), which gives initial reconstructions of
+        their mean square (2.0 for cp_probit and the other binary models).
     damping, tol, max_iter : per batch, the inner CEP iterations
         The exception to ``fastcep.fit``'s defaults: per batch and, for damping and max_iter, per
         model (None), with the reasons, in Options below. "post": VMP iterations.
@@ -418,10 +432,8 @@ def _run(
         if np.isnan(init_sd):
             if init_scale is not None:
                 init_sd = float(init_scale)
-            elif lik.binary:
-                init_sd = 2.0
             else:
-                init_sd = (_exact_sum(y_b**2) / len(y_b) / R) ** (1.0 / (2 * Kmodes))
+                init_sd = first_scale(lik, y_b, R, Kmodes)
         sd0 = float(init_sd)
         learned_means = ledger.before(glob, new, P_Lam, P_eta) if ledger is not None else None
         if new.any():

@@ -867,7 +867,9 @@ def fit_cp(
     threads, governor = plan(n_threads, n * Kmodes * R * R)
     with num_threads(threads):
         init_means = (
-            initial_means(coords, y, shape, R, init, init_scale, m0, rng) if init_state is None else None
+            initial_means(coords, lik.link_values(y), shape, R, init, init_scale, m0, rng)
+            if init_state is None
+            else None
         )
         engine = CPEngine(
             lay, y, s, model, method, R, covariance, schedule, rho, prior_Lam=prior_Lam, prior_eta=prior_eta,
@@ -908,8 +910,8 @@ def _best_start(coords, values, model, method, given, n_starts):
 
 def initial_means(coords, y, shape, R, init, init_scale, m0, rng):
     """A fresh CP fit's initial posterior means (n_obj, R): the prior's means ``m0`` when they
-    are not zero, else from the data (init="svd", ``tensor.init``) or N(0, init_scale^2) draws,
-    seeded (symmetry breaking)."""
+    are not zero, else from the data y on the scale of f (init="svd", ``tensor.init``; the
+    likelihood's ``link_values``) or N(0, init_scale^2) draws, seeded (symmetry breaking)."""
     if m0 is not None:
         return m0.copy()
     if init == "svd":
