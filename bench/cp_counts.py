@@ -1,7 +1,7 @@
 """Count tensors (issue 22): Alog's counts under count likelihoods against the paper's Gaussian.
 
     python -m bench.cp_counts [--folds 1 2 3 4 5] [--ranks 3 5 8 10] [--seed 0]
-        [--methods cp_poisson cp_negbin cp_apr cp_gaussian] [--fallback-damping 0.1]
+        [--methods cp_poisson cp_negbin cp_apr cp_gaussian] [--fallback-damping 0.1] [--schedule S]
         [--cost-rank 8] [--cost-iters 20] [--cost-repeats 3] [--no-cost] [--tag SUFFIX]
 
 Alog's counts are round(expm1(value)) of the files' log(1 + count) values
@@ -133,9 +133,9 @@ def run_cp_poisson(train, test, rank, seed, label, **options):
     return cell
 
 
-def run_cp_negbin(train, test, rank, seed):
-    res, cell = fit_fastcep("cp_negbin", train.coords, train.values, train.shape, rank, seed)
-    cell.update(method="cp_negbin")
+def run_cp_negbin(train, test, rank, seed, label="cp_negbin", **options):
+    res, cell = fit_fastcep("cp_negbin", train.coords, train.values, train.shape, rank, seed, **options)
+    cell.update(method=label, options=options)
     if res is not None:
         cell["lpd"] = float(res.log_likelihood(test.coords, test.values))
         cell["rmse_log"] = rmse_log(test.values, np.log1p(res.predict(test.coords)))
@@ -247,6 +247,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--fallback-damping", type=float, default=None)
+    ap.add_argument(
+        "--schedule", default=None, help="the count models' schedule (a labelled, non-default setting)"
+    )
     ap.add_argument("--cost-rank", type=int, default=8)
     ap.add_argument("--cost-iters", type=int, default=20)
     ap.add_argument("--cost-repeats", type=int, default=3)
@@ -264,6 +267,8 @@ def main(argv=None):
     def save():
         path.write_text(json.dumps(record, indent=1))
 
+    count_opts = {} if args.schedule is None else {"schedule": args.schedule}
+    tag = "" if args.schedule is None else f", schedule {args.schedule}"
     for fold in [] if args.cost_only else args.folds:
         train, test = load_alog_counts(fold, SHARED)
         record["overdispersion"][fold] = overdispersion(train)
@@ -271,7 +276,7 @@ def main(argv=None):
         for rank in args.ranks:
             for method in args.methods:
                 if method == "cp_poisson":
-                    cells = [run_cp_poisson(train, test, rank, args.seed, "cp_poisson")]
+                    cells = [run_cp_poisson(train, test, rank, args.seed, "cp_poisson" + tag, **count_opts)]
                     if cells[0]["status"] == "failed" and args.fallback_damping is not None:
                         d = args.fallback_damping
                         cells.append(
@@ -280,7 +285,7 @@ def main(argv=None):
                             )
                         )
                 elif method == "cp_negbin":
-                    cells = [run_cp_negbin(train, test, rank, args.seed)]
+                    cells = [run_cp_negbin(train, test, rank, args.seed, "cp_negbin" + tag, **count_opts)]
                 elif method == "cp_apr":
                     cells = [run_cp_apr(train, test, rank, args.seed)]
                 else:

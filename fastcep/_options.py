@@ -224,10 +224,16 @@ OPTIONS = (
             "posterior refreshed after every row",
         ),
         "cp": Spec(
-            CP_SCHEDULE, "parallel",
+            Maybe(CP_SCHEDULE), None,
             "'block': mode by mode, stable for any damping; 'sequential': entries in a seeded random "
-            "order (see ``fastcep.tensor.fit_cp``)",
+            "order (see ``fastcep.tensor.fit_cp``). None: 'sequential' for the count likelihoods, "
+            "whose parallel and block sweeps run off (BENCHMARKS.md, issue 22: on a synthetic "
+            "Poisson tensor the parallel fit ran off, the sequential one recovered f; on Alog's "
+            "counts the negative binomial's parallel fit failed or degraded), else 'parallel'",
             methods=CEP,
+            none=ByModel(
+                cp_probit="parallel", cp_gaussian="parallel", cp_poisson="sequential", cp_negbin="sequential"
+            ),
         ),
         "cp/vmp": Refused("VMP updates mode by mode, each mode's objects in parallel (no other schedule)"),
         "cp/cp_wopt": Refused(POINT_ESTIMATE),

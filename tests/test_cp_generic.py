@@ -469,3 +469,32 @@ def test_count_models_start_on_the_scale_of_f(monkeypatch):
         (np.mean(y**2) / R) ** (1 / (2 * Km)), rel=1e-12
     )
     assert first_scale(fastcep.likelihoods.Bernoulli(), y, R, Km) == 2.0
+
+
+def test_a_posterior_that_ran_off_is_an_error_not_a_fit(monkeypatch):
+    """A generic model's fit whose training log predictive density is not finite raises (its
+    messages can settle by tol on a posterior that ran off: ``bench.cp_count_synthetic``);
+    here the density is made NaN, the fit itself being sound."""
+    from fastcep.tensor.result import CPResult
+
+    coords, y, shape = binary_tensor(n=200)
+    kw = dict(model="cp_logistic", shape=shape, rank=2, max_iter=3)
+    assert math.isfinite(fastcep.fit(coords, y, **kw).log_likelihood(coords, y))
+    monkeypatch.setattr(CPResult, "log_likelihood", lambda self, coords, values: math.nan)
+    with pytest.raises(FloatingPointError, match="cp_logistic posterior ran off .max_iter after 3 "):
+        fastcep.fit(coords, y, **kw)
+
+
+def test_count_models_default_to_the_sequential_schedule():
+    """The count likelihoods' parallel and block sweeps run off (``bench.cp_count_synthetic``):
+    their default schedule is the sequential one; a given schedule is kept, and the others
+    default to parallel."""
+    given = {"shape": (3, 4), "rank": 2}
+    cases = (("cp_poisson", "sequential"), ("cp_negbin", "sequential"), ("cp_logistic", "parallel"))
+    for model, want in cases:
+        assert O.validate("fit", "cp", model, "cep1", dict(given))["schedule"] == want
+        assert O.validate("fit", "cp", model, "cep1", dict(given, schedule="block"))["schedule"] == "block"
+    for model in ("cp_gaussian", "cp_probit", "cp_student_t"):
+        assert O.validate("fit", "cp", model, "cep1", dict(given))["schedule"] == "parallel"
+    lik = fastcep.likelihoods.NegativeBinomial()
+    assert O.validate("fit", "cp", "cp", "cep1", dict(given, likelihood=lik))["schedule"] == "sequential"

@@ -683,8 +683,10 @@ def fit_cp(
     tol : float >= 0, default 1e-4
         Stop when the relative RMS change of the training entries' predictive means over one
         iteration is below tol (invariant to the gauges of the factors).
-    schedule : {"parallel", "block", "sequential"}, default "parallel"
-        "parallel": every entry's messages to every mode from one posterior (full covariances;
+    schedule : {"parallel", "block", "sequential"} or None, default None
+        None: "sequential" for the count models (cp_poisson, cp_negbin), whose parallel and
+        block sweeps run off (BENCHMARKS.md, issue 22), else "parallel". "parallel": every
+        entry's messages to every mode from one posterior (full covariances;
         with covariance="diag" this is the block schedule, since simultaneous updates of the
         coupled coordinates of an object diverge). "block": mode by mode (and coordinate by
         coordinate for "diag"), each block in parallel over entries, then its objects rebuilt:
@@ -877,10 +879,29 @@ def fit_cp(
             lp_indefinite=lp_indefinite, init_means=init_means, messages=messages, noise_warmup=noise_warmup,
             warmup_snr=warmup_snr, rng=rng, hyper=hyper, likelihood=lik, learner=learner,
         )  # fmt: skip
-        return run_engine(
+        res = run_engine(
             engine, shape, options, max_iter=max_iter, tol=tol, callback=callback, eval_set=eval_set,
             verbose=verbose, progress=progress, label=f"{model}/{method}", start=start, governor=governor,
         )  # fmt: skip
+    if is_generic(model):
+        check_not_run_off(res, coords, values, func)
+    return res
+
+
+def check_not_run_off(res, coords, values, func):
+    """Raise FloatingPointError when a generic model's posterior has run off: its mean log
+    predictive density at its own training entries is not finite. Such a posterior can stop
+    "converged": seen with cp_poisson's parallel sweeps on a synthetic count tensor
+    (``bench.cp_count_synthetic``), which stopped by tol after 129 iterations with means of 2.5e5
+    and about 1 % of the messages refused in every sweep (nothing finite to predict with)."""
+    score = res.log_likelihood(coords, values)
+    if not math.isfinite(score):
+        top = max(float(np.abs(m).max()) for m in res.posterior.means)
+        raise FloatingPointError(
+            f"{func}: the {res.model} posterior ran off ({res.stop_reason} after {res.n_iter} iterations): "
+            f"its means reach {top:.3g} and its log predictive density at the training entries is "
+            f"{score}; try schedule='sequential' or a smaller 'damping'."
+        )
 
 
 def start_seeds(seed, n_starts):
