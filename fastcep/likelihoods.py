@@ -206,12 +206,20 @@ class Poisson(Likelihood):
         return _log_counts(y)
 
     def mean_var(self, m, v):
-        # E[e^f] = e^(m + v/2); Var y = E[e^f] + Var[e^f]
-        mean = np.exp(m + 0.5 * v)
-        return mean, mean + np.expm1(v) * mean * mean
+        mean, spread = _lognormal(m, v)  # Var y = E[e^f] + Var[e^f]
+        return mean, mean + spread
 
     def unit_deviance(self, y, mean):
         return 2.0 * (_xlogy_ratio(y, mean) - y + mean)
+
+
+def _lognormal(m, v):
+    """(E[e^f], Var[e^f]) for f ~ N(m, v), arrays: inf where they overflow a float, never NaN
+    (Var[e^f] = E[e^f]^2 (e^v - 1), with no inf - inf; 0 where v = 0)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = np.exp(m + 0.5 * v)
+        spread = np.where(v > 0.0, mean * mean * np.expm1(v), 0.0)
+    return mean, spread
 
 
 def _log_counts(y):
@@ -252,9 +260,8 @@ class NegativeBinomial(Likelihood):
         return _log_counts(y)
 
     def mean_var(self, m, v):
-        mean = np.exp(m + 0.5 * v)
-        second = np.exp(2.0 * m + 2.0 * v)  # E[e^(2f)]
-        return mean, mean + second / self.dispersion + second - mean * mean
+        mean, spread = _lognormal(m, v)  # Var y = E[mu + mu^2 / r] + Var[mu], mu = e^f
+        return mean, mean + (mean * mean + spread) / self.dispersion + spread
 
     def unit_deviance(self, y, mean):
         r = self.dispersion

@@ -1,5 +1,7 @@
 """Regression with any likelihood of the seam (issue 22): ``fit(X, y, model=<likelihood>)``."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -228,3 +230,20 @@ def test_a_sweep_that_refuses_every_message_is_divergence_not_convergence():
     assert cep.converged and cep.trace.damping[-1] < 1.0
     assert np.abs(cep.posterior.mean - ep.posterior.mean).max() < 0.05
     assert cep.log_likelihood(X, y) == pytest.approx(ep.log_likelihood(X, y), abs=0.05)
+
+
+def test_count_predictive_moments_overflow_to_inf_not_nan():
+    """The count likelihoods' predictive moments under f ~ N(m, v): the closed forms, and inf
+    (no NaN, no warning) where a wide predictive overflows a float."""
+    from fastcep.likelihoods import NegativeBinomial, Poisson
+
+    m, v = np.array([0.3, -1.0, 2.0, 400.0, 710.0]), np.array([0.5, 0.0, 2.0, 800.0, 0.0])
+    mu = np.exp(m[:3] + v[:3] / 2)  # E[e^f]; E[e^2f] = exp(2m + 2v)
+    second = np.exp(2 * m[:3] + 2 * v[:3])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for lik, extra in ((Poisson(), 0.0), (NegativeBinomial(2.5), second / 2.5)):
+            mean, var = lik.mean_var(m, v)
+            np.testing.assert_allclose(mean[:3], mu, rtol=1e-14)
+            np.testing.assert_allclose(var[:3], mu + extra + second - mu**2, rtol=1e-12)
+            assert np.all(np.isinf(mean[3:])) and np.all(np.isinf(var[3:]))
