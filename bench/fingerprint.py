@@ -100,6 +100,60 @@ def _regression_cases():
     )
 
 
+def _glm_cases():
+    """The likelihoods of the seam through the generic rows (absent before the seam existed:
+    none then)."""
+    if not _option_exists("likelihood"):
+        return
+    from fastcep.data_tools import make_regression_simulation
+
+    X, yb, _ = make_regression_simulation("probit", "gaussian", n=300, d=4, seed=6)
+    rng = np.random.default_rng(7)
+    f = X @ np.array([0.4, -0.3, 0.2, 0.1])
+    values = {
+        "gaussian": f + 0.5 * rng.normal(size=f.size),
+        "poisson": rng.poisson(np.exp(f)).astype(float),
+        "negbin": rng.negative_binomial(5, 5 / (5 + np.exp(f))).astype(float),
+        "student_t": f + 0.5 * rng.standard_t(4, size=f.size),
+    }
+    for model, y in values.items():
+        for method in ("cep1", "cep2", "ep"):
+            for schedule in ("parallel", "sequential"):
+                yield (
+                    f"glm/{model}/{method}/{schedule}",
+                    (X, y),
+                    dict(model=model, method=method, schedule=schedule, max_iter=12),
+                )
+    for method in ("cep1", "ep"):  # (an offset takes the probit through the generic rows)
+        yield (
+            f"glm/probit-offset/{method}",
+            (X, yb),
+            dict(model="probit", method=method, offset=0.1 * f, max_iter=12),
+        )
+
+
+def _cp_generic_cases():
+    """CP fits of the seam's likelihoods (none before the seam)."""
+    if not _option_exists("likelihood"):
+        return
+    from fastcep.data_tools import make_cp_tensor
+
+    T, _ = make_cp_tensor((14, 12, 10), rank=2, n_obs=900, noise_sd=0.1, seed=8)
+    f = T.values / np.std(T.values)
+    rng = np.random.default_rng(9)
+    values = {
+        "cp_poisson": rng.poisson(np.exp(f)).astype(float),
+        "cp_logistic": (f + rng.logistic(size=f.size) > 0).astype(float),
+        "cp_student_t": f + 0.3 * rng.standard_t(3, size=f.size),
+    }
+    for model, y in values.items():
+        base = dict(model=model, shape=T.shape, rank=2, seed=0, max_iter=15)
+        for schedule in ("parallel", "block", "sequential"):
+            yield f"cpg/{model}/{schedule}", (T.coords, y), dict(base, schedule=schedule, damping=0.5)
+        yield f"cpg/{model}/diag", (T.coords, y), dict(base, covariance="diag", schedule="block")
+        yield f"cpg/{model}/diag-seq", (T.coords, y), dict(base, covariance="diag", schedule="sequential")
+
+
 def _cp_data():
     """model -> (coords, values, shape) of the CP battery: a Gaussian and a binary tensor."""
     from fastcep.data_tools import make_cp_tensor
@@ -227,7 +281,7 @@ def run(out, only=None):
     numba.set_num_threads(1)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        cases = list(_regression_cases()) + list(_cp_cases()) + list(_stream_cases())
+        cases = [*_regression_cases(), *_glm_cases(), *_cp_cases(), *_cp_generic_cases(), *_stream_cases()]
         for name, data, opts in cases:
             if only and only not in name:
                 continue

@@ -37,7 +37,12 @@ def readme_commands():
 def test_readme_starts_with_the_two_commands():
     install, tests = readme_commands()
     assert install.startswith("pip install ") and "fastcep demo" in install
-    assert tests.startswith("pip install -e ") and tests.endswith("python -m pytest")
+    assert tests.startswith("pip install -e ") and "&& python -m pytest" in tests
+
+
+def test_ci_runs_exactly_the_readme_s_test_command():
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert lines[-1].replace("python -m pip", "pip") == readme_commands()[1]
 
 
 def test_the_suite_imports_and_fits():

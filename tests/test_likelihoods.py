@@ -262,6 +262,21 @@ def test_gaussian_likelihood_reaches_the_exact_posterior_means(rng, driver, meth
         np.testing.assert_allclose(state.v, 1 / np.diag(np.linalg.inv(C)), rtol=1e-9)
 
 
+@pytest.mark.parametrize("code", [0, 5, 8])
+def test_a_hand_written_row_code_for_another_likelihood_is_an_error(rng, code):
+    """The drivers compile the hand-written rows of the likelihood's own class only
+    (``schedules.hand_written_rows``): the probit's or the logistic's code with the Gaussian
+    likelihood raises, it never runs some other likelihood's rows."""
+    X = rng.normal(size=(20, 3))
+    tau, nu = np.full((20, 3), 1e-10), np.zeros((20, 3))
+    nodes, weights = gauss_hermite(2)
+    problem, lik, state, scratch = setup(
+        X, X[:, 0], tau, nu, np.ones(3), Gaussian(0.5), "ep", 8, nodes, weights
+    )
+    with pytest.raises(ValueError, match="hand-written row code"):
+        S.parallel_step_serial(problem._replace(code=code), lik, state, scratch, 0.5, np.uint64(0))
+
+
 def test_mixed_form_picks_by_the_factor_strength():
     """Logistic (no closed form): weak factors by the derivative form, strong ones by the plain."""
     nodes, weights = gauss_hermite(30)

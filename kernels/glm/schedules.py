@@ -4,9 +4,10 @@ Every (likelihood, method) is a row function (``sweep`` gives the signature) cho
 ``code`` (``METHOD_CODES``) once per chunk of rows. Likelihoods without hand-written rows go
 through the generic row functions of ``generic`` (``GENERIC_CODES``), which take the problem's
 likelihood (``kernels.likelihoods``); each driver compiles once per likelihood class and is cached
-on disk. The drivers take the fit's ``GLMProblem``, likelihood, ``GLMState`` and ``GLMScratch``
-(``state``) whole and return ``(change, skipped)``: the stopping rule's measure (``sweep.posterior_change``)
-and the number of messages not applied.
+on disk, with the hand-written rows of that class only (``hand_written_rows``). The drivers take
+the fit's ``GLMProblem``, likelihood, ``GLMState`` and ``GLMScratch`` (``state``) whole and return
+``(change, skipped)``: the stopping rule's measure (``sweep.posterior_change``) and the number of
+messages not applied.
 
 parallel_step: damped parallel schedule. All messages are computed from one posterior; chunks of
 ``problem.chunk`` rows are the unit of parallel work and chunk c writes only its rows of tau/nu
@@ -28,8 +29,10 @@ import math
 import types
 
 from numba import njit, prange
+from numba.extending import overload
 
 from .._config import LEAF, PARALLEL_CACHED, SERIAL
+from ..likelihoods import Logistic, Probit
 from . import generic, importance, laplace, logistic, probit
 from .sweep import SLAB_D, posterior_change, rebuild_posterior, reduce_posterior, tile_posterior
 
@@ -49,39 +52,83 @@ METHOD_CODES = {
 GENERIC_CODES = {"ep": 2, "cep1": 10, "cep2": 11}
 
 
+def hand_written_rows(code, problem, lik, state, scratch, order, lo, hi, seq, rho, pT, pN, c, key):
+    """The hand-written rows of ``code`` (``run_rows``'s arguments), resolved at compile time by
+    the likelihood's class: the probit's for ``Probit``, the logistic's for ``Logistic``, and
+    for any other likelihood an error (it has none). So a driver compiles the hand-written rows of
+    its own likelihood only: the others' would be dead code that costs seconds of compilation
+    per likelihood class (in compiled code only)."""
+    raise TypeError("hand_written_rows is resolved by numba inside compiled code")
+
+
+def _probit_rows(code, problem, lik, state, scratch, order, lo, hi, seq, rho, pT, pN, c, key):
+    X, S = problem.X, problem.s
+    tau, nu, T, N, mu, v = state
+    work, old = scratch.work, scratch.old
+    if not seq and X.shape[1] < SLAB_D and (code == 0 or code == 1):
+        return probit.cep_slab(
+            X, S, lo, hi, tau, nu, T, N, mu, v, rho, code == 1, pT, pN, c, scratch.slab, scratch.tiles
+        )
+    rows = (X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho)
+    if code == 0 or code == 1:
+        return probit.cep_rows(*rows, code == 1, pT, pN, c, work, old)
+    if code == 6:
+        return laplace.lp_rows(laplace.PROBIT, *rows, pT, pN, c, work, old)
+    if code == 8:
+        return importance.is_rows(importance.PROBIT, *rows, problem.n_samples, key, pT, pN, c, work, old)
+    raise ValueError("run_rows: a row code of another likelihood than the probit")
+
+
+def _logistic_rows(code, problem, lik, state, scratch, order, lo, hi, seq, rho, pT, pN, c, key):
+    X, S, nodes, weights = problem.X, problem.s, problem.nodes, problem.weights
+    tau, nu, T, N, mu, v = state
+    work, old = scratch.work, scratch.old
+    if not seq and X.shape[1] < SLAB_D and (code == 3 or code == 4):
+        return logistic.cep_slab(
+            X, S, lo, hi, tau, nu, T, N, mu, v, rho, code == 4, nodes, weights, pT, pN, c, scratch.slab,
+            scratch.tiles,
+        )  # fmt: skip
+    rows = (X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho)
+    if code == 3 or code == 4:
+        return logistic.cep_rows(*rows, code == 4, nodes, weights, pT, pN, c, work, old)
+    if code == 5:
+        return logistic.ep_rows(*rows, nodes, weights, pT, pN, c, old)
+    if code == 7:
+        return laplace.lp_rows(laplace.LOGISTIC, *rows, pT, pN, c, work, old)
+    if code == 9:
+        return importance.is_rows(importance.LOGISTIC, *rows, problem.n_samples, key, pT, pN, c, work, old)
+    raise ValueError("run_rows: a row code of another likelihood than the logistic")
+
+
+def _no_rows(code, problem, lik, state, scratch, order, lo, hi, seq, rho, pT, pN, c, key):
+    if code >= 0:  # (typed as the others: an int)
+        raise ValueError("run_rows: a hand-written row code for a likelihood without hand-written rows")
+    return 0
+
+
+@overload(hand_written_rows, jit_options=LEAF)
+def _hand_written_rows(code, problem, lik, state, scratch, order, lo, hi, seq, rho, pT, pN, c, key):
+    cls = getattr(lik, "instance_class", None)
+    return {Probit: _probit_rows, Logistic: _logistic_rows}.get(cls, _no_rows)
+
+
 @njit(**LEAF)
 def run_rows(code, problem, lik, state, scratch, order, lo, hi, seq, rho, pT, pN, c, key):
     """Rows order[lo..hi-1] by the rows function of ``code`` (one call per chunk, the loop over
     rows inside it); with ``seq`` the posterior is refreshed after every row. Rows of fewer than
     SLAB_D features in the parallel schedule (rows in order) go through the slab functions.
     Returns the number of skipped messages. key (the sweep's uint64 key) serves importance
-    sampling only."""
-    X, S, nodes, weights = problem.X, problem.s, problem.nodes, problem.weights
-    tau, nu, T, N, mu, v = state
-    work, old = scratch.work, scratch.old
-    if not seq and X.shape[1] < SLAB_D and code in (0, 1, 3, 4):
-        slab, tiles = scratch.slab, scratch.tiles
-        if code <= 1:
-            return probit.cep_slab(X, S, lo, hi, tau, nu, T, N, mu, v, rho, code == 1, pT, pN, c, slab, tiles)
-        return logistic.cep_slab(
-            X, S, lo, hi, tau, nu, T, N, mu, v, rho, code == 4, nodes, weights, pT, pN, c, slab, tiles
-        )
-    rows = (X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho)
-    if code == 0 or code == 1:
-        return probit.cep_rows(*rows, code == 1, pT, pN, c, work, old)
-    if code == 2:
-        return generic.ep_rows(lik, *rows, nodes, weights, problem.offset, pT, pN, c, work, old)
-    if code == 10 or code == 11:
+    sampling only. The generic rows serve every likelihood; the hand-written ones only their own
+    (``hand_written_rows``)."""
+    if code == 2 or code == 10 or code == 11:
+        X, S, nodes, weights = problem.X, problem.s, problem.nodes, problem.weights
+        tau, nu, T, N, mu, v = state
+        work, old = scratch.work, scratch.old
+        rows = (X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho)
+        if code == 2:
+            return generic.ep_rows(lik, *rows, nodes, weights, problem.offset, pT, pN, c, work, old)
         return generic.cep1_rows(lik, *rows, nodes, weights, problem.offset, pT, pN, c, work, old, code == 11)
-    if code == 3 or code == 4:
-        return logistic.cep_rows(*rows, code == 4, nodes, weights, pT, pN, c, work, old)
-    if code == 5:
-        return logistic.ep_rows(*rows, nodes, weights, pT, pN, c, old)
-    if code == 6 or code == 7:
-        model = laplace.PROBIT if code == 6 else laplace.LOGISTIC
-        return laplace.lp_rows(model, *rows, pT, pN, c, work, old)
-    model = importance.PROBIT if code == 8 else importance.LOGISTIC
-    return importance.is_rows(model, *rows, problem.n_samples, key, pT, pN, c, work, old)
+    return hand_written_rows(code, problem, lik, state, scratch, order, lo, hi, seq, rho, pT, pN, c, key)
 
 
 @njit(**LEAF)

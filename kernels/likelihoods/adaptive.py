@@ -190,10 +190,12 @@ def tilted_mode(lik, y, m, v, start):
 
 
 @njit(**LEAF)
-def _add(acc, r, w, x, u1, g2):
+def add_node(acc, r, w, x, u1, g2):
     """acc = (top, z, s1, s2, a1, a11, a2) plus the node of log integrand r, weight w, offset x,
     g1 - g1(c) = u1 and g2: sums of p, p x, p x^2, p u1, p u1^2, p g2 with p = w exp(r - top),
-    rescaled when r exceeds top (none overflows). A node with r NaN or -inf adds nothing."""
+    rescaled when r exceeds top (none overflows). A node with r NaN or -inf adds nothing, nor
+    one whose term underflows (r more than 745 below top). The sums of ``adaptive_tilted`` and
+    of the CP messages' trapezoid rule (``kernels.tensor.tilted``)."""
     top, z, s1, s2, a1, a11, a2 = acc
     if not r - top > -745.0:
         return acc
@@ -212,7 +214,7 @@ def _add(acc, r, w, x, u1, g2):
 
 @njit(**LEAF)
 def _node(acc, lik, y, v, c, d0, x, w, weak, g1c):
-    """(``_add`` of the node c + x (weight w) of p(y | f) N(f | m, v), c = m + d0, relative to c;
+    """(``add_node`` of the node c + x (weight w) of p(y | f) N(f | m, v), c = m + d0, relative to c;
     its log integrand r)."""
     f, x = _offset(c, x)
     r = log_lik_step(lik, y, c, x) - x * (0.5 * x + d0) / v
@@ -221,7 +223,7 @@ def _node(acc, lik, y, v, c, d0, x, w, weak, g1c):
     if weak:
         g1, g2 = _derivs(lik, y, f, 0.0)
         u1 = g1 - g1c
-    return _add(acc, r, w, x, u1, g2), r
+    return add_node(acc, r, w, x, u1, g2), r
 
 
 @njit(**LEAF)

@@ -5,7 +5,7 @@ from numba import njit, prange
 
 from .._config import LEAF, PARALLEL_CACHED
 from ..linalg import batch_cholesky, batch_cholesky_inverse
-from .messages import MODEL_GAUSSIAN, damp_noise_message, entry_update
+from .messages import MODEL_GAUSSIAN, by_likelihood, damp_noise_message, entry_update
 from .moments import expected_sq_error
 from .posterior import add_to_sums, zero_sums
 
@@ -133,6 +133,10 @@ def gaussian_batch_messages(
     return skipped
 
 
+#: cp_gaussian's messages, compiled in the drivers of the hand-written models only
+_gaussian_batch_messages = by_likelihood(gaussian_batch_messages, 0, generic=False)
+
+
 @njit(**PARALLEL_CACHED)
 def sweep_cavity_full(
     model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, chunk, skipped, mat, vec,
@@ -180,8 +184,25 @@ def sweep_cavity_full(
             nb = min(B, e_end - e0)
             batch_cavity_moments(gidx, e0, nb, skip, Lam, eta, P_Lam, P_eta, A, Lb, w, ec, Mbc, E2bc, ok)
             if model == MODEL_GAUSSIAN:
-                t += gaussian_batch_messages(
-                    gidx, e0, nb, k_lo, k_hi, y, LfA, eta, Mbc, E2bf, P, etau, rho, ok, with_sums, PLg, Peg
+                t += _gaussian_batch_messages(
+                    lik,
+                    gidx,
+                    e0,
+                    nb,
+                    k_lo,
+                    k_hi,
+                    y,
+                    LfA,
+                    eta,
+                    Mbc,
+                    E2bf,
+                    P,
+                    etau,
+                    rho,
+                    ok,
+                    with_sums,
+                    PLg,
+                    Peg,
                 )
             else:
                 for b in range(nb):

@@ -6,13 +6,17 @@ codes that select them. Drivers that loop over entries are in ``schedules`` and 
 
 A likelihood of the seam (MODEL_GENERIC) reaches the drivers as three trailing arguments
 ``lik, nodes, weights`` (its NamedTuple and a Gauss-Hermite rule), which the hand-written models
-leave out: numba then compiles their drivers with the generic branch reduced to a stub
-(``tilted.cp_tilted``), and one compiled driver per likelihood class serves the generic models.
+leave out. The branches of the other kind are resolved to stubs at compile time by that
+argument's type (``by_likelihood``): a driver of the hand-written models compiles no generic
+message, and a driver of a likelihood (one per likelihood class, serving the generic models)
+compiles no probit or Gaussian message. Measured (``python -m bench.compile_cost``, BENCHMARKS.md
+"Compilation"): the dead branches cost seconds of compilation per likelihood class.
 """
 
 import math
 
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from .._config import LEAF
 from ..linalg import cholesky, tri_inverse
@@ -49,6 +53,36 @@ MODEL_PROBIT = 1
 MODEL_PROBIT_RANK1 = 2
 #: any likelihood of the seam through its ``tilted`` moments (``generic_message``, ``generic_coord``)
 MODEL_GENERIC = 3
+
+
+def _left_out(lik):
+    """Whether the likelihood argument's type says it was left out (a hand-written model)."""
+    return lik is None or isinstance(lik, (types.NoneType, types.Omitted))
+
+
+def by_likelihood(leaf, stub, generic):
+    """A stand-in for ``leaf`` with the likelihood as first argument, resolved at compile time by
+    its type: for ``generic`` (``leaf`` serves the seam's likelihoods) ``leaf(lik, ...)`` when a
+    likelihood is given and ``stub`` when it is left out; otherwise (a hand-written message)
+    ``leaf(...)`` when it is left out and ``stub`` when it is given. A driver compiles the
+    messages of its own models only: the others' would be dead code that costs seconds of
+    compilation per likelihood class (in compiled code only)."""
+
+    def call(lik, *args):
+        raise TypeError(f"{leaf.__name__}'s stand-in is resolved by numba inside compiled code")
+
+    @overload(call, jit_options=LEAF)
+    def _call(lik, *args):
+        if _left_out(lik) == generic:
+            return lambda lik, *args: stub
+        if generic:
+            return lambda lik, *args: leaf(lik, *args)
+        return lambda lik, *args: leaf(*args)
+
+    call.__name__ = call.__qualname__ = f"{leaf.__name__}_by_likelihood"
+    return call
+
+
 # ---------------------------------------------------------------- probit message (full)
 #: scratch of ``probit_message``: R x R matrices and R-vectors
 PROBIT_MATS = 6
@@ -338,6 +372,13 @@ def damp_noise_message(e, alpha, beta, rho, sq):
     beta[e] = (1.0 - rho) * beta[e] + rho * 0.5 * sq
 
 
+# the messages each driver compiles: its own models' only (``by_likelihood``)
+_probit_message = by_likelihood(probit_message, 0, generic=False)
+_generic_message = by_likelihood(generic_message, False, generic=True)
+_probit_coord = by_likelihood(probit_coord, False, generic=False)
+_generic_coord = by_likelihood(generic_coord, False, generic=True)
+
+
 # ---------------------------------------------------------------- one entry, all modes
 #: scratch of ``entry_update``: R x R matrices and R-vectors (its own three of each + the probit's)
 ENTRY_MATS = 3 + PROBIT_MATS
@@ -385,10 +426,10 @@ def entry_update(
                 for j in range(R):
                     Lc[i, j] = P_Lam[o, i, j] - Lam_e[k, i, j]
             if model == MODEL_GENERIC:
-                ok = generic_message(lik, y, Lc, ec, Ez, Ezz, Lmsg, emsg, mat[3:], vec[3:], nodes, weights)
+                ok = _generic_message(lik, y, Lc, ec, Ez, Ezz, Lmsg, emsg, mat[3:], vec[3:], nodes, weights)
             else:
                 rank1 = model == MODEL_PROBIT_RANK1
-                ok = probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat[3:], vec[3:], True, rank1) > 0
+                ok = _probit_message(lik, Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat[3:], vec[3:], True, rank1) > 0
         if ok:
             for i in range(R):
                 eta_e[k, i] = (1.0 - rho) * eta_e[k, i] + rho * emsg[i]
@@ -491,12 +532,20 @@ def coord_update_diag(
         out[0] = etau * ezz
         out[1] = etau * x * (y - b)
     elif model == MODEL_GENERIC:
-        if not generic_coord(
+        if not _generic_coord(
             lik, y, P_Lam[o, r] - Lam_e[k, r], P_eta[o, r] - eta_e[k, r], x, b, ezz, nodes, weights, out
         ):
             return 1
-    elif not probit_coord(
-        P_Lam[o, r] - Lam_e[k, r], P_eta[o, r] - eta_e[k, r], s, x, b, ezz, model == MODEL_PROBIT_RANK1, out
+    elif not _probit_coord(
+        lik,
+        P_Lam[o, r] - Lam_e[k, r],
+        P_eta[o, r] - eta_e[k, r],
+        s,
+        x,
+        b,
+        ezz,
+        model == MODEL_PROBIT_RANK1,
+        out,
     ):
         return 1
     Lam_e[k, r] = (1.0 - rho) * Lam_e[k, r] + rho * out[0]

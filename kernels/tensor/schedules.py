@@ -11,6 +11,7 @@ from numba import njit, prange
 from .._config import PARALLEL_CACHED, SERIAL
 from .messages import (
     MODEL_GAUSSIAN,
+    by_likelihood,
     coord_update_diag,
     damp_noise_message,
     entry_update,
@@ -30,6 +31,10 @@ __all__ = [
 
 
 # ---------------------------------------------------------------- drivers
+#: cp_gaussian's messages, compiled in the drivers of the hand-written models only
+_gaussian_entry_update = by_likelihood(gaussian_entry_update, math.nan, generic=False)
+
+
 @njit(**PARALLEL_CACHED)
 def sweep_full(
     model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, chunk, skipped, mat, vec,
@@ -72,8 +77,8 @@ def sweep_full(
         for e in range(c * chunk, min(n, (c + 1) * chunk)):
             sq = math.nan
             if model == MODEL_GAUSSIAN:
-                sq = gaussian_entry_update(
-                    e, gidx, k_lo, k_hi, y[e], LfA, eta, M, E2fA, etau, rho, bfc, with_sums, PLg, Peg
+                sq = _gaussian_entry_update(
+                    lik, e, gidx, k_lo, k_hi, y[e], LfA, eta, M, E2fA, etau, rho, bfc, with_sums, PLg, Peg
                 )
             else:
                 t += entry_update(

@@ -22,6 +22,7 @@ from numba.extending import overload
 
 from .._config import LEAF
 from ..likelihoods import log_lik, log_lik_derivs, tilted
+from ..likelihoods.adaptive import add_node
 from ..likelihoods.seam import has_leaf
 
 __all__ = ["cp_tilted", "trapezoid_tilted"]
@@ -77,34 +78,17 @@ def _extent(lik, y, a, m, v, top, d, sign):
 @njit(**LEAF)
 def _accumulate(lik, y, m, v, a, c1, start, h, n, acc):
     """Add the points start + j h (j < n) to the sums acc = (top, z, s1, s2, d1, d11, d2) of
-    ``trapezoid_tilted`` (terms relative to the largest log-density so far, top) and return them:
-    of p, p t, p t^2 (t = point - a), p u, p u^2 (u = g1 - c1) and p g2."""
-    top, z, s1, s2, d1, d11, d2 = acc
+    ``trapezoid_tilted`` (``add_node``: terms relative to the largest log-density so far, top)
+    and return them: of p, p t, p t^2 (t = point - a), p u, p u^2 (u = g1 - c1) and p g2. A point
+    whose term is nothing (``add_node``) takes no derivatives."""
     for j in range(n):
         aj = start + j * h
         lt = _log_tilted(lik, y, aj, m, v)
-        if lt > top:
-            scale = math.exp(top - lt)
-            z *= scale
-            s1 *= scale
-            s2 *= scale
-            d1 *= scale
-            d11 *= scale
-            d2 *= scale
-            top = lt
-        p = math.exp(lt - top)
-        if p == 0.0:
+        if not lt - acc[0] > -745.0:
             continue
-        t = aj - a
         g1, g2 = log_lik_derivs(lik, y, aj)
-        u = g1 - c1
-        z += p
-        s1 += p * t
-        s2 += p * t * t
-        d1 += p * u
-        d11 += p * u * u
-        d2 += p * g2
-    return top, z, s1, s2, d1, d11, d2
+        acc = add_node(acc, lt, 1.0, aj - a, g1 - c1, g2)
+    return acc
 
 
 @njit(**LEAF)
