@@ -185,25 +185,9 @@ def sweep_cavity_full(
             batch_cavity_moments(gidx, e0, nb, skip, Lam, eta, P_Lam, P_eta, A, Lb, w, ec, Mbc, E2bc, ok)
             if model == MODEL_GAUSSIAN:
                 t += _gaussian_batch_messages(
-                    lik,
-                    gidx,
-                    e0,
-                    nb,
-                    k_lo,
-                    k_hi,
-                    y,
-                    LfA,
-                    eta,
-                    Mbc,
-                    E2bf,
-                    P,
-                    etau,
-                    rho,
-                    ok,
-                    with_sums,
-                    PLg,
+                    lik, gidx, e0, nb, k_lo, k_hi, y, LfA, eta, Mbc, E2bf, P, etau, rho, ok, with_sums, PLg,
                     Peg,
-                )
+                )  # fmt: skip
             else:
                 for b in range(nb):
                     if not ok[b]:

@@ -537,16 +537,9 @@ def coord_update_diag(
         ):
             return 1
     elif not _probit_coord(
-        lik,
-        P_Lam[o, r] - Lam_e[k, r],
-        P_eta[o, r] - eta_e[k, r],
-        s,
-        x,
-        b,
-        ezz,
-        model == MODEL_PROBIT_RANK1,
+        lik, P_Lam[o, r] - Lam_e[k, r], P_eta[o, r] - eta_e[k, r], s, x, b, ezz, model == MODEL_PROBIT_RANK1,
         out,
-    ):
+    ):  # fmt: skip
         return 1
     Lam_e[k, r] = (1.0 - rho) * Lam_e[k, r] + rho * out[0]
     eta_e[k, r] = (1.0 - rho) * eta_e[k, r] + rho * out[1]
