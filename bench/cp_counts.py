@@ -141,10 +141,6 @@ def predictive_median(mean, var, cdf, n_points=401, steps=48):
     return np.where(zero, 0.0, np.floor(np.expm1(hi)))
 
 
-def poisson_cdf(k, rate):
-    return stats.poisson.cdf(k, rate)
-
-
 def negbin_cdf(r):
     """The negative binomial's CDF at dispersion (size) r, as ``cdf(k, rate)``."""
     return lambda k, rate: stats.nbinom.cdf(k, r, r / (r + rate))
@@ -169,7 +165,7 @@ def run_cp_poisson(train, test, rank, seed, label, **options):
     log_ey = mean + 0.5 * var
     cell["rmse_log"] = rmse_log(test.values, np.logaddexp(0.0, log_ey))
     cell["max_log_ey"] = float(log_ey.max())
-    cell["rmse_log_median"] = rmse_log(test.values, np.log1p(predictive_median(mean, var, poisson_cdf)))
+    cell["rmse_log_median"] = rmse_log(test.values, np.log1p(predictive_median(mean, var, stats.poisson.cdf)))
     # Pearson dispersion of the fit on its training entries (1 for Poisson data)
     tm, tv = res._f_moments(train.coords)
     mu = np.exp(np.minimum(tm + 0.5 * tv, 700.0))

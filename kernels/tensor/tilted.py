@@ -17,7 +17,7 @@ fallback; until it is there, it lives here.
 
 import math
 
-from numba import njit, types
+from numba import njit
 from numba.extending import overload
 
 from .._config import LEAF
@@ -182,15 +182,14 @@ def cp_tilted(lik, y, m, v, nodes, weights):
     """(log Z, alpha, beta) of p(y | f) N(f | m, v) for the generic CP messages (in compiled code
     only): the seam's ``tilted`` (its closed form, or its Gauss-Hermite rule ``nodes``,
     ``weights`` for a likelihood with ``log_lik`` only), or ``trapezoid_tilted`` for a likelihood
-    with ``log_lik_derivs`` and no closed form (see the module's text); NaNs when the likelihood
-    is left out (None: a driver of the hand-written models, which never calls it)."""
+    with ``log_lik_derivs`` and no closed form (see the module's text). The drivers of the
+    hand-written models, which leave the likelihood out, never compile it: their generic
+    messages are stubs (``messages.by_likelihood``)."""
     raise TypeError("cp_tilted is resolved by numba inside compiled code")
 
 
 @overload(cp_tilted)
 def _cp_tilted(lik, y, m, v, nodes, weights):
-    if lik is None or isinstance(lik, (types.NoneType, types.Omitted)):
-        return lambda lik, y, m, v, nodes, weights: (math.nan, math.nan, math.nan)
     cls = getattr(lik, "instance_class", None)
     if has_leaf(cls, "tilted") or not has_leaf(cls, "log_lik_derivs"):
         return lambda lik, y, m, v, nodes, weights: tilted(lik, y, m, v, nodes, weights)
