@@ -45,6 +45,32 @@ def test_ci_runs_exactly_the_readme_s_test_command():
     assert lines[-1].replace("python -m pip", "pip") == readme_commands()[1]
 
 
+def test_a_benchmark_plugin_that_warns_about_xdist_at_start_up_does_not_stop_the_run(tmp_path):
+    """pytest-benchmark before 5.3 warns in ``pytest_configure`` that xdist turns benchmarks off.
+    Under the project's ``filterwarnings = error`` that warning stopped the README's test command
+    before any test ran (CI exit code 3). A stand-in plugin warns the same way here."""
+    (tmp_path / "old_benchmark_plugin.py").write_text(
+        "import warnings\n\n\n"
+        "class PytestBenchmarkWarning(UserWarning):\n    pass\n\n\n"
+        "def pytest_configure(config):\n"
+        "    warnings.warn(PytestBenchmarkWarning('Benchmarks are automatically disabled because xdist"
+        " plugin is active.Benchmarks cannot be performed reliably in a parallelized environment.'))\n"
+    )
+    (tmp_path / "test_one.py").write_text("def test_one():\n    assert True\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(ROOT / "pyproject.toml")]
+        + ["--rootdir", str(tmp_path), "-p", "old_benchmark_plugin", str(tmp_path / "test_one.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
+
+
 def test_the_suite_imports_and_fits():
     """The suite's stand-in in the fresh venvs below: the package, its kernels and a fit, from the
     install the test command made."""
