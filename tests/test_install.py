@@ -15,10 +15,10 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 
 import numpy as np
 import pytest
+from envs import parent_site_packages
 
 import fastcep
 
@@ -103,8 +103,7 @@ def fresh(tmp_path):
     ).stdout.strip()
     # the venv's own setuptools (bundled, maybe older than the build needs) would hide ours
     subprocess.run([str(py), "-m", "pip", "uninstall", "-q", "-y", "setuptools"], capture_output=True)
-    paths = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    (pathlib.Path(site) / "zz_parent_packages.pth").write_text("\n".join(sorted(paths)) + "\n")
+    (pathlib.Path(site) / "zz_parent_packages.pth").write_text("\n".join(parent_site_packages()) + "\n")
     env = dict(
         os.environ,
         PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",

@@ -5,10 +5,10 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 
 import pytest
+from envs import parent_site_packages
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -68,7 +68,7 @@ def test_wheel_imports_in_a_fresh_venv(wheel, tmp_path):
     )
     # dependencies (numpy, numba, ...) come from this interpreter's site-packages through
     # PYTHONPATH, which does not run .pth files, so an editable install of fastcep stays invisible
-    env = dict(os.environ, PYTHONPATH=sysconfig.get_paths()["purelib"])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(parent_site_packages()))
     code = (
         "import importlib.util, fastcep, fastcep.kernels, fastcep.data_tools;"
         "assert 'venv' in fastcep.__file__, fastcep.__file__;"
