@@ -2,7 +2,8 @@
 
     python -m bench.cp_defaults [--datasets alog enron] [--folds 1 2 3 4 5] [--ranks 3 5 8 10]
         [--seeds 0 1 2 3 4] [--split validation | test]
-        [--setting NAME:opt=value,opt=value ...] [--model DATA:MODEL] [--best-of K] [--tag SUFFIX]
+        [--setting NAME:opt=value,opt=value ...] [--model DATA:MODEL] [--best-of K]
+        [--svd-noise X] [--tag SUFFIX]
 
 Each ``--setting`` is a name and the options it passes to ``fastcep.fit`` beside ``model``,
 ``shape``, ``rank`` and ``seed`` ("defaults:" passes none). Values are parsed as Python
@@ -175,8 +176,16 @@ def main(argv=None):
         help="another model for a data set (enron:cp_logistic); the metric stays the data set's",
     )  # fmt: skip
     ap.add_argument("--best-of", type=int, default=None, help="also the best-of-k table (see best_of)")
+    ap.add_argument(
+        "--svd-noise", type=float, default=None,
+        help="the SVD start's noise (fastcep.tensor.init.NOISE; not an option of fit)",
+    )  # fmt: skip
     ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
+    if args.svd_noise is not None:
+        import fastcep.tensor.init
+
+        fastcep.tensor.init.NOISE = args.svd_noise
     if not (SHARED / "alog").is_dir():
         print(f"skipped: no data in {SHARED}")
         return

@@ -12,6 +12,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
+#: the noise added to the scaled singular vectors, relative to their size: it decides which of
+#: Alog's fixed points a seed reaches (0 starts every seed at one point, and a worse one; 1.0 is
+#: worse again: BENCHMARKS.md, "The start's noise and the seeds")
+NOISE = 0.1
+
 
 def _leading_left_vectors(A, R, rng):
     """Up to R leading left singular vectors of the sparse matrix A (d, m), d x min(R, d)."""
@@ -41,6 +46,6 @@ def svd_init(coords, values, shape, R, init_scale, rng):
         U = _leading_left_vectors(A, R, rng)
         block = np.zeros((shape[k], R))
         block[:, : U.shape[1]] = U * np.sqrt(shape[k])
-        block = s * (block + 0.1 * rng.standard_normal(block.shape))
+        block = s * (block + NOISE * rng.standard_normal(block.shape))
         blocks.append(init_scale * block)
     return np.concatenate(blocks)
