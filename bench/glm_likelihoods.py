@@ -1,6 +1,7 @@
 """Any one-dimensional likelihood in regression (issue 22): quality against gold standards.
 
     python -m bench.glm_likelihoods kl       [--samples 400000] [--seeds 0 1 2]
+                                             [--kinds poisson negbin student_t] [--tag SUFFIX]
     python -m bench.glm_likelihoods logistic [--samples 400000] [--seeds 0 1 2] [--repeats 5]
     python -m bench.glm_likelihoods real     [--folds 5] [--warmup 1000] [--draws 2000] [--chains 4]
 
@@ -72,9 +73,9 @@ def kl_of(gold, res):
     return float(gaussian_kl(gold["mean"], gold["cov"], res.posterior.mean, res.posterior.var))
 
 
-def run_kl(n_samples, seeds):
+def run_kl(n_samples, seeds, kinds=("poisson", "negbin", "student_t"), tag=""):
     rows, raw = [], []
-    for kind in ("poisson", "negbin", "student_t"):
+    for kind in kinds:
         for seed in seeds:
             X, y, w, lik = simulate(kind, seed)
             gold = likelihood_gold(X, y, lik, prior_var=1.0, n_samples=n_samples, seed=seed)
@@ -103,7 +104,7 @@ def run_kl(n_samples, seeds):
         "| sweeps CEP-1 / EP | converged |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    _write("kl", raw)
+    _write("kl" + tag, raw)
     return head + rows
 
 
@@ -347,6 +348,8 @@ def main():
     k = sub.add_parser("kl")
     k.add_argument("--samples", type=int, default=400_000)
     k.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    k.add_argument("--kinds", nargs="+", default=["poisson", "negbin", "student_t"])
+    k.add_argument("--tag", default="", help="suffix of the results' file names")
     g = sub.add_parser("logistic")
     g.add_argument("--samples", type=int, default=400_000)
     g.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -363,7 +366,7 @@ def main():
     args = p.parse_args()
     t0 = time.perf_counter()
     if args.what == "kl":
-        lines = run_kl(args.samples, args.seeds)
+        lines = run_kl(args.samples, args.seeds, args.kinds, args.tag)
     elif args.what == "logistic":
         lines = run_logistic(args.samples, args.seeds, args.repeats)
     else:
@@ -375,7 +378,7 @@ def main():
     text = "\n".join(lines)
     print(text)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"glm_likelihoods-{args.what}.md").write_text(text + "\n")
+    (RESULTS / f"glm_likelihoods-{args.what}{getattr(args, 'tag', '')}.md").write_text(text + "\n")
 
 
 if __name__ == "__main__":

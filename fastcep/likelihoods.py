@@ -42,6 +42,10 @@ class Likelihood:
     binary = False
     #: the names of the parameters learned by the fit (those given as None)
     learned = ()
+    #: whether p(y | f) is log-concave in f; if not, EP and CEP keep sites of negative precision
+    #: and the parallel schedule guards the posterior (as the kernel's registration says,
+    #: ``kernels.likelihoods.seam``)
+    log_concave = True
 
     def kernel(self):
         """The numba form of this likelihood (a NamedTuple of its parameters): what the compiled
@@ -273,6 +277,7 @@ class StudentT(Likelihood):
     (df > 0; the predictive variance needs df > 2). ``scale=None`` learns the scale."""
 
     name = "student_t"
+    log_concave = False
 
     def __init__(self, df=4.0, scale=None):
         self.df = _positive_or_none(df, "df", "StudentT")
@@ -305,6 +310,7 @@ class Custom(Likelihood):
     likelihood does not accept; by default every finite value is accepted."""
 
     name = "custom"
+    log_concave = False
 
     def __init__(self, logpdf, check=None):
         if not hasattr(logpdf, "py_func"):

@@ -360,8 +360,9 @@ def fit_regression(
     # cavity makes every row skip its messages, for good; such a weight keeps its messages from
     # before the sweep (schedules.restore_improper; two copies of the messages). In the
     # sequential schedule a row's damped update is a convex combination of two proper posteriors
-    # and no guard is needed. The other methods never emit a negative site precision.
-    guard = schedule == "parallel" and method in ("is", "kjit")
+    # and no guard is needed. The other methods emit a negative site precision only for a
+    # likelihood that is not log-concave (``generic.site_message``), and are guarded then.
+    guard = schedule == "parallel" and (method in ("is", "kjit") or not likelihood.log_concave)
     if guard:
         old_t, old_n = np.empty((n, d)), np.empty((n, d))
         restored = np.zeros(d, dtype=np.int64)

@@ -21,8 +21,23 @@ import math
 from numba import njit, prange
 
 from .._config import LEAF, PARALLEL_CACHED
-from ..likelihoods import log_lik, log_predictive, tilted
+from ..likelihoods import log_lik, log_predictive, not_log_concave, tilted
 from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity, save_row
+
+
+@njit(**LEAF)
+def site_message(lik, tc, nc, delta, a):
+    """``message_from_moments``, and for a likelihood that may not be log-concave
+    (``likelihoods.not_log_concave``) a negative site precision (a < 0) too, as EP defines it: an
+    outlier's tilted variance exceeds its cavity's. Refusing those sites kept each outlier's first
+    message, or none, and left the means several posterior sds from the gold's (BENCHMARKS.md,
+    "Negative site precisions"). The tilted variance must still be positive (a < 1), the cavity
+    proper and the message finite; the parallel schedule's guard (``schedules.restore_improper``)
+    undoes a sweep whose sum leaves a weight improper."""
+    t_new, n_new, ok = message_from_moments(tc, nc, delta, a)
+    if not_log_concave(lik) and not ok:
+        ok = (tc > 0.0) and (a < 1.0) and math.isfinite(t_new) and math.isfinite(n_new)
+    return t_new, n_new, ok
 
 
 @njit(**LEAF)
@@ -49,8 +64,8 @@ def ep_rows(
         for m in range(d):
             xm = X[i, m]
             vc = work[c, 0, m]
-            t_new, n_new, ok = message_from_moments(
-                T[m] - tau[i, m], N[m] - nu[i, m], xm * vc * alpha, xm * xm * vc * beta
+            t_new, n_new, ok = site_message(
+                lik, T[m] - tau[i, m], N[m] - nu[i, m], xm * vc * alpha, xm * xm * vc * beta
             )
             k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
         if seq:
@@ -127,7 +142,7 @@ def cep1_rows(
                 log_z, alpha, beta = tilted(lik, Y[i], xm * nc * vc + b, xm * xm * vc, nodes, weights)
                 delta = xm * vc * alpha
                 a = xm * xm * vc * beta
-            t_new, n_new, ok = message_from_moments(tc, nc, delta, a)
+            t_new, n_new, ok = site_message(lik, tc, nc, delta, a)
             k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
         if seq:
             apply_row_change(tau, nu, i, old, T, N, mu, v)

@@ -13,10 +13,12 @@ from .poisson import Poisson
 from .probit import Probit
 from .seam import (
     derivative_tilted,
+    is_log_concave,
     log_lik,
     log_lik_derivs,
     log_lik_step,
     log_predictive,
+    not_log_concave,
     quadrature_tilted,
     register,
     tilted,
@@ -47,6 +49,7 @@ __all__ = [
     "custom_likelihood",
     "derivative_tilted",
     "gaussian",
+    "is_log_concave",
     "log_lik",
     "log_lik_derivs",
     "log_lik_step",
@@ -55,6 +58,7 @@ __all__ = [
     "negbin",
     "poisson",
     "probit",
+    "not_log_concave",
     "quadrature_tilted",
     "register",
     "seam",

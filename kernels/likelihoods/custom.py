@@ -105,7 +105,10 @@ def custom_likelihood(logpdf):
         def log_lik(lik, y, f):
             return logpdf(y, f)
 
-        register(cls, log_lik=njit(**UNCACHED_LEAF)(log_lik), tilted=uncached(adaptive_tilted))
+        # (nothing is known of its shape: its sites may have negative precisions)
+        register(
+            cls, log_concave=False, log_lik=njit(**UNCACHED_LEAF)(log_lik), tilted=uncached(adaptive_tilted)
+        )
         cls.logpdf = logpdf
         _CLASSES[logpdf] = cls
     return cls()

@@ -15,6 +15,12 @@ has none), and scalar ``@njit`` leaves registered for that class with ``register
 - ``peak(lik, y)``: argmax_f p(y | f), for likelihoods that are not log-concave in f (optional):
   ``adaptive.adaptive_tilted`` looks for a second mode of the tilted distribution from there.
 
+``register(cls, log_concave=False, ...)`` marks a likelihood that may not be log-concave in f
+(Student-t, a user's own). Its tilted variance can exceed the cavity's (an outlier's bimodal
+tilted), so its EP and CEP sites may have negative precisions, which the drivers then keep
+(``not_log_concave``; ``glm.generic.site_message``). For a log-concave likelihood such a site
+cannot arise, and a slightly negative one is quadrature noise, refused as before.
+
 Drivers call the generic functions below with the likelihood as an argument. numba resolves them
 at compile time by the argument's type (``numba.extending.overload``), so one driver serves every
 likelihood, compiled once per likelihood class and cached on disk (the type of a NamedTuple is
@@ -51,11 +57,14 @@ from .._config import LEAF
 #: (likelihood class, leaf name) -> the registered @njit leaf
 _LEAVES = {}
 LEAF_NAMES = ("log_lik", "log_lik_derivs", "tilted", "log_predictive", "log_lik_step", "peak")
+#: the likelihood classes registered with log_concave=False
+_NOT_LOG_CONCAVE = set()
 
 
-def register(cls, **leaves):
+def register(cls, log_concave=True, **leaves):
     """Register the @njit leaves of likelihood class ``cls`` (``log_lik`` required, the others
-    optional) and return ``cls``."""
+    optional) and return ``cls``. ``log_concave=False``: p(y | f) may not be log-concave in f
+    (its sites may have negative precisions, see the module's text)."""
     unknown = set(leaves) - set(LEAF_NAMES)
     if unknown:
         raise TypeError(f"register: unknown leaves {sorted(unknown)}; the leaves are {LEAF_NAMES}")
@@ -63,7 +72,27 @@ def register(cls, **leaves):
         raise TypeError(f"register: {cls.__name__} needs a log_lik leaf")
     for name, leaf in leaves.items():
         _LEAVES[(cls, name)] = leaf
+    if not log_concave:
+        _NOT_LOG_CONCAVE.add(cls)
     return cls
+
+
+def is_log_concave(cls):
+    """Whether likelihood class ``cls`` was registered as log-concave in f (the default)."""
+    return cls not in _NOT_LOG_CONCAVE
+
+
+def not_log_concave(lik):
+    """True for a likelihood registered with log_concave=False, a constant of the compiled code
+    (in compiled code only)."""
+    raise TypeError("not_log_concave is resolved by numba inside compiled code")
+
+
+@overload(not_log_concave)
+def _not_log_concave(lik):
+    if getattr(lik, "instance_class", None) in _NOT_LOG_CONCAVE:
+        return lambda lik: True
+    return lambda lik: False
 
 
 def has_leaf(cls, name):

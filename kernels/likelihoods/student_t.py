@@ -72,6 +72,7 @@ def peak(lik, y):
 
 register(
     StudentT,
+    log_concave=False,
     log_lik=log_lik,
     log_lik_derivs=log_lik_derivs,
     log_lik_step=log_lik_step,
