@@ -2,7 +2,8 @@
 of VMP, the paper's baseline, in the same run) beside a long Gibbs sampler's, on small synthetic
 tensors.
 
-    python -m bench.cp_gold [--iterations 60000] [--seeds 0 1 2] [--models cp_probit cp_gaussian]
+    python -m bench.cp_gold [--iterations 60000] [--seeds 0 1 2]
+                            [--models cp_probit cp_gaussian cp_student_t]
                             [--prior fixed|wishart|ard] [--tag SUFFIX]
 
 The sampler alternates the modes, drawing each mode's embeddings from their Gaussian
@@ -20,14 +21,18 @@ the prior of ``--prior``, the same model as ``fastcep.fit(prior=...)`` (hyperpri
 
 cp_gaussian also draws the noise precision tau from its Gamma conditional (prior
 Gamma(1e-3, 1e-3), the default); cp_probit draws Albert and Chib's latent z_e ~ N(f_e, 1),
-truncated to the sign of the label. Two chains with different seeds, burn-in a tenth of the
+truncated to the sign of the label; cp_student_t (a Student-t of known df and scale, T_PARAMS,
+fitted as ``model="cp", likelihood=StudentT(...)``, on a tensor with OUTLIERS of its entries
+moved by +-OUTLIER) draws each entry's precision weight of the t's scale mixture. Two chains with
+different seeds, burn-in a tenth of the
 iterations; the largest difference between the two chains' estimates is printed as the Monte
 Carlo error. Sign and permutation symmetries of the factors leave f, and so every compared
 quantity, unchanged.
 
 Compared, on the observed ("train") entries and on 200 unobserved ("test") ones:
 cp_probit P(y = 1) (gold: the average of Phi(f)); cp_gaussian the predictive mean of y in units
-of the gold predictive sd, the predictive sd (ratio to the gold's) and E[tau].
+of the gold predictive sd, the predictive sd (ratio to the gold's) and E[tau]; cp_student_t the
+same of f (its mean in gold sds of f, its sd's ratio).
 Writes bench/results/cp-gold{SUFFIX}.md.
 """
 
@@ -40,6 +45,7 @@ from scipy.special import ndtr, ndtri
 
 import fastcep
 from fastcep.data_tools import make_cp_tensor
+from fastcep.likelihoods import StudentT
 from fastcep.tensor.hyper import ARD_A0, ARD_B0, NW_BETA0
 
 from .gold import RESULTS
@@ -49,6 +55,11 @@ from .regression_quality import report_head
 CASES = (("dense", (10, 10, 10), 2, 500), ("sparse", (12, 12, 12), 3, 250))
 N_TEST = 200
 NOISE_SD = 0.3  # cp_gaussian
+#: cp_student_t: the known (df, scale) of its noise, and the fraction of entries moved by
+#: +-OUTLIER (outliers)
+T_PARAMS = (4.0, 0.3)
+OUTLIERS = 0.1
+OUTLIER = 5.0
 A0 = B0 = 1e-3  # the default Gamma prior of tau
 #: the fits compared per prior (``--prior``): (label, fastcep.fit options)
 FITS = {
@@ -64,6 +75,11 @@ FITS = {
             ("CEP-1 cavity", dict(expect_under="cavity")),
             ("VMP", dict(method="vmp")),
         ),
+        "cp_student_t": (
+            ("CEP-1 cavity", dict(prior="fixed", expect_under="cavity")),
+            ("CEP-1 (default)", dict(prior="fixed", expect_under="posterior")),
+            ("CEP-1 sequential", dict(prior="fixed", schedule="sequential")),
+        ),
     },
 }
 #: the hierarchical priors: CEP-1 only (VMP keeps the fixed prior, fit refuses prior= with it)
@@ -78,6 +94,11 @@ for _prior in ("wishart", "ard"):
         "cp_gaussian": (
             ("CEP-1 cavity", dict(prior=_prior, expect_under="cavity")),
             ("CEP-1", dict(prior=_prior)),
+        ),
+        "cp_student_t": (
+            ("CEP-1 cavity", dict(prior=_prior, expect_under="cavity")),
+            ("CEP-1 (default)", dict(prior=_prior, expect_under="posterior")),
+            ("CEP-1 sequential", dict(prior=_prior, schedule="sequential")),
         ),
     }
 #: the prior as written in the results' text
@@ -142,12 +163,18 @@ def _draw_priors(rng, U, prior, prior_var):
     return [(np.zeros(R), Lam)] * len(U)
 
 
-def cp_gibbs(model, coords, y, shape, rank, n_iter, seed, eval_coords, prior_var=1.0, prior="fixed"):
+def cp_gibbs(
+    model, coords, y, shape, rank, n_iter, seed, eval_coords, prior_var=1.0, prior="fixed", t_params=T_PARAMS
+):
     """Gibbs averages after burn-in (n_iter // 10), at ``coords`` and ``eval_coords``; ``prior``
     "fixed" (N(0, prior_var I)), "wishart" or "ard" (hyperparameters drawn every sweep).
 
     cp_probit (y in {0, 1}): {"p": (train, test)} the mean of Phi(f). cp_gaussian:
     {"mean": (train, test)} of f, {"var": (train, test)} of y (Var f + E[1/tau]) and "tau" E[tau].
+    cp_student_t (Student-t noise of known (df, scale) = ``t_params``): {"mean": ...} of f and
+    {"var": ...} of f, by the t's scale mixture: each sweep first draws every entry's precision
+    weight lambda_e ~ Gamma((df + 1) / 2, rate (df + (y_e - f_e)^2 / scale^2) / 2), then the
+    embeddings given the Gaussian noise of precision lambda_e / scale^2.
     """
     rng = np.random.default_rng(seed)
     y = np.asarray(y, dtype=float)
@@ -168,13 +195,18 @@ def cp_gibbs(model, coords, y, shape, rank, n_iter, seed, eval_coords, prior_var
             target = f + ndtri(np.clip(p, 1e-300, 1.0 - 1e-16))
         else:
             target = y
+        prec = np.full(n, tau)
+        if model == "cp_student_t":
+            df, scale = t_params
+            resid = y - _products(U, coords).sum(1)
+            prec = rng.gamma(0.5 * (df + 1.0), 2.0 / (df + resid * resid / scale**2)) / scale**2
         for k, d in enumerate(shape):
             mu, Lam = priors[k]
             H = _products(U, coords, skip=k)
             P = np.broadcast_to(Lam, (d, R, R)).copy()
             b = np.broadcast_to(Lam @ mu, (d, R)).copy()
-            np.add.at(P, coords[:, k], tau * H[:, :, None] * H[:, None, :])
-            np.add.at(b, coords[:, k], tau * H * target[:, None])
+            np.add.at(P, coords[:, k], prec[:, None, None] * H[:, :, None] * H[:, None, :])
+            np.add.at(b, coords[:, k], (prec * target)[:, None] * H)
             L = np.linalg.cholesky(P)
             mean = np.linalg.solve(P, b[..., None])[..., 0]
             noise = np.linalg.solve(np.swapaxes(L, 1, 2), rng.standard_normal((d, R, 1)))[..., 0]
@@ -194,7 +226,8 @@ def cp_gibbs(model, coords, y, shape, rank, n_iter, seed, eval_coords, prior_var
     if model == "cp_probit":
         return {"p": tuple(a / kept for a in sums["p"])}
     mean = tuple(a / kept for a in sums["f"])
-    var = tuple(f2 / kept - m * m + sum_inv_tau / kept for f2, m in zip(sums["f2"], mean, strict=True))
+    noise = 0.0 if model == "cp_student_t" else sum_inv_tau / kept
+    var = tuple(f2 / kept - m * m + noise for f2, m in zip(sums["f2"], mean, strict=True))
     return {"mean": mean, "var": var, "tau": sum_tau / kept}
 
 
@@ -210,8 +243,27 @@ def _pool(chains):
     return out, float(np.max(np.abs(diff) / scale))
 
 
+def student_t_tensor(shape, rank, n_obs, seed):
+    """A synthetic tensor with Student-t noise of T_PARAMS and OUTLIERS of its entries moved by
+    +-OUTLIER (``make_cp_tensor``'s f; the noise and outliers from a generator of the seed)."""
+    T, factors = make_cp_tensor(shape, rank, n_obs, noise_sd=0.0, seed=seed)
+    rng = np.random.default_rng(200 + seed)
+    df, scale = T_PARAMS
+    values = T.values + scale * rng.standard_t(df, n_obs)
+    out = rng.choice(n_obs, int(OUTLIERS * n_obs), replace=False)
+    values[out] += rng.choice([-OUTLIER, OUTLIER], out.size)
+    return type(T)(T.coords, values, T.shape), factors
+
+
 def _compare(model, res, gold, coords, test):
     """The table cells of one fit against the gold."""
+    if model == "cp_student_t":  # (f itself: the t's predictive of y has heavy tails)
+        cells = []
+        for j, c in enumerate((coords, test)):
+            mean, var = res._f_moments(c)
+            z = np.abs(mean - gold["mean"][j]) / np.sqrt(gold["var"][j])
+            cells.append(f"{z.mean():.3f} ({np.median(np.sqrt(var / gold['var'][j])):.2f})")
+        return f"{cells[0]} / {cells[1]}"
     if model == "cp_probit":
         err = [np.abs(res.predict(c) - g) for c, g in zip((coords, test), gold["p"], strict=True)]
         return f"{err[0].mean():.4f} / {err[1].mean():.4f}, {err[1].max():.3f}"
@@ -239,10 +291,13 @@ def main():
         rows = []
         for name, shape, rank, n_obs in CASES:
             for seed in args.seeds:
-                T, _ = make_cp_tensor(
-                    shape, rank, n_obs, noise_sd=NOISE_SD, binary=model == "cp_probit", seed=seed,
-                    factor_scale=1.2 if model == "cp_probit" else None,
-                )  # fmt: skip
+                if model == "cp_student_t":
+                    T, _ = student_t_tensor(shape, rank, n_obs, seed)
+                else:
+                    T, _ = make_cp_tensor(
+                        shape, rank, n_obs, noise_sd=NOISE_SD, binary=model == "cp_probit", seed=seed,
+                        factor_scale=1.2 if model == "cp_probit" else None,
+                    )  # fmt: skip
                 rng = np.random.default_rng(100 + seed)
                 observed = np.zeros(int(np.prod(shape)), dtype=bool)
                 observed[np.ravel_multi_index(T.coords.T, shape)] = True
@@ -255,9 +310,13 @@ def main():
                 gold, mc = _pool(chains)
                 cells = []
                 for _, options in fits[model]:
-                    # (the Gibbs gold samples the model on the values as they are)
+                    # (the Gibbs gold samples the model on the values as they are; the Student-t
+                    # with its known parameters)
+                    kind = dict(model=model)
+                    if model == "cp_student_t":
+                        kind = dict(model="cp", likelihood=StudentT(df=T_PARAMS[0], scale=T_PARAMS[1]))
                     res = fastcep.fit(
-                        T.coords, T.values, model=model, shape=shape, rank=rank, seed=seed, max_iter=2000,
+                        T.coords, T.values, shape=shape, rank=rank, seed=seed, max_iter=2000, **kind,
                         **options, **({"standardize": "none"} if model == "cp_gaussian" else {}),
                     )  # fmt: skip
                     conv = "" if res.converged else ", not converged"
@@ -268,18 +327,24 @@ def main():
                     + " |"
                 )
                 print(model, rows[-1], flush=True)
-        what = (
-            "mean |P(y = 1) - gold| train / test, max test, iterations"
-            if model == "cp_probit"
-            else "mean |mean - gold mean| / gold sd (median sd / gold sd) train / test, E[tau] / gold, "
-            "iterations"
-        )
+        what = {
+            "cp_probit": "mean |P(y = 1) - gold| train / test, max test, iterations",
+            "cp_gaussian": "mean |mean - gold mean| / gold sd (median sd / gold sd) train / test, "
+            "E[tau] / gold, iterations",
+            "cp_student_t": "of f: mean |mean - gold mean| / gold sd (median sd / gold sd) train / test, "
+            "iterations",
+        }[model]
+        head = {
+            "cp_gaussian": f" (noise sd {NOISE_SD})",
+            "cp_student_t": f" (df {T_PARAMS[0]:g}, scale {T_PARAMS[1]:g}, known; {OUTLIERS:.0%} of the "
+            f"entries moved by +-{OUTLIER:g})",
+        }.get(model, "")
         labels = [label for label, _ in fits[model]]
         tables += [
-            f"## {model}" + (f" (noise sd {NOISE_SD})" if model == "cp_gaussian" else ""),
+            f"## {model}{head}",
             "",
             f"Cells: {what}. MC error: the largest difference of the two chains"
-            + (" (in gold sds)" if model == "cp_gaussian" else "")
+            + (" (in gold sds)" if model != "cp_probit" else "")
             + ".",
             "",
             "| tensor | seed | MC error | Gibbs s | " + " | ".join(labels) + " |",

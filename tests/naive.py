@@ -685,17 +685,41 @@ def cp_generic_message(tilted, y, Lc, ec, Ez, Ezz):
     return P - Lc, P @ mean - ec
 
 
-def cp_generic_coord(tilted, y, tc, nc, x, b, ezz):
+def cp_generic_coord(tilted, y, tc, nc, x, b, ezz, signed=False):
     """Generic CEP-1 message (precision, precision x mean) of one entry to one coordinate of a
     diagonal-covariance object: f = x z + b, z ~ N(nc / tc, 1 / tc); the tilted of f has mean
-    x mc + b and variance ezz vc; tilted z: mean mc + vc x alpha, variance vc - vc^2 x^2 beta."""
+    x mc + b and variance ezz vc; tilted z: mean mc + vc x alpha, variance vc - vc^2 x^2 beta.
+    None if the tilted variance is not positive, or (unless ``signed``: a likelihood that may not
+    be log-concave) not below the cavity's (a message of negative precision)."""
     vc, mc = 1 / tc, nc / tc
     _, alpha, beta = tilted(y, x * mc + b, ezz * vc)
     mean = mc + vc * x * alpha
     var = vc - vc * vc * x * x * beta
-    if not 0 < var < vc:
+    if not (0 < var and (signed or var < vc)):
         return None
     return 1 / var - tc, mean / var - nc
+
+
+def restore_objects(ptr, ent, obj_mode, bad, Lam, eta, old_Lam, old_eta, r, frac):
+    """The parallel guard's pull-back, textbook form: for every object o with bad[o], each of its
+    entries' messages to its mode (coordinate r's only with r >= 0, diagonal Lam (n, K, R)) becomes
+    old + frac (new - old). Returns new arrays."""
+    Lam, eta = Lam.copy(), eta.copy()
+    for o in np.flatnonzero(bad):
+        k = obj_mode[o]
+        for e in ent[ptr[o] : ptr[o + 1]]:
+            sel = (e, k) if r < 0 else (e, k, r)
+            Lam[sel] = old_Lam[sel] + frac * (Lam[sel] - old_Lam[sel])
+            eta[sel] = old_eta[sel] + frac * (eta[sel] - old_eta[sel])
+    return Lam, eta
+
+
+def shrunk(P_Lam, old_P_Lam, keep):
+    """Objects (bool (n_obj,)) whose precision P (R, R) lost more than 1 - keep of the old one in
+    some direction: the smallest eigenvalue of P - keep P_old is not positive."""
+    return np.array(
+        [np.linalg.eigvalsh(p - keep * q).min() <= 0 for p, q in zip(P_Lam, old_P_Lam, strict=True)]
+    )
 
 
 # ---------------------------------------------------------------- likelihood leaves (counts, Student-t)

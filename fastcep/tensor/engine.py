@@ -227,6 +227,29 @@ class CPEngine:
         self.code, self.generic = kernel_model(model, probit_curvature, self.likelihood)
         self.lp_rule = LP_INDEFINITE[lp_indefinite]
         self._scratch(expect_under)
+        # a likelihood that may not be log-concave (the Student-t, a Custom one) sends messages
+        # of negative precision (an outlier's: ``kernels.tensor.rank_one_message``); a parallel
+        # sweep of them may leave an object's posterior improper, or proper but nearly singular,
+        # and then that object's step is pulled back towards its messages of before the sweep
+        # (``settle``; a copy of the messages and of the posterior precisions). The sequential
+        # schedule needs no guard: each damped update is a convex combination of two proper
+        # posteriors of the entry's cavity.
+        self.guard = (
+            is_generic(model)
+            and self.likelihood is not None
+            and not self.likelihood.log_concave
+            and method == "cep1"
+            and schedule != "sequential"
+        )
+        self.snapshot = False
+        self.held_priors = 0
+        if self.guard:
+            self.old_Lam, self.old_eta = np.empty_like(self.Lam), np.empty_like(self.eta)
+            self.old_P = np.empty_like(self.P_Lam)
+            self.restored = np.zeros(n_obj, dtype=np.int64)
+            if covariance == "full":
+                self.guard_A = np.empty_like(self.Ls)
+        self.n_restored = 0
         # (the function, not a bound method: an engine must not reference itself, or its arrays
         # wait for the cyclic garbage collector and every fit takes fresh pages)
         self.sweep = SWEEPS[_sweep_kind(method, covariance, schedule, expect_under)]
@@ -351,25 +374,105 @@ class CPEngine:
         K.chunk_sums(self.alpha, self.beta, ENTRY_CHUNK, out)
         return self.a0 + math.fsum(out[:, 0].tolist()), self.b0 + math.fsum(out[:, 1].tolist())
 
-    def rebuild_objects(self, lo, hi):
-        """Full covariances: posterior of objects lo..hi-1 = prior + messages."""
+    def _rebuild_full(self, lo, hi):
         lay = self.lay
         K.rebuild_full(
             lay.ptr, lay.ent, lay.obj_mode, lo, hi, self.Lam, self.eta, self.prior_Lam, self.prior_eta,
             self.P_Lam, self.P_eta, self.M, self.S, self.E2, OBJECT_CHUNK, self.Ls, self.bad,
         )  # fmt: skip
 
+    def _rebuild_diag(self):
+        lay = self.lay
+        K.rebuild_diag(
+            lay.ptr, lay.ent, lay.obj_mode, self.Lam, self.eta, self.prior_Lam, self.prior_eta, self.P_Lam,
+            self.P_eta, self.M, self.S, self.E2, self.bad,
+        )  # fmt: skip
+
+    def rebuild_objects(self, lo, hi):
+        """Full covariances: posterior of objects lo..hi-1 = prior + messages (with the guard, the
+        messages of an object it refuses pulled back first: ``settle``)."""
+        self._rebuild_full(lo, hi)
+        self.settle(functools.partial(self._rebuild_full, lo, hi), lo, hi)
+
     def rebuild(self):
         """The exact posterior = prior + messages (also removes sequential drift)."""
-        lay = self.lay
         if self.covariance == "full":
             self.rebuild_objects(0, self.n_obj)
         else:
-            K.rebuild_diag(
-                lay.ptr, lay.ent, lay.obj_mode, self.Lam, self.eta, self.prior_Lam, self.prior_eta,
-                self.P_Lam, self.P_eta, self.M, self.S, self.E2, self.bad,
-            )  # fmt: skip
+            self._rebuild_diag()
+            self.settle(self._rebuild_diag, 0, self.n_obj)
         self.check_proper()
+
+    def settle(self, rebuild, lo, hi, r=-1):
+        """After a sweep's posterior of objects lo..hi-1 was built: with the guard, the objects it
+        refuses (``restore``) take a half, a quarter, an eighth of their step, then none, each time
+        rebuilt by ``rebuild()``, until it refuses none."""
+        for i, frac in enumerate(K.PULLBACK):
+            if not self.restore(lo, hi, r, frac, count=i == 0):
+                return
+            rebuild()
+
+    def update_prior(self):
+        """The hyper-layer's VMP update from the posterior so far (``tensor.hyper``), written into
+        the objects' prior. With the guard (messages of negative precision) the new prior must
+        pass the guard's test with the current messages (every object proper, no variance grown
+        more than 1 / KEEP times), so that the messages it restores always give a posterior that
+        passes: a new prior that does not (a column's prior precision falling under the sum of an
+        object's negative messages, seen on a Student-t tensor with 10 % outliers where the
+        learned prior switched a column off) is not taken this iteration (``held_priors``)."""
+        hyper = H.update(self.hyper, self.M, self.E2, self.lay.offsets, self.covariance)
+        if self.guard:
+            old = self.prior_Lam.copy(), self.prior_eta.copy()
+        H.fill_prior(hyper, self.lay.offsets, self.covariance, self.prior_Lam, self.prior_eta)
+        if self.guard and self._refused_prior():
+            self.prior_Lam[:], self.prior_eta[:] = old
+            self.held_priors += 1
+            return
+        self.hyper = hyper
+
+    def _refused_prior(self):
+        """Whether the guard refuses the prior + the current messages of some object, against the
+        current posterior (the posterior in scratch)."""
+        lay, bad = self.lay, np.zeros_like(self.bad)
+        post = tuple(np.empty_like(a) for a in (self.P_Lam, self.P_eta, self.M, self.S, self.E2))
+        if self.covariance == "full":
+            K.rebuild_full(
+                lay.ptr, lay.ent, lay.obj_mode, 0, self.n_obj, self.Lam, self.eta, self.prior_Lam,
+                self.prior_eta, *post, OBJECT_CHUNK, self.Ls, bad,
+            )  # fmt: skip
+            K.mark_shrunk(post[0], self.P_Lam, 0, self.n_obj, OBJECT_CHUNK, self.guard_A, self.Ls, bad)
+        else:
+            K.rebuild_diag(
+                lay.ptr, lay.ent, lay.obj_mode, self.Lam, self.eta, self.prior_Lam, self.prior_eta, *post, bad
+            )
+            K.mark_shrunk_diag(post[0], self.P_Lam, 0, self.n_obj, -1, bad)
+        return bool(bad.any())
+
+    def restore(self, lo, hi, r=-1, frac=0.0, count=True):
+        """The guard of messages of negative precision, after a parallel sweep's rebuild of
+        objects lo..hi-1: every one whose posterior is not proper, or whose variance grew more
+        than 1 / KEEP times in some direction since the step began (``kernels.tensor.mark_shrunk``),
+        has its messages pulled back to a fraction ``frac`` of their step from those of before
+        the sweep (0: restored; coordinate r's only with r >= 0: diagonal covariances;
+        ``kernels.tensor.restore_objects``); with ``count`` the messages pulled back are counted
+        in ``n_restored``. Returns whether any object was pulled back (its posterior is then to
+        be rebuilt); False without the guard or outside a step."""
+        if not self.snapshot:
+            return False
+        if self.covariance == "full":
+            K.mark_shrunk(self.P_Lam, self.old_P, lo, hi, OBJECT_CHUNK, self.guard_A, self.Ls, self.bad)
+        else:
+            K.mark_shrunk_diag(self.P_Lam, self.old_P, lo, hi, r, self.bad)
+        if not self.bad[lo:hi].any():
+            return False
+        lay = self.lay
+        K.restore_objects(
+            lay.ptr, lay.ent, lay.obj_mode, lo, hi, self.bad, self.Lam, self.eta, self.old_Lam, self.old_eta,
+            r, frac, self.restored,
+        )  # fmt: skip
+        if count:
+            self.n_restored += int(self.restored[lo:hi].sum())
+        return True
 
     def check_proper(self):
         if self.bad.any():
@@ -445,10 +548,13 @@ class CPEngine:
                     self.code, lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
                     self.E2, etau, self.rho, k, r, ENTRY_CHUNK, self.skipped, self.scr, *self.generic,
                 )  # fmt: skip
-                K.rebuild_diag_coord(
-                    lay.ptr, lay.ent, lay.offsets[k], lay.offsets[k + 1], k, r, self.Lam, self.eta,
-                    self.prior_Lam, self.prior_eta, self.P_Lam, self.P_eta, self.M, self.S, self.E2, self.bad,
+                lo, hi = lay.offsets[k], lay.offsets[k + 1]
+                coord = functools.partial(
+                    K.rebuild_diag_coord, lay.ptr, lay.ent, lo, hi, k, r, self.Lam, self.eta, self.prior_Lam,
+                    self.prior_eta, self.P_Lam, self.P_eta, self.M, self.S, self.E2, self.bad,
                 )  # fmt: skip
+                coord()
+                self.settle(coord, lo, hi, r)
         if self.model == "cp_gaussian":
             K.noise_messages_diag(lay.gidx, self.y, self.alpha, self.beta, self.M, self.E2, self.rho)
         return int(self.skipped.sum())
@@ -475,17 +581,24 @@ class CPEngine:
         if self.hyper is not None and (it > 1 or self.resumed):
             # the hyper-layer's VMP update from the posterior so far; the new prior enters the
             # posterior at this iteration's rebuild (and the cavities from the next)
-            self.hyper = H.update(self.hyper, M, self.E2, self.lay.offsets, self.covariance)
-            H.fill_prior(self.hyper, self.lay.offsets, self.covariance, self.prior_Lam, self.prior_eta)
+            self.update_prior()
+        if self.guard:  # (the messages of before the sweep, for ``restore``)
+            np.copyto(self.old_Lam, self.Lam)
+            np.copyto(self.old_eta, self.eta)
+            np.copyto(self.old_P, self.P_Lam)
+            self.snapshot, self.n_restored = True, 0
         n_skipped = self.sweep(self, it)
         if self.with_sums:  # posterior = prior + the sweep's per-group sums of the messages
             K.reduce_object_sums(
                 self.prior_Lam, self.prior_eta, self.part_L[: self.n_groups], self.part_e[: self.n_groups],
                 self.P_Lam, self.P_eta, M, S, self.E2, OBJECT_CHUNK, self.Ls, self.bad,
             )  # fmt: skip
+            self.settle(functools.partial(self._rebuild_full, 0, self.n_obj), 0, self.n_obj)
             self.check_proper()
         else:
             self.rebuild()  # exact posterior = prior + messages (also removes sequential drift)
+        self.snapshot = False
+        n_skipped += self.n_restored
         if self.model == "cp_gaussian":
             self.noise[0], self.noise[1] = self._noise_sums()
             held = self.warm and it <= self.noise_warmup
@@ -505,7 +618,9 @@ class CPEngine:
             change = max(change, self.learner.update(M, self.E2))
             self.likelihood = self.learner.likelihood
             self.generic = (self.learner.kernel(), *self.generic[1:])
-        return _loop.StepReport(change, n_skipped, values={"param_change": param_change, "damping": self.rho})
+        # (a sweep that the guard undid in part is no evidence of convergence)
+        values = {"param_change": param_change, "damping": self.rho}
+        return _loop.StepReport(change, n_skipped, accept=self.n_restored == 0, values=values)
 
     def finite(self):
         return bool(np.all(np.isfinite(self.M)))
@@ -724,7 +839,9 @@ def fit_cp(
         Gibbs sampler of the hierarchical model; "rank1" is 1.5x faster a sweep.
     expect_under : {"posterior", "cavity"} or None, default None
         None: "cavity" where it applies (method "cep1", full covariances, the parallel or block
-        schedule), else "posterior" (chosen with ``prior``, above). Method "cep1": the
+        schedule) and the likelihood is log-concave, else "posterior" (chosen with ``prior``,
+        above; for a likelihood that may not be log-concave, such as the Student-t, against a
+        Gibbs sampler: BENCHMARKS.md, "Outliers in tensors"). Method "cep1": the
         distribution of the other modes under which the message of an entry to mode k takes the
         expected conditional moments (E[z], E[z z^T]). "posterior" (the
         paper's section 3.2 and DESIGN.md 3.2): the current posterior q; for cp_gaussian the

@@ -19,6 +19,7 @@ from numba import njit, types
 from numba.extending import overload
 
 from .._config import LEAF
+from ..likelihoods import not_log_concave
 from ..linalg import cholesky, tri_inverse
 from ..special import inv_mills
 from .moments import other_modes_moments
@@ -255,7 +256,7 @@ def probit_rank_one(c, s, Ez, vv, vw, Lmsg, emsg):
 
 
 @njit(**LEAF)
-def rank_one_message(alpha, beta, Ez, vv, vw, Lmsg, emsg):
+def rank_one_message(alpha, beta, Ez, vv, vw, Lmsg, emsg, signed=False):
     """The CEP-1 message of an entry whose likelihood reaches the object's u through
     a = u.E[z] only, from the derivatives of the one-dimensional tilted's log Z in the mean of a,
     alpha = d log Z / dm and beta = -d^2 log Z / dm^2 (``likelihoods.tilted``).
@@ -266,10 +267,17 @@ def rank_one_message(alpha, beta, Ez, vv, vw, Lmsg, emsg):
     (vw + alpha vv) Ez. Returns False if that message is not valid (not beta > 0, lam >= 1: a
     tilted covariance that is not positive definite; zero or not finite). For a log-concave
     likelihood 0 < beta < 1 / v for the tilted's variance v, so a v >= vv gives a valid message.
+
+    With ``signed`` (a likelihood that may not be log-concave: ``likelihoods.not_log_concave``) a
+    negative beta gives a valid message too, of negative semi-definite precision, as EP defines
+    it: an outlier's tilted variance of a exceeds its cavity's (the tilted covariance Sc - beta
+    Sc Ez Ez^T Sc is then larger than the cavity's, and positive definite). The object's
+    posterior may then be improper; the schedules guard it (``sequential_full`` undoes the
+    entry's update, the parallel ones restore the object's messages: ``restore_objects``).
     Lmsg (R, R), emsg (R,) receive it."""
     R = Ez.shape[0]
     lam = beta * vv
-    if not (beta > 0.0 and lam < 1.0):
+    if not ((beta > 0.0 or (signed and beta < 0.0)) and lam < 1.0):
         return False
     scale = beta / (1.0 - lam)
     proj = scale * (vw + alpha * vv)
@@ -278,7 +286,7 @@ def rank_one_message(alpha, beta, Ez, vv, vw, Lmsg, emsg):
         for j in range(R):
             Lmsg[i, j] = scale * Ez[i] * Ez[j]
         emsg[i] = alpha * Ez[i] + proj * Ez[i]
-        big = max(big, Lmsg[i, i])
+        big = max(big, abs(Lmsg[i, i]))
     return big > 0.0 and math.isfinite(scale) and math.isfinite(proj)
 
 
@@ -291,15 +299,15 @@ def generic_message(lik, y, Lc, ec, Ez, Ezz, Lmsg, emsg, mat, vec, nodes, weight
     mean m_a = E[z].mc and, as in the probit message, variance v_a = tr(Sc E[z z^T]). The
     likelihood's tilted p(y | a) N(a | m_a, v_a) gives (alpha, beta) (``tilted.cp_tilted``: a
     closed form or Gauss-Hermite with ``nodes``, ``weights``), and the message is the rank-one
-    ``rank_one_message``. cp_probit's rank-one message (``probit_rank_one``) is this one with the
-    probit's closed form. mat (>= 4, R, R), vec (>= 2, R) C-contiguous scratch. Returns True if
-    the message (Lmsg, emsg) is valid.
+    ``rank_one_message`` (signed for a likelihood that may not be log-concave). cp_probit's
+    rank-one message (``probit_rank_one``) is this one with the probit's closed form. mat (>= 4,
+    R, R), vec (>= 2, R) C-contiguous scratch. Returns True if the message (Lmsg, emsg) is valid.
     """
     ok, vv, vw, v_a = whiten_cavity(Lc, ec, Ez, Ezz, mat, vec, 0.0, False)
     if not ok:
         return False
     log_z, alpha, beta = cp_tilted(lik, y, vw, v_a, nodes, weights)
-    return rank_one_message(alpha, beta, Ez, vv, vw, Lmsg, emsg)
+    return rank_one_message(alpha, beta, Ez, vv, vw, Lmsg, emsg, not_log_concave(lik))
 
 
 @njit(**LEAF)
@@ -346,7 +354,8 @@ def generic_coord(lik, y, tc, nc, x, b, ezz, nodes, weights, out):
     means), cavity N(mc, vc) = (nc / tc, 1 / tc); the tilted of f has m_a = x mc + b and
     v_a = ezz vc, whose (alpha, beta) (``tilted.cp_tilted``) give the tilted mean mc + vc x alpha
     and variance vc (1 - a), a = vc x^2 beta. out (2,) receives (precision, precision x mean);
-    returns False if no valid message exists (0 < a < 1 fails: not applied).
+    returns False if no valid message exists (0 < a < 1 fails: not applied; for a likelihood that
+    may not be log-concave a < 0 is valid too, a negative precision: ``rank_one_message``).
     """
     if not tc > 0.0:
         return False
@@ -357,7 +366,8 @@ def generic_coord(lik, y, tc, nc, x, b, ezz, nodes, weights, out):
     inv = 1.0 / (1.0 - a)
     t_new = tc * a * inv
     n_new = (alpha * x + nc * a) * inv
-    if a > 0.0 and a < 1.0 and t_new > 0.0 and math.isfinite(t_new) and math.isfinite(n_new):
+    signed = not_log_concave(lik) and a < 0.0
+    if (signed or (a > 0.0 and t_new > 0.0)) and a < 1.0 and math.isfinite(t_new) and math.isfinite(n_new):
         out[0] = t_new
         out[1] = n_new
         return True

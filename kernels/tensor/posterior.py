@@ -8,6 +8,7 @@ number of threads.
 from numba import njit, prange
 
 from .._config import LEAF, PARALLEL_CACHED
+from ..linalg import cholesky
 from .moments import object_moments
 
 __all__ = [
@@ -20,6 +21,11 @@ __all__ = [
     "reduce_object_sums",
     "rebuild_diag",
     "rebuild_diag_coord",
+    "restore_objects",
+    "mark_shrunk",
+    "mark_shrunk_diag",
+    "KEEP",
+    "PULLBACK",
 ]
 
 
@@ -182,3 +188,72 @@ def rebuild_diag_coord(ptr, ent, lo, hi, k, r, Lam, eta, prior_Lam, prior_eta, P
         M[o, r] = pe / pl
         E2[o, r] = S[o, r] + M[o, r] * M[o, r]
         bad[o] = 0 if pl > 0.0 else 1
+
+
+@njit(**PARALLEL_CACHED)
+def restore_objects(ptr, ent, obj_mode, lo, hi, bad, Lam, eta, old_Lam, old_eta, r, frac, restored):
+    """The guard of the parallel schedules for messages of negative precision (a likelihood that
+    may not be log-concave: ``messages.rank_one_message`` signed): every object o in lo..hi-1 with
+    bad[o] (its posterior not proper after a sweep, or shrunk: ``mark_shrunk``) has its messages
+    pulled back towards those of before the sweep, old_Lam and old_eta (shaped as Lam (n, K, R, R)
+    or (n, K, R) and eta (n, K, R)): msg <- old + frac (msg - old) (frac 0: restored); with
+    r >= 0 (diagonal covariances, one coordinate's step) only coordinate r's. restored (n_obj,)
+    int64 receives the number of changed messages per object (0 for one not bad). An object owns
+    its messages (its mode's block of its entries): race-free."""
+    n, K = eta.shape[0], eta.shape[1]
+    Lf = Lam.reshape((n, K, Lam.size // (n * K)))
+    old_Lf = old_Lam.reshape((n, K, Lam.size // (n * K)))
+    B = Lf.shape[2]
+    R = eta.shape[2]
+    for o in prange(lo, hi):
+        count = 0
+        if bad[o] != 0:
+            k = obj_mode[o]
+            for idx in range(ptr[o], ptr[o + 1]):
+                e = ent[idx]
+                changed = False
+                for t in range(r if r >= 0 else 0, r + 1 if r >= 0 else B):
+                    changed = changed or Lf[e, k, t] != old_Lf[e, k, t]
+                    Lf[e, k, t] = old_Lf[e, k, t] + frac * (Lf[e, k, t] - old_Lf[e, k, t])
+                for i in range(r if r >= 0 else 0, r + 1 if r >= 0 else R):
+                    changed = changed or eta[e, k, i] != old_eta[e, k, i]
+                    eta[e, k, i] = old_eta[e, k, i] + frac * (eta[e, k, i] - old_eta[e, k, i])
+                if changed:
+                    count += 1
+        restored[o] = count
+
+
+#: the guard's trust region (``mark_shrunk``): one iteration may at most double a variance
+KEEP = 0.5
+#: the guard's steps (``restore_objects``' frac): an object it refuses takes half its step, a
+#: quarter, an eighth, then none (its messages of before the sweep)
+PULLBACK = (0.5, 0.5, 0.5, 0.0)
+
+
+@njit(**PARALLEL_CACHED)
+def mark_shrunk(P_Lam, old_P_Lam, lo, hi, obj_chunk, A, Ls, bad):
+    """The trust region of the guard of ``restore_objects``: bad[o] = 1 for every object o of
+    lo..hi-1 whose posterior precision P_Lam[o] (R, R) has lost more than 1 - KEEP of old_P_Lam[o]
+    in some direction (P_Lam[o] - KEEP old_P_Lam[o] not positive definite: a variance grown more
+    than 1 / KEEP times); the others are left as they are. A, Ls (>= n_obj_chunks, R, R) scratch.
+    A sum of messages of negative precision can leave an object proper but nearly singular, and
+    its mean then runs off (seen: 400 on a Student-t tensor whose means are about 2)."""
+    R = P_Lam.shape[1]
+    for c in prange(-(-(hi - lo) // obj_chunk)):
+        Ac = A[c]
+        for o in range(lo + c * obj_chunk, min(hi, lo + (c + 1) * obj_chunk)):
+            for i in range(R):
+                for j in range(i + 1):
+                    Ac[i, j] = P_Lam[o, i, j] - KEEP * old_P_Lam[o, i, j]
+            if not cholesky(Ac, Ls[c]):
+                bad[o] = 1
+
+
+@njit(**PARALLEL_CACHED)
+def mark_shrunk_diag(P_Lam, old_P_Lam, lo, hi, r, bad):
+    """``mark_shrunk`` for diagonal covariances (n_obj, R): coordinate r only with r >= 0."""
+    R = P_Lam.shape[1]
+    for o in prange(lo, hi):
+        for q in range(r if r >= 0 else 0, r + 1 if r >= 0 else R):
+            if not P_Lam[o, q] - KEEP * old_P_Lam[o, q] > 0.0:
+                bad[o] = 1

@@ -195,7 +195,9 @@ def sequential_full(
                 for j in range(R):
                     P_Lam[o, i, j] += Lam[e, k, i, j] - old_L[k, i, j]
             if not object_moments(P_Lam[o], P_eta[o], M[o], S[o], E2[o], Ltmp):
-                # cannot happen with positive semi-definite messages; undo to stay proper
+                # cannot happen but by rounding: the damped update is a convex combination of two
+                # proper posteriors of the same cavity (the old one and the tilted's, also for a
+                # message of negative precision: ``rank_one_message``); undo to stay proper
                 for i in range(R):
                     P_eta[o, i] -= eta[e, k, i] - old_e[k, i]
                     eta[e, k, i] = old_e[k, i]
@@ -215,8 +217,10 @@ def sequential_diag(
     """Entries in ``order``; each coordinate's object is refreshed right after its message.
 
     noise: (3,) [a, b, E tau] updated in place (E tau only if not ``fix_tau``); out (2,) scratch;
-    lik, nodes, weights: MODEL_GENERIC's (as ``sweep_full``). Returns the number of messages not
-    applied.
+    lik, nodes, weights: MODEL_GENERIC's (as ``sweep_full``). A message of negative precision (a
+    likelihood that may not be log-concave: ``generic_coord``) keeps the coordinate proper: the
+    damped update is a convex combination of two proper posteriors of the same cavity (the old
+    one and the tilted's). Returns the number of messages not applied.
     """
     K = gidx.shape[1]
     R = M.shape[1]
