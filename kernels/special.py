@@ -36,6 +36,18 @@ SQRT2 = math.sqrt(2.0)
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
+
+@njit(**LEAF)
+def finite(x):
+    """Whether the float x is finite, in a form the kernels' fastmath keeps: numba's
+    ``math.isfinite(x)`` is ``x - x`` compared with itself, and with ``reassoc`` and ``nsz`` LLVM
+    folds that to true when x is itself a sum or a difference (seen: ``math.isfinite(a - b)`` was
+    True for a = -inf, b = 0), so a guard against an infinite message or gradient was compiled
+    away. A comparison is never folded without ``nnan`` / ``ninf``, which the kernels do not set.
+    Every kernel uses this one (tests/test_style.py)."""
+    return abs(x) < math.inf
+
+
 #: below this z the ratio phi(z)/Phi(z) comes from the asymptotic series, not from erfc
 _TAIL_Z = -30.0
 

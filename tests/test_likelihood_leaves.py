@@ -288,6 +288,52 @@ def test_tilted_moments_match_quad(case):
     assert abs(var - want_var) <= 1e-10 * want_var
 
 
+def _far_mode(lik, y, m, v):
+    """The tilted mode of a count likelihood by bisection in mpmath (its exp never overflows):
+    the root of the decreasing slope g1(f) - (f - m) / v, g1 = y - mu (Poisson) or
+    r (y - mu) / (r + mu) (negative binomial), mu = e^f."""
+    import mpmath as mp
+
+    with mp.workdps(60):
+
+        def slope(f):
+            mu = mp.exp(f)
+            g1 = y - mu if isinstance(lik, Poisson) else lik.r * (y - mu) / (lik.r + mu)
+            return g1 - (f - m) / mp.mpf(v)
+
+        lo, hi = mp.mpf(m) - 1e6, mp.mpf(m) + 1e6
+        for _ in range(400):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if slope(mid) > 0 else (lo, mid)
+        return float((lo + hi) / 2)
+
+
+FAR_CASES = [
+    (Poisson(), 0.0, 300.0, 1.0),  # (the mode near f = 5.7: Newton's steps of about 1 from 300)
+    (Poisson(), 0.0, 1000.0, 1e-2),  # (exp(f) overflows at the cavity's mean)
+    (Poisson(), 1.0, 1e4, 1e4),
+    (Poisson(), 1e3, 1000.0, 100.0),
+    (NegativeBinomial(0.6), 1.0, -1e4, 1.0),  # (log p was -inf: the rate e^-1e4)
+    (NegativeBinomial(0.6), 0.0, 1e4, 1e4),
+    (NegativeBinomial(0.6), 5.0, -1e4, 1e4),  # (was NaN: a wide cavity where the rate underflows)
+    (NegativeBinomial(50.0), 0.0, 1000.0, 1.0),
+]
+
+
+@pytest.mark.parametrize("case", FAR_CASES, ids=[_case_id(c) for c in FAR_CASES])
+def test_tilted_moments_of_a_cavity_far_beyond_the_exponential_s_range(case):
+    """Count likelihoods against cavities whose mean is where exp(f) overflows or underflows (a
+    CP fit whose posterior ran far: a rank-10 Poisson fit of Alog predicted log-rates of 1e4 and
+    scored a test entry NaN): the mode by bisection where Newton cannot reach it, and the same
+    accuracy as the hard cases, against mpmath quadrature."""
+    lik, y, m, v = case
+    log_z, mean, var = call_moments(lik, y, m, v)
+    want_log_z, want_mean, want_var = tilted_by_quad(mp_log_lik(lik, y), m, v, [_far_mode(lik, y, m, v)])
+    assert abs(log_z - want_log_z) <= 1e-10 * max(1.0, abs(want_log_z))
+    assert abs(mean - want_mean) <= 1e-10 * max(abs(want_mean), math.sqrt(want_var))
+    assert abs(var - want_var) <= 1e-9 * want_var
+
+
 @pytest.mark.parametrize("case", HARD_CASES[::3], ids=[_case_id(c) for c in HARD_CASES[::3]])
 def test_tilted_alpha_beta_agree_with_the_moments(case):
     """(log Z, alpha, beta) of the seam: alpha = (E f - m) / v and v - v^2 beta = Var f (strong

@@ -56,6 +56,31 @@ def test_every_kernel_is_cached_and_uses_the_central_options():
         assert disp.targetoptions.get("error_model") == ERROR_MODEL, name
 
 
+def test_the_kernels_test_finiteness_in_a_form_their_fastmath_keeps():
+    """numba's math.isfinite(x) is ``x - x`` compared with itself; under the kernels' fastmath
+    (reassoc and nsz) LLVM folds it to True when x is a sum or a difference, so the kernels use
+    ``special.finite`` (a comparison, never folded without nnan / ninf), and no kernel source
+    calls math.isfinite."""
+    import math
+
+    from numba import njit
+
+    from fastcep.kernels.special import finite
+
+    @njit(fastmath=FASTMATH)
+    def checks(a, b):
+        return finite(a - b), finite(a + b), finite(a * b), finite(a)
+
+    assert checks(-math.inf, 0.0) == (False, False, False, False)
+    assert checks(math.nan, 1.0) == (False, False, False, False)
+    assert checks(1.0, 2.0) == (True, True, True, True)
+    assert checks(math.inf, math.inf) == (False, False, False, False)
+    root = pathlib.Path(inspect.getfile(fastcep.kernels)).parent
+    for path in root.rglob("*.py"):
+        code = [line for line in path.read_text().splitlines() if not line.lstrip().startswith(("#", "``"))]
+        assert not any("math.isfinite(" in line and "``" not in line for line in code), path
+
+
 def test_no_fastmath_true_in_sources():
     root = pathlib.Path(inspect.getfile(fastcep.kernels)).parent
     for path in list(root.rglob("*.py")) + list((root.parent / "fastcep").rglob("*.py")):

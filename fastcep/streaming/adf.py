@@ -52,7 +52,7 @@ from ..io.checkpoint import read_checkpoint, write_checkpoint
 from ..io.files import check_output
 from ..likelihoods import Gaussian
 from ..results import StreamState
-from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, _exact_sum, entry_marginals, warm_start
+from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, _exact_sum, entry_marginals, guarded, warm_start
 from ..tensor.layout import check_coords, check_memory, check_values, make_layout, standardization
 from ..tensor.likelihoods import describe, is_generic
 from ..tensor.result import CPResult, eval_metric
@@ -329,7 +329,8 @@ def _run(
     Kmodes = len(shape)
     offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
     n_obj = int(offsets[-1])
-    check_memory(min(batch_size, int(src.n)), shape, R, covariance, func, "the stream")
+    copies = 2 if guarded(model, method, schedule, lik) else 1
+    check_memory(min(batch_size, int(src.n)), shape, R, covariance, func, "the stream", copies)
     options = dict(
         model=model, rank=R, shape=list(shape), n=int(src.n), batch_size=batch_size, shuffle=shuffle,
         seed=seed, prior_var=pv, a0=a0, b0=b0, damping=damping, tol=tol, max_iter=max_iter,

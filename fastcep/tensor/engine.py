@@ -234,13 +234,7 @@ class CPEngine:
         # (``settle``; a copy of the messages and of the posterior precisions). The sequential
         # schedule needs no guard: each damped update is a convex combination of two proper
         # posteriors of the entry's cavity.
-        self.guard = (
-            is_generic(model)
-            and self.likelihood is not None
-            and not self.likelihood.log_concave
-            and method == "cep1"
-            and schedule != "sequential"
-        )
+        self.guard = guarded(model, method, schedule, self.likelihood)
         self.snapshot = False
         self.held_priors = 0
         if self.guard:
@@ -642,6 +636,19 @@ class CPEngine:
         )  # fmt: skip
 
 
+def guarded(model, method, schedule, likelihood):
+    """Whether a CP fit's sweeps take the guard of messages of negative precision
+    (``CPEngine.settle``): CEP-1 of a likelihood that may not be log-concave, in a parallel or
+    block schedule."""
+    return (
+        is_generic(model)
+        and likelihood is not None
+        and not likelihood.log_concave
+        and method == "cep1"
+        and schedule != "sequential"
+    )
+
+
 def _sweep_kind(method, covariance, schedule, expect_under):
     """The key of ``SWEEPS`` for a fit's options (checked already)."""
     if schedule == "sequential":
@@ -921,7 +928,8 @@ def fit_cp(
     s = y if lik.binary else np.zeros(n)
     R, pv, a0, b0, rho = o["rank"], o["prior_var"], o["a0"], o["b0"], o["damping"]
     max_iter, tol, schedule, covariance = o["max_iter"], o["tol"], o["schedule"], o["covariance"]
-    check_memory(n, shape, R, covariance, func)
+    copies = 2 if guarded(model, method, schedule, lik) else 1  # (the guard's copy of the messages)
+    check_memory(n, shape, R, covariance, func, message_copies=copies)
     init, init_scale, prior_mean = o["init"], o["init_scale"], o["prior_mean"]
     noise_warmup, warmup_snr = o["noise_warmup"], o["warmup_snr"]
     lp_indefinite, probit_curvature, expect_under = (

@@ -152,15 +152,16 @@ def check_eval_set(eval_set, shape, likelihood, func):
 MEMORY_MARGIN = 1.5
 
 
-def estimate_bytes(n, shape, R, covariance="full"):
+def estimate_bytes(n, shape, R, covariance="full", message_copies=1):
     """About the bytes a CP fit of ``n`` entries over ``shape`` at rank ``R`` holds: per entry and
-    mode a message (R x R precision and R-vector, or two R-vectors with ``covariance="diag"``);
-    per object about eight posterior, prior and partial-sum arrays of the same size; the layout's
-    index arrays; times MEMORY_MARGIN."""
+    mode a message (R x R precision and R-vector, or two R-vectors with ``covariance="diag"``),
+    ``message_copies`` times (2 for the guard of messages of negative precision, which keeps
+    those of before each sweep); per object about eight posterior, prior and partial-sum arrays
+    of the same size; the layout's index arrays; times MEMORY_MARGIN."""
     per = R * R + R if covariance == "full" else 2 * R
     n_obj = float(np.sum(np.asarray(shape, dtype=np.float64)))
     K = len(shape)
-    return MEMORY_MARGIN * 8.0 * (n * K * per + 8 * n_obj * per + 3 * n * K + n_obj)
+    return MEMORY_MARGIN * 8.0 * (n * K * per * message_copies + 8 * n_obj * per + 3 * n * K + n_obj)
 
 
 def available_bytes():
@@ -188,10 +189,10 @@ def available_bytes():
     return avail
 
 
-def check_memory(n, shape, R, covariance, func, what="the fit"):
+def check_memory(n, shape, R, covariance, func, what="the fit", message_copies=1):
     """Refuse, before allocating, a fit whose estimate (``estimate_bytes``) exceeds the available
     memory, with the estimate and what to change."""
-    need = estimate_bytes(n, shape, R, covariance)
+    need = estimate_bytes(n, shape, R, covariance, message_copies)
     have = available_bytes()
     if have is not None and need > have:
         n_obj = int(np.sum(np.asarray(shape, dtype=np.float64)))

@@ -47,7 +47,7 @@ import numpy as np
 from numba import njit
 
 from .._config import LEAF
-from ..special import log_ndtr, log_sigmoid
+from ..special import finite, log_ndtr, log_sigmoid
 from .sweep import apply_row_change, damp_site, row_cavity, save_row
 
 PROBIT = 0
@@ -156,7 +156,7 @@ def is_row(model, X, s, i, tau, nu, T, N, rho, n_samples, key, pT, pN, c, work):
         g2 = ((D / S - u1 * u1) * bessel_u - (B / W - e1 * e1) * bessel_f) / (s2_a * s2_a)
     # no estimate (improper cavity, or one draw holding all the weight): the row's messages
     # that depend on it are skipped; those of weights with x_m = 0 stay exactly flat
-    defined = n_improper == 0 and math.isfinite(g1) and math.isfinite(g2)
+    defined = n_improper == 0 and finite(g1) and finite(g2)
     if not defined:
         g1 = 0.0
         g2 = 0.0
@@ -176,7 +176,7 @@ def is_row(model, X, s, i, tau, nu, T, N, rho, n_samples, key, pT, pN, c, work):
         inv = 1.0 / (1.0 - a)
         t_new = tc * a * inv
         n_new = (delta * tc + (N[m] - nu[i, m]) * a) * inv
-        ok = (defined or xm == 0.0) and tc > 0.0 and a < 1.0 and math.isfinite(t_new) and math.isfinite(n_new)
+        ok = (defined or xm == 0.0) and tc > 0.0 and a < 1.0 and finite(t_new) and finite(n_new)
         k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
     return k
 

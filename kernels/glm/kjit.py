@@ -57,7 +57,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import LEAF, PARALLEL_CACHED, SERIAL
-from ..special import log_sigmoid
+from ..special import finite, log_sigmoid
 from . import importance
 from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity, save_row
 
@@ -212,7 +212,7 @@ def _kjit_row(
     eps = work[c, _W_EPS]
     mu_a, s2_a, n_improper = row_cavity(X, i, tau, nu, T, N, work, c, _W_VC, _W_MC)
     # the operator needs a proper cavity of a (s2_a = 0: x = 0, the factor is constant)
-    proper = n_improper == 0 and s2_a > 0.0 and math.isfinite(mu_a) and math.isfinite(s2_a)
+    proper = n_improper == 0 and s2_a > 0.0 and finite(mu_a) and finite(s2_a)
     u0 = s * mu_a
     u1 = math.log(s2_a) if proper else 0.0
     u[0] = u0 if proper else math.nan

@@ -17,12 +17,10 @@ mode as its mean and the diagonal of the negative Hessian as its precisions give
 h' and h'' are phi/Phi and -r (a + r) for probit, sigma(-a) and -sigma(a) sigma(-a) for logistic.
 """
 
-import math
-
 from numba import njit
 
 from .._config import LEAF
-from ..special import inv_mills, sigmoid_pair
+from ..special import finite, inv_mills, sigmoid_pair
 from .sweep import apply_row_change, damp_site, row_cavity, save_row
 
 PROBIT = 0
@@ -75,14 +73,14 @@ def lp_row(model, X, s, i, tau, nu, T, N, rho, pT, pN, c, work):
     m_eta, sigma2, n_improper = row_cavity(X, i, tau, nu, T, N, work, c, 0, 1)
     a = tilted_mode(model, s * m_eta, sigma2)
     h1, h2 = log_lik_derivs(model, a)
-    ok_row = n_improper == 0 and math.isfinite(a) and math.isfinite(h1) and math.isfinite(h2)
+    ok_row = n_improper == 0 and finite(a) and finite(h1) and finite(h2)
     k = 0
     for m in range(d):
         xm = X[i, m]
         w = work[c, 1, m] + s * h1 * xm * work[c, 0, m]
         t_new = -h2 * xm * xm
         n_new = s * h1 * xm + t_new * w
-        ok = ok_row and t_new >= 0.0 and math.isfinite(n_new)
+        ok = ok_row and t_new >= 0.0 and finite(n_new)
         k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
     return k
 

@@ -25,7 +25,6 @@ precisions (importance sampling keeps them, see ``importance``): a weight whose 
 cavity would be improper after a sweep keeps its messages from before the sweep.
 """
 
-import math
 import types
 
 from numba import njit, prange
@@ -33,6 +32,7 @@ from numba.extending import overload
 
 from .._config import LEAF, PARALLEL_CACHED, SERIAL
 from ..likelihoods import Logistic, Probit
+from ..special import finite
 from . import generic, importance, laplace, logistic, probit
 from .sweep import SLAB_D, posterior_change, rebuild_posterior, reduce_posterior, tile_posterior
 
@@ -231,10 +231,10 @@ def restore_improper(T, tau, nu, old_t, old_n, restored):
     weight was proper). Each m owns column m (race-free, thread-count independent)."""
     n, d = tau.shape
     for m in prange(d):
-        proper = T[m] > 0.0 and math.isfinite(T[m])
+        proper = T[m] > 0.0 and finite(T[m])
         for i in range(n):
             # (written so that a NaN makes the weight improper)
-            proper = proper and (T[m] - tau[i, m] > 0.0) and math.isfinite(nu[i, m])
+            proper = proper and (T[m] - tau[i, m] > 0.0) and finite(nu[i, m])
         k = 0
         if not proper:
             for i in range(n):

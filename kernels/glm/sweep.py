@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from .._config import LEAF, N_WORK
+from ..special import finite
 
 
 @njit(**LEAF)
@@ -44,7 +45,7 @@ def message_from_moments(tc, nc, delta, a):
     n_new = (delta * tc + nc * a) * inv
     flat = (a == 0.0) & (delta == 0.0) & (tc > 0.0)
     proper = (a > 0.0) & (a < 1.0) & (tc > 0.0) & (t_new > 0.0)
-    ok = flat | (proper & math.isfinite(t_new) & math.isfinite(n_new))
+    ok = flat | (proper & finite(t_new) & finite(n_new))
     if flat:
         t_new = 0.0
         n_new = 0.0
@@ -159,13 +160,13 @@ def posterior_change(mu, v, mu_old, v_old):
     """The stopping rule's measure: the largest change of a posterior mean in units of its
     posterior sd, or of a variance relative to itself (NaN if any value is not finite)."""
     change = 0.0
-    finite = True
+    all_finite = True
     for m in range(mu.shape[0]):
         dm = abs(mu[m] - mu_old[m]) / math.sqrt(v[m])
         dv = abs(v[m] - v_old[m]) / v[m]
-        finite = finite and math.isfinite(dm) and math.isfinite(dv)
+        all_finite = all_finite and finite(dm) and finite(dv)
         change = max(change, max(dm, dv))
-    return change if finite else math.nan
+    return change if all_finite else math.nan
 
 
 # ------------------------------------------------------------------------------------- slabs

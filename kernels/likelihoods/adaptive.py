@@ -14,6 +14,10 @@ The method
    else central differences of ``log_lik_step`` (a user's log-density). The scale is Laplace's,
    s = (-L''(mode))^(-1/2). A likelihood that registers ``peak`` (not log-concave) gets a second
    Newton from argmax p(y | f); two distinct maxima make the tilted distribution bimodal (step 3).
+   Where Newton cannot reach the mode (the derivatives at the cavity's mean are infinite, a log
+   link's exp(f) past f = 709, or its steps are too short: about 1 a step where exp(f) dominates,
+   from a cavity at f = 300 to a zero count's mode near f = 6), it goes on from the bisection of
+   a bracket of the mode (``_bracketed_root``).
 2. **One mode: a trapezoid rule in u, f = c + s sinh(kappa u) / kappa** (kappa = ``KAPPA``), from
    step ``H0`` halved until two successive levels agree to ``TOL`` in log Z, in the tilted mean
    (relative to the tilted sd) and in the tilted variance (relative). Near the mode the nodes are
@@ -66,7 +70,7 @@ from numba import njit
 from numba.extending import overload
 
 from .._config import LEAF, LEAF_ORDERED
-from ..special import LOG_SQRT_2PI
+from ..special import LOG_SQRT_2PI, finite
 from .seam import WEAK_FACTOR, _leaf, log_lik, log_lik_derivs, log_lik_step
 
 #: the sinh map's rate: f = c + s sinh(KAPPA u) / KAPPA
@@ -91,6 +95,10 @@ BACKTRACKS = 60
 FD_STEP = 1e-4
 #: two Newton limits closer than this (relative to the sum of their scales) are one mode
 MODE_SEPARATION = 1e-3
+#: where the derivatives at the cavity's mean are infinite (a log link's exp(f) past f = 709):
+#: doublings of the search for the other end of a bracket of the mode, and bisections of it
+BRACKET_DOUBLINGS = 1100
+BRACKET_BISECTIONS = 200
 _HALF_PI = 0.5 * math.pi
 
 
@@ -151,40 +159,91 @@ def _peak_impl(lik, y):
 
 
 @njit(**LEAF)
+def _bracketed_root(lik, y, m, v, d, sd):
+    """The mode's offset by bisection, where Newton cannot reach it: the tilted's gradient
+    g(x) = g1(m + x) - x / v is infinite at d (a log link's exp(f) overflows past f = 709), or
+    Newton's steps from d are too short (about 1 a step where exp(f) dominates: the mode of a
+    zero count against a cavity at f = 300 lies near f = 20). From d along the gradient's sign,
+    the first point d -+ sd 2^j whose g is finite and of the other sign, then bisection of that
+    bracket. NaN if g(d) is NaN or 0 or no bracket is found."""
+    g_d = _derivs(lik, y, m + d, FD_STEP * sd)[0] - d / v
+    if not (g_d > 0.0 or g_d < 0.0):
+        return math.nan
+    sign = 1.0 if g_d > 0.0 else -1.0
+    far, step = math.nan, sd
+    for _ in range(BRACKET_DOUBLINGS):
+        x = d + sign * step
+        g = _derivs(lik, y, m + x, FD_STEP * sd)[0] - x / v
+        if finite(g) and g * sign < 0.0:
+            far = x
+            break
+        step *= 2.0
+    if math.isnan(far):
+        return math.nan
+    near = d  # (g has the sign of ``sign`` at near, the other at far)
+    for _ in range(BRACKET_BISECTIONS):
+        mid = 0.5 * (near + far)
+        if mid == near or mid == far:
+            break
+        g = _derivs(lik, y, m + mid, FD_STEP * sd)[0] - mid / v
+        if g * sign > 0.0:  # (NaN: the far side)
+            near = mid
+        else:
+            far = mid
+    return far
+
+
+@njit(**LEAF)
 def tilted_mode(lik, y, m, v, start):
     """(d, s, ok): a local maximum m + d of log p(y | m + d) - d^2 / (2 v) reached by Newton with
     backtracking from m + start, and Laplace's scale s there; ok False (and d, s NaN) when none was
-    found."""
+    found. Where the likelihood's derivatives at the start are infinite, or NEWTON_ITERATIONS do
+    not reach the mode, Newton goes on from a bisection of a bracket of it (``_bracketed_root``)."""
     sd = math.sqrt(v)
     scale = sd
     d = start
-    for _ in range(NEWTON_ITERATIONS):
-        g1, g2 = _derivs(lik, y, m + d, FD_STEP * scale)
-        grad = g1 - d / v
-        curv = g2 - 1.0 / v
-        if not (math.isfinite(grad) and math.isfinite(curv)):
+    g1, g2 = _derivs(lik, y, m + d, FD_STEP * scale)
+    if not (finite(g1) and finite(g2)):
+        d = _bracketed_root(lik, y, m, v, d, sd)
+        if math.isnan(d):
             return math.nan, math.nan, False
-        if curv < 0.0:
-            scale = min(sd, math.sqrt(-1.0 / curv))
-            step = -grad / curv
-            if abs(step) <= NEWTON_TOL * scale:
-                d += step
+    for attempt in range(2):
+        reached = False
+        for _ in range(NEWTON_ITERATIONS):
+            g1, g2 = _derivs(lik, y, m + d, FD_STEP * scale)
+            grad = g1 - d / v
+            curv = g2 - 1.0 / v
+            if not (finite(grad) and finite(curv)):
+                return math.nan, math.nan, False
+            if curv < 0.0:
+                scale = min(sd, math.sqrt(-1.0 / curv))
+                step = -grad / curv
+                if abs(step) <= NEWTON_TOL * scale:
+                    d += step
+                    reached = True
+                    break
+            else:  # a convex stretch (not log-concave): uphill by the cavity's curvature
+                step = grad * v
+            ascent = False
+            for _ in range(BACKTRACKS):
+                gain = log_lik_step(lik, y, m + d, step) - step * (d + 0.5 * step) / v
+                if gain >= 0.0:  # (False for NaN)
+                    ascent = True
+                    break
+                step *= 0.5
+            if not ascent:  # at the maximum to rounding
+                reached = True
                 break
-        else:  # a convex stretch (not log-concave): uphill by the cavity's curvature
-            step = grad * v
-        ascent = False
-        for _ in range(BACKTRACKS):
-            gain = log_lik_step(lik, y, m + d, step) - step * (d + 0.5 * step) / v
-            if gain >= 0.0:  # (False for NaN)
-                ascent = True
-                break
-            step *= 0.5
-        if not ascent:  # at the maximum to rounding
+            d += step
+        if reached or attempt == 1:
             break
-        d += step
+        far = _bracketed_root(lik, y, m, v, d, sd)
+        if math.isnan(far):
+            break
+        d = far
     g1, g2 = _derivs(lik, y, m + d, FD_STEP * scale)
     curv = g2 - 1.0 / v
-    if not (curv < 0.0 and math.isfinite(d)):
+    if not (curv < 0.0 and finite(d)):
         return math.nan, math.nan, False
     return d, math.sqrt(-1.0 / curv), True
 
@@ -317,13 +376,13 @@ def _tilted_sums(lik, y, m, v):
     normaliser and moments (steps 1-3 of the module's text), and for weak factors the derivative
     form's alpha and beta."""
     nan = math.nan
-    if not (v > 0.0 and math.isfinite(v) and math.isfinite(m) and math.isfinite(y)):
+    if not (v > 0.0 and finite(v) and finite(m) and finite(y)):
         return False, nan, nan, nan, False, nan, nan
     d, s, ok = tilted_mode(lik, y, m, v, 0.0)
     if not ok:
         return False, nan, nan, nan, False, nan, nan
     peak = _peak(lik, y)
-    if math.isfinite(peak):
+    if finite(peak):
         d2, s2, ok2 = tilted_mode(lik, y, m, v, peak - m)
         if ok2 and abs(d2 - d) > MODE_SEPARATION * (s + s2):
             # the higher mode is the reference c; the other at offset ``other``
@@ -338,7 +397,7 @@ def _tilted_sums(lik, y, m, v):
                 acc, h = _two_mode_rule(lik, y, v, c, d0, 0.0, s, other, s2)
             log_r, e1, var = _estimates(acc, math.log(h))
             log_z = log_lik(lik, y, c) - 0.5 * d0 * d0 / v - 0.5 * math.log(v) - LOG_SQRT_2PI + log_r
-            ok = math.isfinite(log_z) and var > 0.0
+            ok = finite(log_z) and var > 0.0
             return ok, log_z, d0 + e1, var, False, nan, nan
     c, d0 = _offset(m, d)
     g1c, g2c = _derivs(lik, y, c, FD_STEP * s)
@@ -349,7 +408,7 @@ def _tilted_sums(lik, y, m, v):
     z = acc[1]
     alpha_w = g1c + acc[4] / z
     beta_w = -acc[6] / z - (acc[5] / z - (acc[4] / z) ** 2)
-    ok = math.isfinite(log_z) and var > 0.0
+    ok = finite(log_z) and var > 0.0
     return ok, log_z, d0 + e1, var, weak, alpha_w, beta_w
 
 

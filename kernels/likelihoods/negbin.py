@@ -13,6 +13,9 @@ from ..special import LOG_SQRT_2PI, expm1mx, lgamma_correction, log1pmx, softplu
 from .adaptive import adaptive_tilted
 from .seam import register
 
+#: above this exp(x) is near overflow (``_bracket``)
+OVERFLOW_X = 700.0
+
 
 class NegativeBinomial(NamedTuple):
     """The negative binomial likelihood with the log link and dispersion ``r`` (> 0)."""
@@ -33,7 +36,14 @@ def _sigmoids(t):
 @njit(**LEAF)
 def _bracket(q, x):
     """log(1 + q (exp(x) - 1)) - q x for 0 <= q <= 1/2, without cancellation: for |x| <= 1 as
-    q (exp(x) - 1 - x) + log1pmx(q expm1(x)) (the two cancel to a factor 1 - q >= 1/2)."""
+    q (exp(x) - 1 - x) + log1pmx(q expm1(x)) (the two cancel to a factor 1 - q >= 1/2); for
+    x > OVERFLOW_X, where exp(x) overflows, as (1 - q) x + log(q + (1 - q) exp(-x)) (the log of a
+    count against a rate e^-1e4 was -inf, and the tilted of a wide cavity there NaN)."""
+    if x > OVERFLOW_X:  # (log(q + (1 - q) e^-x) as a log-sum-exp: q may be 0, e^-x underflow)
+        a = math.log(q) if q > 0.0 else -math.inf
+        b = math.log1p(-q) - x
+        top = max(a, b)
+        return (1.0 - q) * x + top + math.log1p(math.exp(min(a, b) - top))
     w = q * math.expm1(x)
     if -1.0 <= x <= 1.0:
         return q * expm1mx(x) + log1pmx(w)

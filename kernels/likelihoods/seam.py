@@ -53,6 +53,7 @@ from numba import njit
 from numba.extending import overload
 
 from .._config import LEAF
+from ..special import finite
 
 #: (likelihood class, leaf name) -> the registered @njit leaf
 _LEAVES = {}
@@ -206,7 +207,7 @@ def quadrature_tilted(lik, y, m, v, nodes, weights):
         z += p
         s1 += p * t
         s2 += p * t * t
-    if not (math.isfinite(top) and z > 0.0):
+    if not (finite(top) and z > 0.0):
         return math.nan, math.nan, math.nan
     e1 = s1 / z
     var_t = s2 / z - e1 * e1  # the tilted variance of t = (f - m) / sd
@@ -247,7 +248,7 @@ def derivative_tilted(lik, y, m, v, nodes, weights):
         s1 += p * u
         s11 += p * u * u
         s2 += p * g2
-    if not (math.isfinite(top) and z > 0.0):
+    if not (finite(top) and z > 0.0):
         return math.nan, math.nan, math.nan
     e1 = s1 / z
     return top + math.log(z), c1 + e1, -s2 / z - (s11 / z - e1 * e1)

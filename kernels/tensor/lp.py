@@ -48,7 +48,7 @@ from numba import njit, prange
 
 from .._config import LEAF, PARALLEL_CACHED
 from ..linalg import cholesky, cholesky_solve
-from ..special import inv_mills, log_ndtr
+from ..special import finite, inv_mills, log_ndtr
 from .messages import MODEL_GAUSSIAN, damp_noise_message
 from .moments import expected_sq_error
 
@@ -184,7 +184,7 @@ def newton_mode(model, y, s, etau, Lc, ec, x, K, R, mat, vec):
     gf = vec[2]
     xt = vec[3]
     phi = objective(model, y, s, etau, Lc, ec, x, K, R)
-    if not math.isfinite(phi):
+    if not finite(phi):
         return FAILED, 0
     for it in range(MAX_NEWTON):
         gradient_hessian(model, y, s, etau, Lc, ec, x, K, R, G, H, gf)
@@ -213,7 +213,7 @@ def newton_mode(model, y, s, etau, Lc, ec, x, K, R, mat, vec):
             slope += G[a] * dx[a]
             step = max(step, abs(dx[a]))
             xmax = max(xmax, abs(x[a]))
-        if not math.isfinite(slope):
+        if not finite(slope):
             return FAILED, it + 1
         if mu == 0.0 and step <= STEP_TOL * (1.0 + xmax):
             for a in range(n):
@@ -329,7 +329,7 @@ def lp_messages(model, y, s, etau, Lc, ec, x, K, R, indefinite, Lmsg, emsg, ok, 
         return status
     # Hessian and grad f at the final x
     h1, h2 = gradient_hessian(model, y, s, etau, Lc, ec, x, K, R, G, H, gf)
-    if not (math.isfinite(h1) and math.isfinite(h2)):
+    if not (finite(h1) and finite(h2)):
         return FAILED
     m = (K - 1) * R
     Hs = T[:m, :m]
@@ -362,13 +362,13 @@ def lp_messages(model, y, s, etau, Lc, ec, x, K, R, indefinite, Lmsg, emsg, ok, 
                 Lk[i, j] = t
                 Lk[j, i] = t
             big = max(big, abs(Lk[i, i]))
-        good = big > 0.0 and math.isfinite(big)
+        good = big > 0.0 and finite(big)
         for i in range(R):
             t = 0.0
             for j in range(R):
                 t += (Lk[i, j] + Lc[k, i, j]) * x[b0 + j]
             emsg[k, i] = t - ec[k, i]
-            good = good and math.isfinite(emsg[k, i])
+            good = good and finite(emsg[k, i])
         # C_kk^{-1} = Lc_k + Lam_k* must be positive definite (with H_{-k,-k}: H is)
         Cinv = T[:R, :R]
         Lc2 = Lh[:R, :R]
@@ -401,7 +401,7 @@ def lp_messages(model, y, s, etau, Lc, ec, x, K, R, indefinite, Lmsg, emsg, ok, 
                     for j in range(R):
                         t += (Lk[i, j] + Lc[k, i, j]) * x[b0 + j]
                     emsg[k, i] = t - ec[k, i]
-                    good = good and math.isfinite(emsg[k, i])
+                    good = good and finite(emsg[k, i])
                 psd = big > 0.0
             good = good and psd
         ok[k] = good

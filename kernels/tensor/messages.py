@@ -21,7 +21,7 @@ from numba.extending import overload
 from .._config import LEAF
 from ..likelihoods import not_log_concave
 from ..linalg import cholesky, tri_inverse
-from ..special import inv_mills
+from ..special import finite, inv_mills
 from .moments import other_modes_moments
 from .tilted import cp_tilted
 
@@ -224,7 +224,7 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback, rank1=Fal
             for j in range(R):
                 t += Lmsg[i, j] * m[j]
             emsg[i] = t
-            ok = ok and math.isfinite(t)
+            ok = ok and finite(t)
         if ok and kappa >= 0.0:
             # A = g g^T + kappa Ezz is positive semi-definite (Ezz is, a Hadamard product of
             # second-moment matrices), hence so is Lam* = A + F^T F: no check needed
@@ -271,10 +271,10 @@ def rank_one_message(alpha, beta, Ez, vv, vw, Lmsg, emsg, signed=False):
     With ``signed`` (a likelihood that may not be log-concave: ``likelihoods.not_log_concave``) a
     negative beta gives a valid message too, of negative semi-definite precision, as EP defines
     it: an outlier's tilted variance of a exceeds its cavity's (the tilted covariance Sc - beta
-    Sc Ez Ez^T Sc is then larger than the cavity's, and positive definite). The object's
-    posterior may then be improper; the schedules guard it (``sequential_full`` undoes the
-    entry's update, the parallel ones restore the object's messages: ``restore_objects``).
-    Lmsg (R, R), emsg (R,) receive it."""
+    Sc Ez Ez^T Sc is then larger than the cavity's, and positive definite). A sequential update
+    keeps the object proper (a convex combination of two proper posteriors of the cavity); a
+    parallel sweep's sum may not, and the engine guards it (``posterior.restore_objects``,
+    ``mark_shrunk``). Lmsg (R, R), emsg (R,) receive it."""
     R = Ez.shape[0]
     lam = beta * vv
     if not ((beta > 0.0 or (signed and beta < 0.0)) and lam < 1.0):
@@ -287,7 +287,7 @@ def rank_one_message(alpha, beta, Ez, vv, vw, Lmsg, emsg, signed=False):
             Lmsg[i, j] = scale * Ez[i] * Ez[j]
         emsg[i] = alpha * Ez[i] + proj * Ez[i]
         big = max(big, abs(Lmsg[i, i]))
-    return big > 0.0 and math.isfinite(scale) and math.isfinite(proj)
+    return big > 0.0 and finite(scale) and finite(proj)
 
 
 @njit(**LEAF)
@@ -338,7 +338,7 @@ def probit_coord(tc, nc, s, x, b, ezz, rank1, out):
         inv = 1.0 / (1.0 - a)
         t_new = tc * a * inv
         n_new = (vc * g * tc + nc * a) * inv
-        if a > 0.0 and a < 1.0 and t_new > 0.0 and math.isfinite(t_new) and math.isfinite(n_new):
+        if a > 0.0 and a < 1.0 and t_new > 0.0 and finite(t_new) and finite(n_new):
             out[0] = t_new
             out[1] = n_new
             return True
@@ -367,7 +367,7 @@ def generic_coord(lik, y, tc, nc, x, b, ezz, nodes, weights, out):
     t_new = tc * a * inv
     n_new = (alpha * x + nc * a) * inv
     signed = not_log_concave(lik) and a < 0.0
-    if (signed or (a > 0.0 and t_new > 0.0)) and a < 1.0 and math.isfinite(t_new) and math.isfinite(n_new):
+    if (signed or (a > 0.0 and t_new > 0.0)) and a < 1.0 and finite(t_new) and finite(n_new):
         out[0] = t_new
         out[1] = n_new
         return True

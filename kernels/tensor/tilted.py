@@ -24,6 +24,7 @@ from .._config import LEAF
 from ..likelihoods import log_lik, log_lik_derivs, tilted
 from ..likelihoods.adaptive import add_node
 from ..likelihoods.seam import has_leaf
+from ..special import finite
 
 __all__ = ["cp_tilted", "trapezoid_tilted"]
 
@@ -95,7 +96,7 @@ def _accumulate(lik, y, m, v, a, c1, start, h, n, acc):
 def _moments(acc, h, a, m, v, c1):
     """(log Z, alpha, beta) from the trapezoid sums ``acc`` at spacing h (``trapezoid_tilted``)."""
     top, z, s1, s2, d1, d11, d2 = acc
-    if not (math.isfinite(top) and z > 0.0):
+    if not (finite(top) and z > 0.0):
         return math.nan, math.nan, math.nan
     log_z = top + math.log(z * h) - 0.5 * math.log(2.0 * math.pi * v)
     e1 = s1 / z  # the tilted's moments of t = a - a*
@@ -151,7 +152,7 @@ def trapezoid_tilted(lik, y, m, v):
     c1, c2 = log_lik_derivs(lik, y, a)
     c = c2 - 1.0 / v
     s = min(1.0 / math.sqrt(-c), math.sqrt(v)) if c < 0.0 else math.sqrt(v)
-    if not (math.isfinite(a) and math.isfinite(phi) and math.isfinite(c1) and s > 0.0):
+    if not (finite(a) and finite(phi) and finite(c1) and s > 0.0):
         return math.nan, math.nan, math.nan
     left = _extent(lik, y, a, m, v, phi, s, -1.0)
     right = _extent(lik, y, a, m, v, phi, s, 1.0)
