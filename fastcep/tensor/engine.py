@@ -237,6 +237,7 @@ class CPEngine:
         self.guard = guarded(model, method, schedule, self.likelihood)
         self.snapshot = False
         self.held_priors = 0
+        self.prior_check = None
         if self.guard:
             self.old_Lam, self.old_eta = np.empty_like(self.Lam), np.empty_like(self.eta)
             self.old_P = np.empty_like(self.P_Lam)
@@ -427,8 +428,12 @@ class CPEngine:
     def _refused_prior(self):
         """Whether the guard refuses the prior + the current messages of some object, against the
         current posterior (the posterior in scratch)."""
-        lay, bad = self.lay, np.zeros_like(self.bad)
-        post = tuple(np.empty_like(a) for a in (self.P_Lam, self.P_eta, self.M, self.S, self.E2))
+        lay = self.lay
+        if self.prior_check is None:  # (the scratch posterior and flags, allocated once)
+            arrays = (self.P_Lam, self.P_eta, self.M, self.S, self.E2, self.bad)
+            self.prior_check = tuple(np.empty_like(a) for a in arrays)
+        *post, bad = self.prior_check
+        bad[:] = 0
         if self.covariance == "full":
             K.rebuild_full(
                 lay.ptr, lay.ent, lay.obj_mode, 0, self.n_obj, self.Lam, self.eta, self.prior_Lam,
