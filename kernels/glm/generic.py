@@ -22,8 +22,7 @@ from numba import njit, prange
 
 from .._config import LEAF, PARALLEL_CACHED
 from ..likelihoods import log_lik, log_predictive, not_log_concave, tilted
-from ..special import finite
-from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity, save_row
+from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity, save_row, signed_message
 
 
 @njit(**LEAF)
@@ -37,7 +36,7 @@ def site_message(lik, tc, nc, delta, a):
     undoes a sweep whose sum leaves a weight improper."""
     t_new, n_new, ok = message_from_moments(tc, nc, delta, a)
     if not_log_concave(lik) and not ok:
-        ok = (tc > 0.0) and (a < 1.0) and finite(t_new) and finite(n_new)
+        t_new, n_new, ok = signed_message(tc, nc, delta, a)
     return t_new, n_new, ok
 
 

@@ -48,7 +48,7 @@ from numba import njit
 
 from .._config import LEAF
 from ..special import finite, log_ndtr, log_sigmoid
-from .sweep import apply_row_change, damp_site, row_cavity, save_row
+from .sweep import apply_row_change, damp_site, row_cavity, save_row, signed_message
 
 PROBIT = 0
 LOGISTIC = 1
@@ -173,10 +173,8 @@ def is_row(model, X, s, i, tau, nu, T, N, rho, n_samples, key, pT, pN, c, work):
         # above the cavity's, a < 0) is kept: it is Monte-Carlo noise around a weak site, and
         # dropping it would keep only the positive half of that noise, a bias that inflates
         # the posterior precision sweep after sweep (measured: variances collapsing to 1e-108)
-        inv = 1.0 / (1.0 - a)
-        t_new = tc * a * inv
-        n_new = (delta * tc + (N[m] - nu[i, m]) * a) * inv
-        ok = (defined or xm == 0.0) and tc > 0.0 and a < 1.0 and finite(t_new) and finite(n_new)
+        t_new, n_new, ok = signed_message(tc, N[m] - nu[i, m], delta, a)
+        ok = ok and (defined or xm == 0.0)
         k += damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c)
     return k
 

@@ -53,6 +53,21 @@ def message_from_moments(tc, nc, delta, a):
 
 
 @njit(**LEAF)
+def signed_message(tc, nc, delta, a):
+    """``message_from_moments`` with a site precision of either sign: ok needs only a proper
+    cavity (tc > 0), a positive tilted variance (a < 1) and finite values. For the sites of a
+    likelihood that may not be log-concave, whose outliers' tilted variances exceed their
+    cavities' (a < 0, as EP defines the site: ``generic.site_message``), and for moments
+    estimated by importance sampling, whose noise around a weak site must be kept on both sides
+    (``importance.is_row``)."""
+    inv = 1.0 / (1.0 - a)
+    t_new = tc * a * inv
+    n_new = (delta * tc + nc * a) * inv
+    ok = (tc > 0.0) & (a < 1.0) & finite(t_new) & finite(n_new)
+    return t_new, n_new, ok
+
+
+@njit(**LEAF)
 def damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c):
     """Damped update msg <- (1 - rho) msg + rho new of site (i, m) if ok, added to the partial
     sums pT[c, m], pN[c, m]; returns 1 if skipped."""
