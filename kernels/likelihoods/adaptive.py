@@ -159,6 +159,12 @@ def _peak_impl(lik, y):
 
 
 @njit(**LEAF)
+def _gradient(lik, y, m, v, x, sd):
+    """The tilted's gradient in the offset x: d/dx [log p(y | m + x) - x^2 / (2 v)]."""
+    return _derivs(lik, y, m + x, FD_STEP * sd)[0] - x / v
+
+
+@njit(**LEAF)
 def _bracketed_root(lik, y, m, v, d, sd):
     """The mode's offset by bisection, where Newton cannot reach it: the tilted's gradient
     g(x) = g1(m + x) - x / v is infinite at d (a log link's exp(f) overflows past f = 709), or
@@ -166,14 +172,14 @@ def _bracketed_root(lik, y, m, v, d, sd):
     zero count against a cavity at f = 300 lies near f = 20). From d along the gradient's sign,
     the first point d -+ sd 2^j whose g is finite and of the other sign, then bisection of that
     bracket. NaN if g(d) is NaN or 0 or no bracket is found."""
-    g_d = _derivs(lik, y, m + d, FD_STEP * sd)[0] - d / v
+    g_d = _gradient(lik, y, m, v, d, sd)
     if not (g_d > 0.0 or g_d < 0.0):
         return math.nan
     sign = 1.0 if g_d > 0.0 else -1.0
     far, step = math.nan, sd
     for _ in range(BRACKET_DOUBLINGS):
         x = d + sign * step
-        g = _derivs(lik, y, m + x, FD_STEP * sd)[0] - x / v
+        g = _gradient(lik, y, m, v, x, sd)
         if finite(g) and g * sign < 0.0:
             far = x
             break
@@ -185,7 +191,7 @@ def _bracketed_root(lik, y, m, v, d, sd):
         mid = 0.5 * (near + far)
         if mid == near or mid == far:
             break
-        g = _derivs(lik, y, m + mid, FD_STEP * sd)[0] - mid / v
+        g = _gradient(lik, y, m, v, mid, sd)
         if g * sign > 0.0:  # (NaN: the far side)
             near = mid
         else:
