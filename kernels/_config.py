@@ -3,9 +3,22 @@
 ``FASTMATH`` deliberately leaves out ``nnan`` and ``ninf``: the guards that refuse a message
 with a non-positive or non-finite precision must survive compilation. It is a plain ``set``
 because numba rejects a frozenset.
+
+It leaves out ``reassoc`` too, for two reasons:
+
+- **The same bits whether a kernel was compiled now or loaded from the disk cache.** numba
+  compiles the body of a ``prange`` loop as a library of its own and links a copy of it into
+  the driver. A process that compiles the driver runs the body as optimised once. The driver's
+  cached object code holds the copy, which LLVM optimised a second time after linking. With
+  ``reassoc``, that second pass vectorises some sums again in another order, so the first run
+  after an install gave other figures than every later run (BENCHMARKS.md, "The same bits from
+  a fresh compile and from the cache"). ``tests/test_style.py`` holds this.
+- The leaves whose error analysis fixes the order of operations: Cody-Waite range reduction,
+  whose (t - k hi) - k lo ``reassoc`` would fold into t - k (hi + lo), and the node offsets of
+  ``likelihoods.adaptive._offset``.
 """
 
-FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+FASTMATH = {"nsz", "arcp", "contract", "afn"}
 
 #: numpy's error model: a division by zero gives inf/nan (caught by the kernels' finiteness
 #: guards) instead of a Python ZeroDivisionError check in every division, which blocks SIMD
@@ -13,10 +26,13 @@ ERROR_MODEL = "numpy"
 
 #: options for serial leaves (cached on disk)
 LEAF = {"cache": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR_MODEL}
-#: options for leaves whose error analysis fixes the order of operations (Cody-Waite range
-#: reduction): no ``reassoc``, which would fold (t - k hi) - k lo into t - k (hi + lo)
-FASTMATH_ORDERED = FASTMATH - {"reassoc"}
-LEAF_ORDERED = dict(LEAF, fastmath=FASTMATH_ORDERED)
+#: the one exception to FASTMATH: the kernels whose sums over a regression row's d features
+#: (x.mu, sum x^2 v) or over a CP entry's R x R block ``reassoc`` turns into SIMD code. Without
+#: it a probit CEP-1 sweep of 1,000,000 x 100 took 2x as long (BENCHMARKS.md, "The same bits from
+#: a fresh compile and from the cache"). Their fits give the same bits from a fresh compile and
+#: from the cache (``tests/test_style.py``).
+FASTMATH_SUMS = FASTMATH | {"reassoc"}
+LEAF_SUMS = dict(LEAF, fastmath=FASTMATH_SUMS)
 #: options for serial drivers that loop over many rows
 SERIAL = {"cache": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR_MODEL}
 #: options for parallel drivers (uncached: numba compiles them per process)

@@ -30,7 +30,7 @@ from numpy.polynomial import chebyshev as _cheb
 from scipy.special import erfcx as _erfcx
 from scipy.special import expit as _expit
 
-from ._config import LEAF, LEAF_ORDERED
+from ._config import LEAF
 
 SQRT2 = math.sqrt(2.0)
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -222,12 +222,13 @@ _INV_LN2 = 1.0 / math.log(2.0)
 _MAGIC = 6755399441055744.0
 
 
-@njit(**LEAF_ORDERED)
+@njit(**LEAF)
 def exp_bounded(t):
     """exp(t) for -708 <= t <= 0, without a table or a branch (SIMD-friendly); relative error
     about 2e-16 (tested against mpmath).
 
-    t = k ln 2 + r with |r| <= ln 2 / 2 (Cody-Waite, which is why ``reassoc`` is off here);
+    t = k ln 2 + r with |r| <= ln 2 / 2 (Cody-Waite, whose order of operations the kernels'
+    fastmath keeps: it has no ``reassoc``, ``_config``);
     exp(r) by its Taylor polynomial of degree 13 (remainder < 3e-18), times 2^k built from its
     bits (exact while 2^k is a normal number, k >= -1022). Outside the range the result is
     wrong; callers clamp t or fix those values up.
@@ -340,7 +341,7 @@ def inv_mills_simd(z):
 SIGMOID_BOUNDED_LIMIT = 40.0
 
 
-@njit(**LEAF_ORDERED)
+@njit(**LEAF)
 def sigmoid_pair_bounded(t):
     """(sigmoid(t), 1 - sigmoid(t)) for |t| <= 40, without a table or a branch (SIMD-friendly).
 

@@ -110,7 +110,7 @@ def test_sigmoid_pair_and_log_sigmoid():
     np.testing.assert_allclose(ls, log_expit(t), rtol=1e-14, atol=1e-300)
 
 
-# the bounded functions run inside SIMD loops of callers compiled with ``reassoc``: test them there
+# the bounded functions run inside the SIMD loops of their callers: test them there too
 @njit(**dict(LEAF, cache=False))
 def _simd_exp(t, out):
     for i in range(t.shape[0]):

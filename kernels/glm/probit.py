@@ -25,9 +25,11 @@ from .sweep import (
     apply_row_change,
     damp_site,
     message_from_moments,
+    row_dots,
     save_row,
     slab_damp,
     slab_rows,
+    sum_sq_dev,
 )
 
 _MILLS_LO, _MILLS_HI = MILLS_TABLE_RANGE
@@ -90,13 +92,8 @@ def cep_rows(X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, second, pT, pN
         if seq:
             save_row(tau, nu, i, old)
         d = X.shape[1]
-        xmu = 0.0
-        xxv = 0.0
-        for m in range(d):
-            xmu += X[i, m] * mu[m]
-            xxv += X[i, m] * X[i, m] * v[m]
+        xmu, xxv = row_dots(X, i, mu, v)
         z0 = s * xmu
-        hh = 0.0  # sum of (z - z0)^2: a bound on max |z - z0| that a SIMD loop can reduce
         for m in range(d):
             xm = X[i, m]
             tc = T[m] - tau[i, m]
@@ -106,7 +103,8 @@ def cep_rows(X, S, order, lo, hi, seq, tau, nu, T, N, mu, v, rho, second, pT, pN
             work[c, 0, m] = z
             work[c, 1, m] = vc
             work[c, 2, m] = idn
-            hh += (z - z0) * (z - z0)
+        # sum of (z - z0)^2: a bound on max |z - z0| that a SIMD loop can reduce
+        hh = sum_sq_dev(work[c, 0, :d], z0)
         taylor = False
         if d > MILLS_TAYLOR_TERMS:
             coef = inv_mills_taylor(z0)

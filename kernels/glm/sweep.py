@@ -24,7 +24,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .._config import LEAF, N_WORK
+from .._config import LEAF, LEAF_SUMS, N_WORK
 from ..special import finite
 
 
@@ -83,7 +83,28 @@ def damp_site(tau, nu, i, m, t_new, n_new, ok, rho, pT, pN, c):
     return 0 if ok else 1
 
 
-@njit(**LEAF)
+@njit(**LEAF_SUMS)
+def row_dots(X, i, a, b):
+    """(sum_m X[i, m] a[m], sum_m X[i, m]^2 b[m]): for a = mu and b = v, the mean x.mu of row i's
+    f and sum x^2 v (CEP-2's q before one site's term is taken out)."""
+    s = 0.0
+    t = 0.0
+    for m in range(X.shape[1]):
+        s += X[i, m] * a[m]
+        t += X[i, m] * X[i, m] * b[m]
+    return s, t
+
+
+@njit(**LEAF_SUMS)
+def sum_sq_dev(w, z0):
+    """sum_m (w[m] - z0)^2."""
+    h = 0.0
+    for m in range(w.shape[0]):
+        h += (w[m] - z0) * (w[m] - z0)
+    return h
+
+
+@njit(**LEAF_SUMS)
 def row_cavity(X, i, tau, nu, T, N, work, c, jv, jm):
     """Cavities of row i's d weights: variances into work[c, jv] and means into work[c, jm];
     returns (x.mc, sum_m x_m^2 vc_m, number of improper cavities (precision <= 0))."""
@@ -217,11 +238,7 @@ def slab_rows(X, S, r0, r1, mu, v, slab, c, jb, jq, js):
     d = X.shape[1]
     for b in range(r1 - r0):
         i = r0 + b
-        xmu = 0.0
-        xxv = 0.0
-        for m in range(d):
-            xmu += X[i, m] * mu[m]
-            xxv += X[i, m] * X[i, m] * v[m]
+        xmu, xxv = row_dots(X, i, mu, v)
         s = S[i]
         for m in range(d):
             j = b * d + m

@@ -69,7 +69,7 @@ import math
 from numba import njit
 from numba.extending import overload
 
-from .._config import LEAF, LEAF_ORDERED
+from .._config import LEAF
 from ..special import LOG_SQRT_2PI, finite
 from .seam import WEAK_FACTOR, _leaf, log_lik, log_lik_derivs, log_lik_step
 
@@ -102,11 +102,11 @@ BRACKET_BISECTIONS = 200
 _HALF_PI = 0.5 * math.pi
 
 
-@njit(**LEAF_ORDERED)
+@njit(**LEAF)
 def _offset(c, x):
-    """(f, x') = (c + x, (c + x) - c): the node and its exact offset from c (Sterbenz). Ordered
-    fastmath: with ``reassoc`` LLVM folds (c + x) - c into x, and the cavity's term would then be
-    taken at another point than the likelihood's."""
+    """(f, x') = (c + x, (c + x) - c): the node and its exact offset from c (Sterbenz). With
+    ``reassoc`` (which the kernels' fastmath leaves out: ``_config``) LLVM would fold (c + x) - c
+    into x, and the cavity's term would then be taken at another point than the likelihood's."""
     f = c + x
     return f, f - c
 

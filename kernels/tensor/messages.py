@@ -18,7 +18,7 @@ import math
 from numba import njit, types
 from numba.extending import overload
 
-from .._config import LEAF
+from .._config import LEAF, LEAF_SUMS
 from ..likelihoods import not_log_concave
 from ..linalg import cholesky, tri_inverse
 from ..special import finite, inv_mills
@@ -450,7 +450,7 @@ def entry_update(
     return skipped
 
 
-@njit(**LEAF)
+@njit(**LEAF_SUMS)
 def gaussian_entry_update(e, gidx, k_lo, k_hi, y, Lf, eta, M, E2f, etau, rho, bf, with_sums, PL, Pe):
     """cp_gaussian CEP-1 messages of entry e to its objects of modes k_lo..k_hi-1 (full R x R
     blocks), damped in place: Lam <- (1 - rho) Lam + rho E[tau] Hadamard_{k' != k} E2[o_k'],
