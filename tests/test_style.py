@@ -110,6 +110,8 @@ cp = fastcep.fit(T.coords, y, model="cp_student_t", shape=T.shape, rank=2, seed=
 X = rng.standard_normal((400, 4))
 counts = rng.negative_binomial(3, 3 / (3 + np.exp(X @ [0.4, -0.3, 0.2, 0.1])))
 post = [*cp.posterior.means, *cp.posterior.covs]
+g = fastcep.fit(T.coords, T.values, model="cp_gaussian", shape=T.shape, rank=2, seed=0, max_iter=15)
+post += [*g.posterior.means, *g.posterior.covs]
 nb = fastcep.fit(X, counts.astype(float), model="negbin", max_iter=12)
 post += [nb.posterior.mean, nb.posterior.var]
 for d in (4, 24):  # probit on few features (slabs of rows) and on many (the row functions)
@@ -125,8 +127,9 @@ print(json.dumps([hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest() 
 def test_fits_from_the_cache_give_the_bits_of_the_run_that_compiled_them(tmp_path):
     """The fits in which a fresh compile and the cache disagreed most (by up to 3e-9 in a
     posterior mean, before ``reassoc`` left the kernels' fastmath): a Student-t CP fit on the
-    diagonal block schedule and a negative binomial regression. And probit CEP-1, CEP-2 and EP
-    on few and on many features, whose sums over a row keep ``reassoc`` (FASTMATH_SUMS)."""
+    diagonal block schedule and a negative binomial regression. And the fits whose kernels keep
+    ``reassoc`` in their sums (FASTMATH_SUMS): cp_gaussian, and probit CEP-1, CEP-2 and EP on few
+    and on many features."""
     fresh, cached = _twice(_FITS_RUN, tmp_path)
     assert json.loads(fresh) == json.loads(cached)
 
