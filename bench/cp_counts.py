@@ -108,8 +108,9 @@ def fit_fastcep(model, coords, values, shape, rank, seed, **options):
                 seconds=time.perf_counter() - start,
             )
     return res, dict(
-        status="ok", seconds=time.perf_counter() - start, n_iter=res.n_iter, converged=res.converged
-    )
+        status="ok", seconds=time.perf_counter() - start, n_iter=res.n_iter, converged=res.converged,
+        stop_reason=res.stop_reason,
+    )  # fmt: skip
 
 
 def predictive_median(mean, var, cdf, n_points=401, steps=48):

@@ -265,7 +265,8 @@ class NegativeBinomial(Likelihood):
 
     def mean_var(self, m, v):
         mean, spread = _lognormal(m, v)  # Var y = E[mu + mu^2 / r] + Var[mu], mu = e^f
-        return mean, mean + (mean * mean + spread) / self.dispersion + spread
+        with np.errstate(over="ignore"):  # (inf where it overflows, as _lognormal's)
+            return mean, mean + (mean * mean + spread) / self.dispersion + spread
 
     def unit_deviance(self, y, mean):
         r = self.dispersion

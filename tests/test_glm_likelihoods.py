@@ -247,6 +247,9 @@ def test_count_predictive_moments_overflow_to_inf_not_nan():
             np.testing.assert_allclose(mean[:3], mu, rtol=1e-14)
             np.testing.assert_allclose(var[:3], mu + extra + second - mu**2, rtol=1e-12)
             assert np.all(np.isinf(mean[3:])) and np.all(np.isinf(var[3:]))
+        # a finite mean whose square overflows (seen on Alog's zero slices after a long fit)
+        mean, var = NegativeBinomial(0.6).mean_var(np.array([400.0]), np.array([0.0]))
+        assert np.isfinite(mean[0]) and np.isinf(var[0])
 
 
 def test_only_a_likelihood_that_may_not_be_log_concave_keeps_a_site_of_negative_precision():

@@ -1,0 +1,99 @@
+"""Why a count CP fit does not converge on Alog (issue 22): the figures along one fit.
+
+    python -m bench.cp_count_drift [--fold 1] [--rank 3] [--max-iter 300]
+                                   [--prior wishart|ard|fixed] [--hold-prior-after N]
+
+A cp_negbin fit on Alog's counts (``data_tools.tensors.load_alog_counts``, seed 0, defaults but
+``--prior`` and ``max_iter``). At iterations 10, 20, 30, 40, 50, 60, 75 and every 25th: the
+change (the stopping measure), the mean log predictive density of the training and of the test
+entries, the test RMSE on the log scale of the predictive median (``bench.cp_counts``), the
+learned dispersion, the lowest predictive mean and the largest predictive variance of f over the
+test entries. ``--hold-prior-after N`` holds the learned prior after its update of iteration N
+(a diagnostic: the engine's ``update_prior`` is skipped from iteration N + 1). Rows are printed
+as JSON lines and saved to bench/results/cp-count-drift-f{fold}-r{rank}-{prior}{-holdN}.json.
+"""
+
+import argparse
+import json
+import pathlib
+import time
+import warnings
+
+import numpy as np
+
+import fastcep
+from fastcep.tensor import engine as E
+
+from .cp_counts import SHARED, load_alog_counts, negbin_cdf, predictive_median, rmse_log
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+CHECKPOINTS = (10, 20, 30, 40, 50, 60, 75)
+
+
+def hold_prior_after(iteration):
+    """Skip the engine's hyper-layer updates after the one of ``iteration`` (the first is at
+    iteration 2)."""
+    learn = E.CPEngine.update_prior
+    calls = [0]
+
+    def held(engine):
+        calls[0] += 1
+        if calls[0] < iteration:
+            learn(engine)
+
+    E.CPEngine.update_prior = held
+
+
+def curve(fold, rank, max_iter, prior, hold_after):
+    train, test = load_alog_counts(fold, SHARED)
+    if hold_after is not None:
+        hold_prior_after(hold_after)
+    rows, spent = [], [0.0]
+    start = time.perf_counter()
+
+    def measure(info):
+        if info.iteration not in CHECKPOINTS and info.iteration % 25:
+            return
+        t0 = time.perf_counter()
+        res = info.result
+        mean, var = res._f_moments(test.coords)
+        median = predictive_median(mean, var, negbin_cdf(res.likelihood.dispersion))
+        row = dict(
+            iteration=info.iteration, change=info.change, seconds=t0 - start - spent[0],
+            train_lpd=res.log_likelihood(train.coords, train.values),
+            test_lpd=res.log_likelihood(test.coords, test.values),
+            rmse_log_median=rmse_log(test.values, np.log1p(median)),
+            dispersion=float(res.likelihood.dispersion), lowest_mean=float(mean.min()),
+            largest_var=float(var.max()),
+        )  # fmt: skip
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        spent[0] += time.perf_counter() - t0
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastcep.ConvergenceWarning)
+        fastcep.fit(
+            train.coords, train.values, model="cp_negbin", shape=train.shape, rank=rank, seed=0,
+            max_iter=max_iter, prior=prior, callback=measure,
+        )  # fmt: skip
+    tag = f"-f{fold}-r{rank}-{prior}" + ("" if hold_after is None else f"-hold{hold_after}")
+    (RESULTS / f"cp-count-drift{tag}.json").write_text(json.dumps(rows, indent=1))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fold", type=int, default=1)
+    ap.add_argument("--rank", type=int, default=3)
+    ap.add_argument("--max-iter", type=int, default=300)
+    ap.add_argument("--prior", default="wishart", choices=("wishart", "ard", "fixed"))
+    ap.add_argument("--hold-prior-after", type=int, default=None)
+    args = ap.parse_args(argv)
+    if not (SHARED / "alog").is_dir():
+        print(f"skipped: no data in {SHARED}")
+        return
+    RESULTS.mkdir(exist_ok=True)
+    curve(args.fold, args.rank, args.max_iter, args.prior, args.hold_prior_after)
+
+
+if __name__ == "__main__":
+    main()
