@@ -19,12 +19,10 @@ import pathlib
 import time
 import warnings
 
-import numpy as np
-
 import fastcep
 from fastcep.tensor import engine as E
 
-from .cp_counts import SHARED, load_alog_counts, negbin_cdf, predictive_median, rmse_log
+from .cp_counts import SHARED, load_alog_counts, negbin_median_rmse
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 CHECKPOINTS = (10, 20, 30, 40, 50, 60, 75)
@@ -56,13 +54,12 @@ def curve(fold, rank, max_iter, prior, hold_after):
             return
         t0 = time.perf_counter()
         res = info.result
-        mean, var = res._f_moments(test.coords)
-        median = predictive_median(mean, var, negbin_cdf(res.likelihood.dispersion))
+        rmse, mean, var = negbin_median_rmse(res, test)
         row = dict(
             iteration=info.iteration, change=info.change, seconds=t0 - start - spent[0],
             train_lpd=res.log_likelihood(train.coords, train.values),
             test_lpd=res.log_likelihood(test.coords, test.values),
-            rmse_log_median=rmse_log(test.values, np.log1p(median)),
+            rmse_log_median=rmse,
             dispersion=float(res.likelihood.dispersion), lowest_mean=float(mean.min()),
             largest_var=float(var.max()),
         )  # fmt: skip

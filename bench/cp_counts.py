@@ -147,6 +147,14 @@ def negbin_cdf(r):
     return lambda k, rate: stats.nbinom.cdf(k, r, r / (r + rate))
 
 
+def negbin_median_rmse(res, test):
+    """The RMSE on the log scale of a negative binomial fit's predictive median at the test
+    entries, and the predictive moments of f there."""
+    mean, var = res._f_moments(test.coords)
+    median = predictive_median(mean, var, negbin_cdf(res.likelihood.dispersion))
+    return rmse_log(test.values, np.log1p(median)), mean, var
+
+
 def run_cp_poisson(train, test, rank, seed, label, **options):
     res, cell = fit_fastcep("cp_poisson", train.coords, train.values, train.shape, rank, seed, **options)
     cell.update(method=label, options=options)
@@ -181,9 +189,7 @@ def run_cp_negbin(train, test, rank, seed, label="cp_negbin", **options):
     if res is not None:
         cell["lpd"] = float(res.log_likelihood(test.coords, test.values))
         cell["rmse_log"] = rmse_log(test.values, np.log1p(res.predict(test.coords)))
-        mean, var = res._f_moments(test.coords)
-        median = predictive_median(mean, var, negbin_cdf(res.likelihood.dispersion))
-        cell["rmse_log_median"] = rmse_log(test.values, np.log1p(median))
+        cell["rmse_log_median"] = negbin_median_rmse(res, test)[0]
         cell["dispersion"] = float(res.likelihood.dispersion)
     return cell
 
