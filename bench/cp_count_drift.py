@@ -2,6 +2,7 @@
 
     python -m bench.cp_count_drift [--fold 1] [--rank 3] [--max-iter 300]
                                    [--prior wishart|ard|fixed] [--hold-prior-after N]
+                                   [--dispersion R] [--gold NPZ]
 
 A cp_negbin fit on Alog's counts (``data_tools.tensors.load_alog_counts``, seed 0, defaults but
 ``--prior`` and ``max_iter``). At iterations 10, 20, 30, 40, 50, 60, 75 and every 25th: the
@@ -9,20 +10,28 @@ change (the stopping measure), the mean log predictive density of the training a
 entries, the test RMSE on the log scale of the predictive median (``bench.cp_counts``), the
 learned dispersion, the lowest predictive mean and the largest predictive variance of f over the
 test entries. ``--hold-prior-after N`` holds the learned prior after its update of iteration N
-(a diagnostic: the engine's ``update_prior`` is skipped from iteration N + 1). Rows are printed
-as JSON lines and saved to bench/results/cp-count-drift-f{fold}-r{rank}-{prior}{-holdN}.json.
+(a diagnostic: the engine's ``update_prior`` is skipped from iteration N + 1). ``--dispersion R``
+holds the negative binomial's dispersion at R (``model="cp", likelihood=NegativeBinomial(R)``,
+as ``bench.cp_count_gold``'s chain) instead of learning it. ``--gold NPZ`` (that bench's .npz
+of the same fold) adds the test entries' distance to the gold (``cp_count_gold.against_gold``):
+zero slices and the others apart. Rows are printed as JSON lines and saved to
+bench/results/cp-count-drift-f{fold}-r{rank}-{prior}{-holdN}{-nbR}.json.
 """
 
 import argparse
-import json
 import pathlib
 import time
 import warnings
 
-import fastcep
-from fastcep.tensor import engine as E
+import numpy as np
 
-from .cp_counts import SHARED, load_alog_counts, negbin_median_rmse
+import fastcep
+from fastcep.likelihoods import NegativeBinomial
+from fastcep.tensor import engine as E
+from fastcep.tensor import likelihoods as CPL
+
+from .cp_count_gold import against_gold, zero_slice_entries
+from .cp_counts import SHARED, load_alog_counts, negbin_median_rmse, strict_json
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 CHECKPOINTS = (10, 20, 30, 40, 50, 60, 75)
@@ -42,10 +51,18 @@ def hold_prior_after(iteration):
     E.CPEngine.update_prior = held
 
 
-def curve(fold, rank, max_iter, prior, hold_after):
+def curve(fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None):
     train, test = load_alog_counts(fold, SHARED)
+    if gold is not None and not np.array_equal(gold["zero"], zero_slice_entries(train, test)):
+        raise SystemExit(
+            f"--gold: its test entries ({len(gold['zero'])}, zero slices marked) are not fold {fold}'s "
+            f"({len(test.values)}): a gold of another fold?"
+        )
     if hold_after is not None:
         hold_prior_after(hold_after)
+    model = dict(model="cp_negbin")
+    if dispersion is not None:
+        model = dict(model="cp", likelihood=NegativeBinomial(dispersion=dispersion))
     rows, spent = [], [0.0]
     start = time.perf_counter()
 
@@ -63,18 +80,22 @@ def curve(fold, rank, max_iter, prior, hold_after):
             dispersion=float(res.likelihood.dispersion), lowest_mean=float(mean.min()),
             largest_var=float(var.max()),
         )  # fmt: skip
+        if gold is not None:
+            lpd = CPL.log_predictive(res.likelihood.kernel(), test.values, mean, var)
+            row["gold"] = against_gold(gold, mean, var, lpd)
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        print(strict_json(row), flush=True)
         spent[0] += time.perf_counter() - t0
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fastcep.ConvergenceWarning)
         fastcep.fit(
-            train.coords, train.values, model="cp_negbin", shape=train.shape, rank=rank, seed=0,
-            max_iter=max_iter, prior=prior, callback=measure,
+            train.coords, train.values, shape=train.shape, rank=rank, seed=0, max_iter=max_iter, prior=prior,
+            callback=measure, **model,
         )  # fmt: skip
     tag = f"-f{fold}-r{rank}-{prior}" + ("" if hold_after is None else f"-hold{hold_after}")
-    (RESULTS / f"cp-count-drift{tag}.json").write_text(json.dumps(rows, indent=1))
+    tag += "" if dispersion is None else f"-nb{dispersion:g}"
+    (RESULTS / f"cp-count-drift{tag}.json").write_text(strict_json(rows, indent=1))
 
 
 def main(argv=None):
@@ -84,12 +105,15 @@ def main(argv=None):
     ap.add_argument("--max-iter", type=int, default=300)
     ap.add_argument("--prior", default="wishart", choices=("wishart", "ard", "fixed"))
     ap.add_argument("--hold-prior-after", type=int, default=None)
+    ap.add_argument("--dispersion", type=float, default=None)
+    ap.add_argument("--gold", type=pathlib.Path, default=None)
     args = ap.parse_args(argv)
     if not (SHARED / "alog").is_dir():
         print(f"skipped: no data in {SHARED}")
         return
     RESULTS.mkdir(exist_ok=True)
-    curve(args.fold, args.rank, args.max_iter, args.prior, args.hold_prior_after)
+    gold = None if args.gold is None else np.load(args.gold)
+    curve(args.fold, args.rank, args.max_iter, args.prior, args.hold_prior_after, args.dispersion, gold)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ Raw cells in bench/results/cp-counts{SUFFIX}.json.
 
 import argparse
 import json
+import math
 import os
 import pathlib
 import time
@@ -63,6 +64,23 @@ def poisson_logpmf(y, m):
     out[(y == 0) & (m == 0)] = 0.0
     out[(y > 0) & (m <= 0)] = -np.inf
     return out
+
+
+def strict_json(obj, **kwargs):
+    """``json.dumps`` in standard JSON: a float that is not finite (an overflowed predictive mean,
+    an lpd of -inf) is written as the string "inf", "-inf" or "nan", not as json's Infinity or
+    NaN, which standard JSON readers refuse; anything else not finite raises ValueError."""
+
+    def clean(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return repr(float(x))
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [clean(v) for v in x]
+        return x
+
+    return json.dumps(clean(obj), allow_nan=False, **kwargs)
 
 
 def rmse_log(y, log1p_ey):
@@ -322,14 +340,14 @@ def main(argv=None):
     record = dict(cells=[], overdispersion={}, cost=None, args=vars(args))
 
     def save():
-        path.write_text(json.dumps(record, indent=1))
+        path.write_text(strict_json(record, indent=1))
 
     count_opts = {} if args.schedule is None else {"schedule": args.schedule}
     tag = "" if args.schedule is None else f", schedule {args.schedule}"
     for fold in [] if args.cost_only else args.folds:
         train, test = load_alog_counts(fold, SHARED)
         record["overdispersion"][fold] = overdispersion(train)
-        print(json.dumps(dict(fold=fold, overdispersion=record["overdispersion"][fold])), flush=True)
+        print(strict_json(dict(fold=fold, overdispersion=record["overdispersion"][fold])), flush=True)
         for rank in args.ranks:
             for method in args.methods:
                 if method == "cp_poisson":
@@ -350,13 +368,13 @@ def main(argv=None):
                 for cell in cells:
                     cell.update(fold=fold, rank=rank, seed=args.seed)
                     record["cells"].append(cell)
-                    print(json.dumps(cell), flush=True)
+                    print(strict_json(cell), flush=True)
                 save()
     if not args.no_cost:
         record["cost"] = per_entry_cost(
             args.folds[0], args.cost_rank, args.cost_iters, args.cost_repeats, args.fallback_damping
         )
-        print(json.dumps(dict(cost=record["cost"])), flush=True)
+        print(strict_json(dict(cost=record["cost"])), flush=True)
         save()
     print_tables(record, args.ranks)
 

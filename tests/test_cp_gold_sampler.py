@@ -72,3 +72,78 @@ def test_the_hierarchical_chains_run(model, prior):
     y = rng.integers(0, 2, 30).astype(float)
     out = cp_gibbs(model, coords, y, shape, 2, 40, 0, coords[:5], prior=prior)
     assert all(np.all(np.isfinite(np.concatenate(v))) for k, v in out.items() if k != "tau")
+
+
+# ------------------------------------------------------------ the count model's gold (bench.cp_count_gold)
+def test_negbin_loglik_is_the_textbook_formula():
+    """Against tests/naive.py's 40-digit formula, from f = -300 to 700 and counts up to 2.5e7 (the
+    tolerance: lgamma(y + r) - lgamma(y + 1) cancels two numbers of 4e8 at y = 2.5e7)."""
+    from bench.cp_count_gold import negbin_loglik
+
+    y = np.array([0.0, 0.0, 1.0, 7.0, 3409.0, 2.5e7, 2.5e7, 12.0])
+    f = np.array([-300.0, 2.0, -5.0, 1.9, 8.1, 17.0, 40.0, 700.0])
+    r = 0.444
+    want = np.array([float(naive.negbin_log_lik_mp(r, yi)(fi)) for yi, fi in zip(y, f, strict=True)])
+    got = negbin_loglik(y, r)(f)
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-12), got - want
+    assert np.array_equal(negbin_loglik(y, r)(f[2:5], slice(2, 5)), got[2:5])
+
+
+def test_slice_steps_leave_the_conditional_posterior_invariant():
+    """A chain of elliptical slice steps for one mode (the other modes' products H fixed), rank 2,
+    a correlated prior away from 0: each object's mean and variances against a 2-D grid quadrature
+    of N(u | mu, Lam^-1) prod_e NB(y_e | exp(u . H_e)), to Z batch-means standard errors."""
+    from bench.cp_count_gold import negbin_loglik, slice_step
+
+    rng = np.random.default_rng(7)
+    r, mu = 0.6, np.array([0.4, -0.2])
+    Lam = np.array([[2.0, 0.8], [0.8, 1.5]])
+    obj = np.array([0, 0, 0, 1, 1, 1, 1, 1, 2])  # object 2: a single zero count (a flat side)
+    H = rng.normal(0.0, 1.0, (len(obj), 2))
+    y = np.array([3.0, 0.0, 12.0, 1.0, 0.0, 0.0, 5.0, 40.0, 0.0])
+    lik = negbin_loglik(y, r)
+    n_steps, n_batches = 40_000, 40
+    U = np.tile(mu, (3, 1))
+    draws = np.empty((n_steps, 3, 2))
+    for i in range(n_steps):
+        U = slice_step(rng, U, mu, Lam, obj, H, lik)
+        draws[i] = U
+    batches = draws.reshape(n_batches, -1, 3, 2)
+    g = np.linspace(-6.0, 6.0, 481)
+    G = np.stack(np.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
+    d = G - mu
+    log_prior = -0.5 * np.einsum("gi,ij,gj->g", d, Lam, d)
+    for j in range(3):
+        rows = np.nonzero(obj == j)[0]
+        logp = log_prior + sum(negbin_loglik(y[rows[i : i + 1]], r)(G @ H[e]) for i, e in enumerate(rows))
+        w = np.exp(logp - logp.max())
+        w /= w.sum()
+        mean = w @ G
+        var = w @ (G - mean) ** 2
+        for stat, want in ((batches[:, :, j].mean(1), mean), (((batches[:, :, j] - mean) ** 2).mean(1), var)):
+            se = stat.std(0, ddof=1) / np.sqrt(n_batches)
+            assert np.all(np.abs(stat.mean(0) - want) < Z * se), (j, stat.mean(0), want, se)
+
+
+def test_zero_slice_entries_are_the_test_entries_of_objects_with_only_zero_counts():
+    from bench.cp_count_gold import zero_slice_entries
+    from fastcep.data_tools.tensors import SparseTensor
+
+    train = SparseTensor(np.array([[0, 0], [0, 1], [1, 1], [2, 0]]), np.array([0.0, 3.0, 0.0, 0.0]), (3, 3))
+    test = SparseTensor(np.array([[0, 0], [1, 0], [2, 1], [0, 2], [1, 2]]), np.zeros(5), (3, 3))
+    # mode 0: objects 1 and 2 only zeros; mode 1: object 0 only zeros, object 2 unseen
+    assert zero_slice_entries(train, test).tolist() == [True, True, True, False, True]
+
+
+def test_against_gold_scores_the_zero_slices_and_the_others_apart():
+    from bench.cp_count_gold import against_gold
+
+    gold = dict(
+        mean=np.array([0.0, 1.0, -5.0, -9.0]), var=np.array([4.0, 1.0, 9.0, 100.0]),
+        lpd=np.array([-1.0, -2.0, -0.1, -0.3]), zero=np.array([False, False, True, True]),
+    )  # fmt: skip
+    out = against_gold(
+        gold, np.array([1.0, 1.5, -5.0, -29.0]), np.array([1.0, 4.0, 9.0, 25.0]), np.zeros(4) - 1.0
+    )
+    assert out["other"] == dict(mean_in_sds=0.5, sd_ratio=1.25, lpd=-1.0, gold_lpd=-1.5)
+    assert out["zero"] == dict(mean_in_sds=1.0, sd_ratio=0.75, lpd=-1.0, gold_lpd=-0.2)
