@@ -26,24 +26,21 @@ prior mean and variances (the CEP-1 fit's drift is there), and over the test ent
 objects with only zero counts among the training entries ("zero slices"), the draw's lowest and
 median f; after the burn-in (a tenth of the sweeps), the running gold test lpd: the mean over the
 test entries of log mean_s p(y_e | f_e^s). Rows are printed as JSON lines; all of them and the
-summary go to bench/results/cp-count-gold-f{fold}-r{rank}-nb{r}-{prior}-{init}-s{seed}.json, and the
-test entries' gold moments of f (``mean``, ``var``), their gold log predictive density (``lpd``)
-and the zero-slice mask (``zero``) to the .npz of the same name (``bench.cp_count_drift --gold``
-scores a CEP-1 fit against them).
+summary go to bench/results/cp-count-gold-f{fold}-r{rank}-nb{r}-{prior}-{init}-s{seed}-n{sweeps}.json,
+and the test entries' gold moments of f (``mean``, ``var``), their gold log predictive density
+(``lpd``) and the zero-slice mask (``zero``) to the .npz of the same name
+(``bench.cp_count_drift --gold`` scores a CEP-1 fit against them).
 """
 
 import argparse
 import pathlib
 import time
-import warnings
 
 import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.special import gammaln
 
-import fastcep
-
-from .cp_counts import SHARED, load_alog_counts, strict_json
+from .cp_counts import SHARED, fit_fastcep, load_alog_counts, strict_json
 from .cp_gold import _draw_priors, _products
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -54,7 +51,8 @@ DRIFT_MODE = 1
 def negbin_loglik(y, r):
     """``loglik(f, index=None)``: log NB(y_e | mean exp(f_e), size r) of the entries (or of the
     entries ``index``), stable for any f: r log(r / (r + e^f)) + y log(e^f / (r + e^f)) + log
-    Gamma(y + r) - log Gamma(r) - log Gamma(y + 1)."""
+    Gamma(y + r) - log Gamma(r) - log Gamma(y + 1). The textbook formula, vectorised, not the
+    engine's leaf (``kernels.likelihoods.negbin``): a gold shares no code with what it checks."""
     y = np.asarray(y, dtype=np.float64)
     const = gammaln(y + r) - gammaln(r) - gammaln(y + 1.0)
     log_r = np.log(r)
@@ -133,12 +131,11 @@ def start(rng, train, rank, init, prior):
     from the first iteration CEP-1 does not settle on Alog: BENCHMARKS.md)."""
     if init == "random":
         return [0.5 * rng.standard_normal((d, rank)) for d in train.shape]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", fastcep.ConvergenceWarning)
-        res = fastcep.fit(
-            train.coords, train.values, model="cp_negbin", shape=train.shape, rank=rank, seed=0, max_iter=40,
-            prior=prior,
-        )  # fmt: skip
+    res, cell = fit_fastcep(
+        "cp_negbin", train.coords, train.values, train.shape, rank, 0, max_iter=40, prior=prior
+    )
+    if res is None:
+        raise RuntimeError(f"--init cep: the start's fit failed: {cell['error']}")
     return [m.copy() for m in res.posterior.means]
 
 
@@ -187,7 +184,7 @@ def run(fold, rank, r, sweeps, prior, init, seed, every):
         largest_var_f=float(var.max()), lowest_mean_f=float(mean.min()),
     )  # fmt: skip
     print(strict_json(summary), flush=True)
-    tag = f"-f{fold}-r{rank}-nb{r:g}-{prior}-{init}-s{seed}"
+    tag = f"-f{fold}-r{rank}-nb{r:g}-{prior}-{init}-s{seed}-n{sweeps}"  # (a short run keeps a long one)
     (RESULTS / f"cp-count-gold{tag}.json").write_text(strict_json(dict(summary=summary, rows=rows), indent=1))
     np.savez(RESULTS / f"cp-count-gold{tag}.npz", mean=mean, var=var, lpd=acc - np.log(kept), zero=zero)
     return summary, rows
