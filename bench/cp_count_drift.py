@@ -7,13 +7,15 @@
 A cp_negbin fit on Alog's counts (``data_tools.tensors.load_alog_counts``, seed 0, defaults but
 ``--prior`` and ``max_iter``). At iterations 10, 20, 30, 40, 50, 60, 75 and every 25th: the
 change (the stopping measure), the mean log predictive density of the training and of the test
-entries, the test RMSE on the log scale of the predictive median (``bench.cp_counts``), the
-learned dispersion, the lowest predictive mean and the largest predictive variance of f over the
-test entries. ``--hold-prior-after N`` holds the learned prior after its update of iteration N
-(a diagnostic: the engine's ``update_prior`` is skipped from iteration N + 1). ``--dispersion R``
-holds the negative binomial's dispersion at R (``model="cp", likelihood=NegativeBinomial(R)``,
-as ``bench.cp_count_gold``'s chain) instead of learning it. ``--gold NPZ`` (that bench's .npz
-of the same fold) adds the test entries' distance to the gold (``cp_count_gold.against_gold``):
+entries, the test RMSE on the log scale of the predictive median (``bench.cp_counts``) and of
+the predictive mean of log(1 + y) (``scale="log1p"``), overall and apart on the zero slices (the
+test entries of objects whose training counts are all 0) and the others, the learned dispersion, the lowest
+predictive mean and the largest predictive variance of f over the test entries.
+``--hold-prior-after N`` holds the learned prior after its update of iteration N (a diagnostic:
+the engine's ``update_prior`` is skipped from iteration N + 1). ``--dispersion R`` holds the
+negative binomial's dispersion at R (``model="cp", likelihood=NegativeBinomial(R)``, as
+``bench.cp_count_gold``'s chain) instead of learning it. ``--gold NPZ`` (that bench's .npz of
+the same fold) adds the test entries' distance to the gold (``cp_count_gold.against_gold``):
 zero slices and the others apart. Rows are printed as JSON lines and saved to
 bench/results/cp-count-drift-f{fold}-r{rank}-{prior}{-holdN}{-nbR}.json.
 """
@@ -31,7 +33,7 @@ from fastcep.tensor import engine as E
 from fastcep.tensor import likelihoods as CPL
 
 from .cp_count_gold import against_gold, zero_slice_entries
-from .cp_counts import SHARED, load_alog_counts, negbin_median_rmse, strict_json
+from .cp_counts import SHARED, load_alog_counts, negbin_cdf, predictive_median, rmse_log, strict_json
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 CHECKPOINTS = (10, 20, 30, 40, 50, 60, 75)
@@ -53,7 +55,8 @@ def hold_prior_after(iteration):
 
 def curve(fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None):
     train, test = load_alog_counts(fold, SHARED)
-    if gold is not None and not np.array_equal(gold["zero"], zero_slice_entries(train, test)):
+    zero = zero_slice_entries(train, test)
+    if gold is not None and not np.array_equal(gold["zero"], zero):
         raise SystemExit(
             f"--gold: its test entries ({len(gold['zero'])}, zero slices marked) are not fold {fold}'s "
             f"({len(test.values)}): a gold of another fold?"
@@ -71,13 +74,24 @@ def curve(fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None):
             return
         t0 = time.perf_counter()
         res = info.result
-        rmse, mean, var = negbin_median_rmse(res, test)
+        mean, var = res._f_moments(test.coords)
+        median = np.log1p(predictive_median(mean, var, negbin_cdf(res.likelihood.dispersion)))
+        log_mean = res.predict(test.coords, scale="log1p")
         lpd = CPL.log_predictive(res.likelihood.kernel(), test.values, mean, var)  # (res.log_likelihood's)
         row = dict(
             iteration=info.iteration, change=info.change, seconds=t0 - start - spent[0],
             train_lpd=res.log_likelihood(train.coords, train.values),
             test_lpd=float(np.mean(lpd)),
-            rmse_log_median=rmse,
+            rmse_log_median=rmse_log(test.values, median),
+            rmse_log_mean=rmse_log(test.values, log_mean),
+            rmse_log_zero_slices=dict(
+                median=rmse_log(test.values[zero], median[zero]),
+                mean=rmse_log(test.values[zero], log_mean[zero]),
+            ),
+            rmse_log_others=dict(
+                median=rmse_log(test.values[~zero], median[~zero]),
+                mean=rmse_log(test.values[~zero], log_mean[~zero]),
+            ),
             dispersion=float(res.likelihood.dispersion), lowest_mean=float(mean.min()),
             largest_var=float(var.max()),
         )  # fmt: skip

@@ -6,12 +6,14 @@ paper's simulated data and on a UCI set, and print a comparison table.
 ``fastcep info FILE``: what an HDF5 tensor, model or checkpoint file holds.
 ``fastcep fit TENSOR.h5 -o MODEL.h5``: batch CEP on an HDF5 tensor, writes a model file.
 ``fastcep stream TENSOR.h5 -o MODEL.h5``: ADF-CEP with checkpoints and ``--resume``.
-``fastcep evaluate MODEL.h5 TEST.h5``: RMSE and test log-likelihood (continuous), or AUC, test
-log-likelihood, Brier score, calibration error, mean P and positive rate (binary).
+``fastcep evaluate MODEL.h5 TEST.h5``: RMSE and test log-likelihood (continuous; counts also the
+RMSE on the log scale), or AUC, test log-likelihood, Brier score, calibration error, mean P and
+positive rate (binary).
 ``fastcep glm fit DATA --target COL -o MODEL.h5``: Bayesian regression (``--model``: probit,
 logistic, gaussian, poisson, negbin, student_t) on a CSV file or HDF5 table (``fastcep.io.table``),
 writes a regression model file (``fastcep.io.glm_model``); ``fastcep glm evaluate MODEL.h5 DATA``:
-its test metrics (binary: as ``evaluate``; values: RMSE, test log-likelihood, mean deviance).
+its test metrics (binary: as ``evaluate``; values: RMSE, test log-likelihood, mean deviance, and
+for counts the RMSE on the log scale).
 
 ``--json`` prints machine-readable output, ``--quiet`` silences progress and notes, ``--plot
 FILE.png`` draws the fit's convergence (``fit``, ``stream``, ``glm fit``) or the predictions
@@ -595,6 +597,7 @@ def cmd_evaluate(args):
         text = "\n".join(
             [
                 f"RMSE {payload['rmse']:.4f} on {len(values)} entries",
+                *_log1p_rmse(payload, res.likelihood, lambda: res.rmse(coords, values, scale="log1p")),
                 "test log-likelihood "
                 + ("n/a (a point estimate)" if ll is None else f"{ll:.4f} ({kind} predictive)"),
                 f"mean prediction {payload['mean_prediction']:.4g} against a mean value of "
@@ -713,6 +716,17 @@ def cmd_glm_evaluate(args):
     return 0
 
 
+def _log1p_rmse(payload, likelihood, rmse):
+    """The lines of the RMSE on the log scale (of E[log(1 + y)] against log(1 + y), ``rmse()``)
+    for a count likelihood, added to ``payload`` as "rmse_log1p"; none for the others."""
+    from .likelihoods import NegativeBinomial, Poisson
+
+    if not isinstance(likelihood, (Poisson, NegativeBinomial)):
+        return []
+    payload["rmse_log1p"] = rmse()
+    return [f"RMSE on the log scale {payload['rmse_log1p']:.4f} (E[log(1 + y)] against log(1 + y))"]
+
+
 def _glm_evaluate_values(args, res, X, y, target):
     """``glm evaluate`` of a likelihood of values (real or counts): RMSE, test log-likelihood and
     mean deviance of the predictive."""
@@ -724,6 +738,7 @@ def _glm_evaluate_values(args, res, X, y, target):
     text = "\n".join(
         [
             f"RMSE {payload['rmse']:.4f} on {len(y)} rows ({payload['likelihood']})",
+            *_log1p_rmse(payload, res.likelihood, lambda: res.rmse(X, y, scale="log1p")),
             f"test log-likelihood {payload['test_log_likelihood']:.4f} (the posterior predictive)",
             f"mean deviance {payload['mean_deviance']:.4f}",
         ]

@@ -12,8 +12,9 @@ A likelihood says how an observation y depends on its linear predictor f = x.w (
 The strings in brackets are shorthands for the built-ins with their defaults. Each object checks
 the values it accepts (``check``), hands the compiled kernels their numba form (``kernel``), and
 gives the predictive mean and variance of y (``mean_var``) and its unit deviance where they have a
-closed form. A parameter given as None is learned by the fit (``learned``); the fitted object,
-with the learned values filled in, is ``res.likelihood``.
+closed form; the count likelihoods give those of log(1 + y) too (``log1p_moments``). A parameter
+given as None is learned by the fit (``learned``); the fitted object, with the learned values
+filled in, is ``res.likelihood``.
 
 How the parameters are learned: the Gaussian's noise precision has a conjugate Gamma(a0, b0)
 posterior given the posterior marginals of f (the variational update, as ``cp_gaussian``'s); the
@@ -79,6 +80,12 @@ class Likelihood:
 
     def mean_var(self, m, v):
         """Predictive mean and variance of y when f ~ N(m, v) (arrays), or None (no closed form)."""
+        return None
+
+    def log1p_moments(self, m, v):
+        """Predictive mean and variance of log(1 + y) when f ~ N(m, v) (arrays) for the count
+        likelihoods (``fastcep._log1p``), or None. The mean is the point prediction on the log
+        scale: it minimises the expected square error there."""
         return None
 
     def link_values(self, y):
@@ -213,6 +220,11 @@ class Poisson(Likelihood):
         mean, spread = _lognormal(m, v)  # Var y = E[e^f] + Var[e^f]
         return mean, mean + spread
 
+    def log1p_moments(self, m, v):
+        from ._log1p import log1p_moments
+
+        return log1p_moments(m, v)
+
     def unit_deviance(self, y, mean):
         return 2.0 * (_xlogy_ratio(y, mean) - y + mean)
 
@@ -267,6 +279,11 @@ class NegativeBinomial(Likelihood):
         mean, spread = _lognormal(m, v)  # Var y = E[mu + mu^2 / r] + Var[mu], mu = e^f
         with np.errstate(over="ignore"):  # (inf where it overflows, as _lognormal's)
             return mean, mean + (mean * mean + spread) / self.dispersion + spread
+
+    def log1p_moments(self, m, v):
+        from ._log1p import log1p_moments
+
+        return log1p_moments(m, v, self.dispersion)
 
     def unit_deviance(self, y, mean):
         r = self.dispersion
@@ -379,6 +396,23 @@ def resolve(model, func="fit"):
     raise V.param_error("model", func, f"a likelihood (fastcep.likelihoods) or one of {names}", model)
 
 
+def log1p_prediction(likelihood, m, v, scale, func):
+    """None when ``scale`` is None (the values' own scale), else (E[log(1 + y)], Var[log(1 + y)])
+    under f ~ N(m, v) for a count likelihood (``scale="log1p"``); a clear error for any other
+    scale or likelihood."""
+    if scale is None:
+        return None
+    if not (isinstance(scale, str) and scale == "log1p"):
+        raise V.param_error("scale", func, "None or 'log1p'", scale)
+    moments = likelihood.log1p_moments(m, v)
+    if moments is None:
+        raise ValueError(
+            f"{func}: scale='log1p' needs a count likelihood (Poisson or NegativeBinomial). Got "
+            f"{likelihood!r} instead."
+        )
+    return moments
+
+
 __all__ = [
     "Bernoulli",
     "Custom",
@@ -388,5 +422,6 @@ __all__ = [
     "Poisson",
     "SHORTHANDS",
     "StudentT",
+    "log1p_prediction",
     "resolve",
 ]

@@ -889,3 +889,44 @@ def em_by_grid(log_lik_of, y, m, s2, lo, hi, n_grid=2001):
 def gaussian_log_lik_of(var):
     """log N(y | f, var) as a function of (y, f)."""
     return lambda y, f: -0.5 * (y - f) ** 2 / var - 0.5 * math.log(2 * math.pi * var)
+
+
+# ---------------------------------------------------------------- the counts' log scale
+def count_log1p_moments(f, r=None):
+    """(E[log(1 + y)], E[log(1 + y)^2]) for y ~ Poisson(e^f) (r None) or the negative binomial
+    with mean e^f and size r: the sum over y = 0, 1, ... of p(y) log(1 + y)^k, p(y) from its
+    textbook log pmf (math.lgamma), up to where the tail left out is below 1e-17 (the Poisson:
+    its mean + 40 sds; the negative binomial: scipy's isf)."""
+    from scipy import stats
+
+    mu = math.exp(f)
+    if r is None:
+        top = mu + 40.0 * math.sqrt(mu) + 60.0
+        log_p = lambda y: -mu + y * f - math.lgamma(y + 1.0)  # noqa: E731
+    else:
+        top = stats.nbinom.isf(1e-17, r, r / (r + mu))
+        top = top if math.isfinite(top) else 60.0  # (nan where the tail is below 1e-17 at once)
+        log_q, log_1q = math.log(r / (r + mu)), math.log(mu / (r + mu))
+        log_p = lambda y: (  # noqa: E731
+            math.lgamma(y + r) - math.lgamma(r) - math.lgamma(y + 1.0) + r * log_q + y * log_1q
+        )
+    terms = [(math.exp(log_p(y)), math.log1p(y)) for y in range(int(top) + 50)]
+    return math.fsum(p * L for p, L in terms), math.fsum(p * L * L for p, L in terms)
+
+
+def count_log1p_predictive(m, v, r=None):
+    """(E[log(1 + y)], Var[log(1 + y)]) when f ~ N(m, v), v > 0: ``count_log1p_moments``
+    integrated against the Gaussian by scipy.integrate.quad over m +- 12 sd."""
+    from scipy import integrate
+
+    sd = math.sqrt(v)
+
+    def moment(k):
+        def integrand(f):
+            return count_log1p_moments(f, r)[k] * math.exp(-0.5 * ((f - m) / sd) ** 2)
+
+        value = integrate.quad(integrand, m - 12 * sd, m + 12 * sd, epsabs=1e-14, epsrel=1e-13, limit=200)[0]
+        return value / (sd * math.sqrt(2 * math.pi))
+
+    e1, e2 = moment(0), moment(1)
+    return e1, e2 - e1 * e1

@@ -523,3 +523,21 @@ def test_evaluate_reports_the_gaussian_test_log_likelihood(workdir, capsys):
     assert got["mean_prediction"] == pytest.approx(mean.mean()) and got["mean_value"] == pytest.approx(
         values.mean()
     )
+    assert "rmse_log1p" not in got  # (not a count model)
+
+
+def test_evaluate_scores_a_count_model_on_the_log_scale_too(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    T, _ = make_cp_tensor((15, 12, 10), 2, 900, noise_sd=0.1, seed=1)
+    counts = np.random.default_rng(1).poisson(np.exp(0.5 * T.values + 1.0)).astype(float)
+    fastcep.write_tensor(tmp_path / "c.h5", T.coords, counts, shape=T.shape)
+    run(capsys, "fit", "c.h5", "-o", "m.h5", "--model", "cp_poisson", "--rank", "2", "--max-iter", "15",
+        "--quiet")  # fmt: skip
+    code, out, _ = run(capsys, "evaluate", "m.h5", "c.h5")
+    assert code == 0 and "RMSE on the log scale" in out
+    got = json.loads(run(capsys, "evaluate", "m.h5", "c.h5", "--json")[1])
+    res = load_model("m.h5")
+    assert got["rmse_log1p"] == pytest.approx(res.rmse(T.coords, counts, scale="log1p"), rel=1e-12)
+    assert got["rmse_log1p"] == pytest.approx(
+        np.sqrt(np.mean((np.log1p(counts) - res.predict(T.coords, scale="log1p")) ** 2)), rel=1e-12
+    )

@@ -194,3 +194,26 @@ def test_a_likelihood_of_values_fits_and_evaluates(tmp_path, monkeypatch, capsys
     assert report["mean_deviance"] == pytest.approx(res.deviance(X, y), rel=1e-12)
     err = _bad(capsys, "glm", "fit", "values.csv", "--target", "value", "--model", "poisson", "-o", "p.h5")
     assert "must hold counts (integers >= 0)" in err
+    assert "rmse_log1p" not in report  # (not a count likelihood)
+
+
+def test_a_count_model_is_scored_on_the_log_scale_too(tmp_path, monkeypatch, capsys):
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((300, 3))
+    y = rng.poisson(np.exp(X @ np.array([0.6, -0.4, 0.3]) + 1.5))
+    rows = [",".join([*NAMES, "count"])] + [
+        ",".join([*(repr(float(v)) for v in x), str(int(t))]) for x, t in zip(X, y, strict=True)
+    ]
+    (tmp_path / "counts.csv").write_text("\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(
+        capsys, "glm", "fit", "counts.csv", "--target", "count", "--model", "poisson", "-o", "p.h5"
+    )
+    assert code == 0
+    res = load_glm_model("p.h5").result
+    code, out, err = run(capsys, "glm", "evaluate", "p.h5", "counts.csv")
+    assert code == 0 and "RMSE on the log scale" in out
+    code, out, err = run(capsys, "glm", "evaluate", "p.h5", "counts.csv", "--json")
+    report = json.loads(out)
+    assert report["rmse_log1p"] == pytest.approx(res.rmse(X, y, scale="log1p"), rel=1e-12)
+    assert report["rmse_log1p"] < report["rmse"]

@@ -7,7 +7,7 @@ from .. import _validation as V
 from .._quadrature import gauss_hermite
 from .._threads import num_threads
 from ..kernels.glm import generic
-from ..likelihoods import check_offset
+from ..likelihoods import check_offset, log1p_prediction
 from ..likelihoods import resolve as resolve_likelihood
 from ..metrics import auc as _auc
 from ..results import GaussianPosterior
@@ -137,13 +137,18 @@ class RegressionResult:
         self._binary_only("predict_proba")
         return self._predictive(X)[0]
 
-    def predict(self, X, return_var=False, offset=None):
+    def predict(self, X, return_var=False, offset=None, scale=None):
         """Binary likelihoods: the most probable label for each row of X, shape (n_new,): 0 or 1
         (int64), or one of the two classes when the fit's labels were strings
         (``options["classes"]``). Others: the predictive mean E[y | x] (float64, (n_new,)), and
         with ``return_var`` its variance Var[y | x] too (the likelihood's closed forms of the
         moments of y when f ~ N(mean, var), ``Likelihood.mean_var``); ``offset`` (n_new,): the
-        rows' offsets, as the fit's."""
+        rows' offsets, as the fit's. ``scale="log1p"`` (the count likelihoods): the predictive
+        mean of log(1 + y) instead, the point that minimises the square error on the log scale,
+        and its variance (``Likelihood.log1p_moments``)."""
+        if scale is not None:
+            on_log = log1p_prediction(self.likelihood, *self.latent(X, offset), scale, "predict")
+            return on_log if return_var else on_log[0]
         if not self.likelihood.binary:
             moments = self.likelihood.mean_var(*self.latent(X, offset))
             if moments is None:
@@ -175,10 +180,13 @@ class RegressionResult:
             s = self.likelihood.check(y, "y", "log_likelihood", X.shape[0])
         return float(np.mean(self._predictive(X, s, offset)[1]))
 
-    def rmse(self, X, y, offset=None):
+    def rmse(self, X, y, offset=None, scale=None):
         """Root mean squared error of the predictive mean ``predict(X)`` against values y (the
-        likelihoods of real values and counts)."""
-        return float(np.sqrt(np.mean((self._values(X, y, "rmse") - self.predict(X, offset=offset)) ** 2)))
+        likelihoods of real values and counts); with ``scale="log1p"`` (counts) of the predictive
+        mean of log(1 + y) against log(1 + y)."""
+        values = self._values(X, y, "rmse")
+        pred = self.predict(X, offset=offset, scale=scale)
+        return float(np.sqrt(np.mean(((values if scale is None else np.log1p(values)) - pred) ** 2)))
 
     def deviance(self, X, y, offset=None):
         """Mean unit deviance of values y against the predictive mean (the GLM convention, as

@@ -7,6 +7,7 @@ import numpy as np
 from .. import _validation as V
 from .._threads import num_threads
 from ..kernels import tensor as K
+from ..likelihoods import log1p_prediction
 from ..metrics import auc as _auc
 from ..metrics import gaussian_log_likelihood
 from ..metrics import rmse as _rmse
@@ -184,9 +185,14 @@ class CPResult:
                 K.predict_diag(gidx, self._M, E2, mean, var)
         return mean, var
 
-    def predict(self, coords, return_var=False):
+    def predict(self, coords, return_var=False, scale=None):
         """Predictive mean (cp_gaussian and the other non-binary models) or P(y = 1) (cp_probit and
         the other binary models) at 0-based ``coords`` (n, K).
+
+        ``scale="log1p"`` (the count models, cp_poisson and cp_negbin): the predictive mean of
+        log(1 + y) instead, the point that minimises the square error on the log scale (E[y] is
+        dominated by the tails), and with ``return_var`` its variance
+        (``Likelihood.log1p_moments``).
 
         With ``return_var`` also the predictive variance: of y (Var f + E[1/tau]) for cp_gaussian,
         of the latent f for cp_probit; of y for the generic models (P (1 - P) for binary ones,
@@ -199,6 +205,9 @@ class CPResult:
         mean, var = self._f_moments(coords)
         if self._center != 0.0:  # (standardize="center")
             mean = mean + self._center
+        on_log = log1p_prediction(self.likelihood, mean, var, scale, "predict")
+        if on_log is not None:
+            return on_log if return_var else on_log[0]
         if self.point_estimate:
             return (mean, var) if return_var else mean
         if self.model == "cp_probit":
@@ -213,10 +222,14 @@ class CPResult:
         noise_var = b / (a - 1.0) if a > 1.0 else b / a
         return (mean, var + noise_var) if return_var else mean
 
-    def rmse(self, coords, values):
-        """Root mean squared error of the predictive mean against ``values``."""
-        pred = self.predict(coords)
-        return _rmse(check_values(values, len(pred), None, "rmse"), pred)
+    def rmse(self, coords, values, scale=None):
+        """Root mean squared error of the predictive mean against ``values``; with
+        ``scale="log1p"`` (count models) of the predictive mean of log(1 + y) against
+        log(1 + values)."""
+        pred = self.predict(coords, scale=scale)
+        if scale is None:
+            return _rmse(check_values(values, len(pred), None, "rmse"), pred)
+        return _rmse(np.log1p(check_values(values, len(pred), self.likelihood, "rmse")), pred)
 
     def auc(self, coords, values):
         """Area under the ROC curve of P(y = 1) (or of the predictive mean of a non-binary model)

@@ -1,9 +1,9 @@
 """Likelihoods of one scalar f behind one interface (DESIGN.md section 7; ``seam`` has the
 interface). One module per likelihood: its NamedTuple class and its registered leaves.
 ``adaptive`` holds the tilted rule of the count and Student-t likelihoods, ``custom`` the
-mechanism for a user's own log-density."""
+mechanism for a user's own log-density, ``log1p`` the counts' predictive moments of log(1 + y)."""
 
-from . import adaptive, custom, gaussian, logistic, negbin, poisson, probit, seam, student_t
+from . import adaptive, custom, gaussian, log1p, logistic, negbin, poisson, probit, seam, student_t
 from .adaptive import adaptive_tilted, tilted_moments
 from .custom import custom_likelihood, uncached
 from .gaussian import Gaussian
@@ -50,6 +50,7 @@ __all__ = [
     "derivative_tilted",
     "gaussian",
     "is_log_concave",
+    "log1p",
     "log_lik",
     "log_lik_derivs",
     "log_lik_step",
