@@ -2,22 +2,24 @@
 
     python -m bench.cp_count_drift [--fold 1] [--rank 3] [--max-iter 300]
                                    [--prior wishart|ard|fixed] [--hold-prior-after N]
-                                   [--dispersion R] [--gold NPZ]
+                                   [--dispersion R] [--hold-dispersion-after N] [--gold NPZ]
 
 A cp_negbin fit on Alog's counts (``data_tools.tensors.load_alog_counts``, seed 0, defaults but
 ``--prior`` and ``max_iter``). At iterations 10, 20, 30, 40, 50, 60, 75 and every 25th: the
 change (the stopping measure), the mean log predictive density of the training and of the test
 entries, the test RMSE on the log scale of the predictive median (``bench.cp_counts``) and of
 the predictive mean of log(1 + y) (``scale="log1p"``), overall and apart on the zero slices (the
-test entries of objects whose training counts are all 0) and the others, the learned dispersion, the lowest
-predictive mean and the largest predictive variance of f over the test entries.
+test entries of objects whose training counts are all 0) and the others, the learned dispersion,
+the lowest predictive mean and the largest predictive variance of f over the test entries.
 ``--hold-prior-after N`` holds the learned prior after its update of iteration N (a diagnostic:
 the engine's ``update_prior`` is skipped from iteration N + 1). ``--dispersion R`` holds the
 negative binomial's dispersion at R (``model="cp", likelihood=NegativeBinomial(R)``, as
-``bench.cp_count_gold``'s chain) instead of learning it. ``--gold NPZ`` (that bench's .npz of
-the same fold) adds the test entries' distance to the gold (``cp_count_gold.against_gold``):
-zero slices and the others apart. Rows are printed as JSON lines and saved to
-bench/results/cp-count-drift-f{fold}-r{rank}-{prior}{-holdN}{-nbR}.json.
+``bench.cp_count_gold``'s chain) instead of learning it; ``--hold-dispersion-after N`` learns it
+for N updates and holds it then (a diagnostic, as the held prior). ``--gold NPZ`` (that bench's
+.npz of the same fold) adds the test entries' distance to the gold
+(``cp_count_gold.against_gold``): zero slices and the others apart. Rows are printed as JSON
+lines and saved to
+bench/results/cp-count-drift-f{fold}-r{rank}-{prior}{-holdN}{-nbR}{-holdrN}.json.
 """
 
 import argparse
@@ -28,6 +30,7 @@ import warnings
 import numpy as np
 
 import fastcep
+from fastcep.glm.learn import LikelihoodLearner
 from fastcep.likelihoods import NegativeBinomial
 from fastcep.tensor import engine as E
 from fastcep.tensor import likelihoods as CPL
@@ -53,7 +56,18 @@ def hold_prior_after(iteration):
     E.CPEngine.update_prior = held
 
 
-def curve(fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None):
+def hold_dispersion_after(updates):
+    """Hold the learned dispersion after its ``updates``-th update (the later ones return a change
+    of 0 and leave it)."""
+    learn = LikelihoodLearner.update
+
+    def held(learner, *args):
+        return learn(learner, *args) if learner.updates < updates else 0.0
+
+    LikelihoodLearner.update = held
+
+
+def curve(fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None, hold_r_after=None):
     train, test = load_alog_counts(fold, SHARED)
     zero = zero_slice_entries(train, test)
     if gold is not None and not np.array_equal(gold["zero"], zero):
@@ -63,6 +77,8 @@ def curve(fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None):
         )
     if hold_after is not None:
         hold_prior_after(hold_after)
+    if hold_r_after is not None:
+        hold_dispersion_after(hold_r_after)
     model = dict(model="cp_negbin")
     if dispersion is not None:
         model = dict(model="cp", likelihood=NegativeBinomial(dispersion=dispersion))
@@ -109,6 +125,7 @@ def curve(fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None):
         )  # fmt: skip
     tag = f"-f{fold}-r{rank}-{prior}" + ("" if hold_after is None else f"-hold{hold_after}")
     tag += "" if dispersion is None else f"-nb{dispersion:g}"
+    tag += "" if hold_r_after is None else f"-holdr{hold_r_after}"
     (RESULTS / f"cp-count-drift{tag}.json").write_text(strict_json(rows, indent=1))
 
 
@@ -121,13 +138,17 @@ def main(argv=None):
     ap.add_argument("--hold-prior-after", type=int, default=None)
     ap.add_argument("--dispersion", type=float, default=None)
     ap.add_argument("--gold", type=pathlib.Path, default=None)
+    ap.add_argument("--hold-dispersion-after", type=int, default=None)
     args = ap.parse_args(argv)
     if not (SHARED / "alog").is_dir():
         print(f"skipped: no data in {SHARED}")
         return
     RESULTS.mkdir(exist_ok=True)
     gold = None if args.gold is None else np.load(args.gold)
-    curve(args.fold, args.rank, args.max_iter, args.prior, args.hold_prior_after, args.dispersion, gold)
+    curve(
+        args.fold, args.rank, args.max_iter, args.prior, args.hold_prior_after, args.dispersion, gold,
+        args.hold_dispersion_after,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
