@@ -36,7 +36,7 @@ from fastcep.tensor import engine as E
 from fastcep.tensor import likelihoods as CPL
 
 from .cp_count_gold import against_gold, zero_slice_entries
-from .cp_counts import SHARED, load_alog_counts, negbin_cdf, predictive_median, rmse_log, strict_json
+from .cp_counts import SHARED, load_alog_counts, negbin_log1p_median, rmse_log, strict_json
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 CHECKPOINTS = (10, 20, 30, 40, 50, 60, 75)
@@ -91,8 +91,8 @@ def curve(fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None, h
         t0 = time.perf_counter()
         res = info.result
         mean, var = res._f_moments(test.coords)
-        median = np.log1p(predictive_median(mean, var, negbin_cdf(res.likelihood.dispersion)))
-        log_mean = res.predict(test.coords, scale="log1p")
+        median = negbin_log1p_median(res, mean, var)
+        log_mean = res.likelihood.log1p_moments(mean, var)[0]  # (res.predict(..., scale="log1p")'s)
         lpd = CPL.log_predictive(res.likelihood.kernel(), test.values, mean, var)  # (res.log_likelihood's)
         row = dict(
             iteration=info.iteration, change=info.change, seconds=t0 - start - spent[0],

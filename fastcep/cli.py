@@ -719,9 +719,7 @@ def cmd_glm_evaluate(args):
 def _log1p_rmse(payload, likelihood, rmse):
     """The lines of the RMSE on the log scale (of E[log(1 + y)] against log(1 + y), ``rmse()``)
     for a count likelihood, added to ``payload`` as "rmse_log1p"; none for the others."""
-    from .likelihoods import NegativeBinomial, Poisson
-
-    if not isinstance(likelihood, (Poisson, NegativeBinomial)):
+    if not likelihood.counts:
         return []
     payload["rmse_log1p"] = rmse()
     return [f"RMSE on the log scale {payload['rmse_log1p']:.4f} (E[log(1 + y)] against log(1 + y))"]

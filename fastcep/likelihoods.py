@@ -41,6 +41,8 @@ class Likelihood:
     name = None
     #: labels +-1 (checked as binary labels, scored by AUC)
     binary = False
+    #: counts (checked as integers >= 0; ``log1p_moments`` gives the log scale's predictive)
+    counts = False
     #: the names of the parameters learned by the fit (those given as None)
     learned = ()
     #: whether p(y | f) is log-concave in f; if not, EP and CEP keep sites of negative precision
@@ -209,6 +211,7 @@ class Poisson(Likelihood):
     """Counts y ~ Poisson(exp(f)) (log link). An exposure enters as ``offset=log(exposure)``."""
 
     name = "poisson"
+    counts = True
 
     def check(self, y, name, func, n):
         return _check_counts(super().check(y, name, func, n), name, func)
@@ -256,6 +259,7 @@ class NegativeBinomial(Likelihood):
     (``dispersion`` is the size r > 0; r -> inf is the Poisson). None learns it."""
 
     name = "negbin"
+    counts = True
 
     def __init__(self, dispersion=None):
         self.dispersion = _positive_or_none(dispersion, "dispersion", "NegativeBinomial")
