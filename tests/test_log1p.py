@@ -10,6 +10,7 @@ from scipy import special
 import fastcep
 import naive
 from fastcep._log1p import POISSON_SIZE, log1p_moments
+from fastcep._threads import max_threads, num_threads
 from fastcep.kernels.likelihoods import log1p as K
 from fastcep.likelihoods import NegativeBinomial, Poisson
 
@@ -88,6 +89,20 @@ def test_an_entry_s_moments_do_not_depend_on_the_others(rng):
             alone = log1p_moments(m[i : i + 1], v[i : i + 1], r)
             np.testing.assert_allclose(alone[0], together[0][i], rtol=0, atol=1e-12)
             np.testing.assert_allclose(alone[1], together[1][i], rtol=0, atol=1e-11)
+
+
+@pytest.mark.skipif(max_threads() < 2, reason="needs numba with two threads or more")
+def test_the_moments_are_the_same_bits_on_one_thread_and_on_many(rng):
+    """The grid and the expectations are parallel over points and entries, each on its own."""
+    m, v = rng.normal(1.0, 2.0, 3000), rng.uniform(0.0, 3.0, 3000)
+    m[:100], v[:100] = -170.0, 1e4  # wide ones: long Simpson sums and the upper tail
+    for r in (None, 0.6):
+        with num_threads(1):
+            one = log1p_moments(m, v, r)
+        with num_threads(max_threads()):
+            many = log1p_moments(m, v, r)
+        np.testing.assert_array_equal(one[0], many[0])
+        np.testing.assert_array_equal(one[1], many[1])
 
 
 def test_a_large_size_is_the_poisson(rng):

@@ -9,9 +9,9 @@ a tabulated h under f ~ N(m, v).
 
 import math
 
-from numba import njit
+from numba import njit, prange
 
-from .._config import LEAF, SERIAL
+from .._config import LEAF, PARALLEL_CACHED
 
 __all__ = ["poisson_log1p_moments", "poisson_log1p_grid", "gaussian_grid_expectation"]
 
@@ -87,10 +87,11 @@ def poisson_log1p_moments(t):
     return s1, s2
 
 
-@njit(**SERIAL)
+@njit(**PARALLEL_CACHED)
 def poisson_log1p_grid(t0, step, out_g, out_g2):
-    """The Poisson's moments of log(1 + y) at t0 + i step (out_g, out_g2: (n,))."""
-    for i in range(out_g.shape[0]):
+    """The Poisson's moments of log(1 + y) at t0 + i step (out_g, out_g2: (n,)); each point on
+    its own, so the thread count does not change a bit."""
+    for i in prange(out_g.shape[0]):
         out_g[i], out_g2[i] = poisson_log1p_moments(t0 + i * step)
 
 
@@ -128,39 +129,44 @@ def _upper_tail(m, sd, c, d, a):
     return mu * q + sd * phi, (mu * mu + sd * sd + d) * q + sd * (mu + a + c) * phi
 
 
-@njit(**SERIAL)
-def gaussian_grid_expectation(f0, step, h, h2, c, d, m, v, out1, out2):
-    """E[h(f)] and E[h2(f)] under f ~ N(m_e, v_e) per entry (m, v, out1, out2: (n,)), h and h2
-    tabulated at f0 + i step (``_table``): Simpson's rule over the grid's part of m +- 9 sd, the
-    asymptotes' closed forms above it, 0 below it; v_e = 0 reads the table at m_e."""
+@njit(**LEAF)
+def _gaussian_expectation(f0, step, h, h2, c, d, m, v):
+    """(E[h(f)], E[h2(f)]) under f ~ N(m, v), h and h2 tabulated at f0 + i step (``_table``):
+    Simpson's rule over the grid's part of m +- 9 sd, the asymptotes' closed forms above it, 0
+    below it; v = 0 reads the table at m."""
+    if not v > 0.0:
+        return _table(f0, step, h, h2, c, d, m)
     top = f0 + (h.shape[0] - 1) * step
-    for e in range(m.shape[0]):
-        if not v[e] > 0.0:
-            out1[e], out2[e] = _table(f0, step, h, h2, c, d, m[e])
-            continue
-        sd = math.sqrt(v[e])
-        lo = max(m[e] - HALF_WIDTH_SDS * sd, f0)
-        hi = min(m[e] + HALF_WIDTH_SDS * sd, top)
-        s1 = 0.0
-        s2 = 0.0
-        if hi > lo:
-            n = int(math.ceil((hi - lo) / min(SDS_PER_STEP * sd, MAX_STEP)))
-            n += n % 2
-            dx = (hi - lo) / n
-            for k in range(n + 1):
-                f = lo + k * dx
-                w = 1.0 if k == 0 or k == n else (4.0 if k % 2 == 1 else 2.0)
-                z = (f - m[e]) / sd
-                w *= math.exp(-0.5 * z * z)
-                a, b = _table(f0, step, h, h2, c, d, f)
-                s1 += w * a
-                s2 += w * b
-            scale = dx / 3.0 / (sd * math.sqrt(2.0 * math.pi))
-            s1 *= scale
-            s2 *= scale
-        if m[e] + HALF_WIDTH_SDS * sd > top:
-            t1, t2 = _upper_tail(m[e], sd, c, d, max(top, m[e] - HALF_WIDTH_SDS * sd))
-            s1 += t1
-            s2 += t2
-        out1[e] = s1
-        out2[e] = s2
+    sd = math.sqrt(v)
+    lo = max(m - HALF_WIDTH_SDS * sd, f0)
+    hi = min(m + HALF_WIDTH_SDS * sd, top)
+    s1 = 0.0
+    s2 = 0.0
+    if hi > lo:
+        n = int(math.ceil((hi - lo) / min(SDS_PER_STEP * sd, MAX_STEP)))
+        n += n % 2
+        dx = (hi - lo) / n
+        for k in range(n + 1):
+            f = lo + k * dx
+            w = 1.0 if k == 0 or k == n else (4.0 if k % 2 == 1 else 2.0)
+            z = (f - m) / sd
+            w *= math.exp(-0.5 * z * z)
+            a, b = _table(f0, step, h, h2, c, d, f)
+            s1 += w * a
+            s2 += w * b
+        scale = dx / 3.0 / (sd * math.sqrt(2.0 * math.pi))
+        s1 *= scale
+        s2 *= scale
+    if m + HALF_WIDTH_SDS * sd > top:
+        t1, t2 = _upper_tail(m, sd, c, d, max(top, m - HALF_WIDTH_SDS * sd))
+        s1 += t1
+        s2 += t2
+    return s1, s2
+
+
+@njit(**PARALLEL_CACHED)
+def gaussian_grid_expectation(f0, step, h, h2, c, d, m, v, out1, out2):
+    """E[h(f)] and E[h2(f)] under f ~ N(m_e, v_e) per entry (m, v, out1, out2: (n,);
+    ``_gaussian_expectation``); each entry on its own, so the thread count does not change a bit."""
+    for e in prange(m.shape[0]):
+        out1[e], out2[e] = _gaussian_expectation(f0, step, h, h2, c, d, m[e], v[e])
