@@ -3,7 +3,7 @@
     python -m bench.cp_defaults [--datasets alog enron] [--folds 1 2 3 4 5] [--ranks 3 5 8 10]
         [--seeds 0 1 2 3 4] [--split validation | test]
         [--setting NAME:opt=value,opt=value ...] [--model DATA:MODEL] [--best-of K]
-        [--svd-noise X] [--tag SUFFIX]
+        [--svd-noise X] [--wishart-scale X] [--tag SUFFIX]
 
 Each ``--setting`` is a name and the options it passes to ``fastcep.fit`` beside ``model``,
 ``shape``, ``rank`` and ``seed`` ("defaults:" passes none). Values are parsed as Python
@@ -180,12 +180,20 @@ def main(argv=None):
         "--svd-noise", type=float, default=None,
         help="the SVD start's noise (fastcep.tensor.init.NOISE; not an option of fit)",
     )  # fmt: skip
+    ap.add_argument(
+        "--wishart-scale", type=float, default=None,
+        help="W0^-1 / I of the Wishart hyperprior (fastcep.tensor.hyper.NW_W0_INV; not an option of fit)",
+    )  # fmt: skip
     ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
     if args.svd_noise is not None:
         import fastcep.tensor.init
 
         fastcep.tensor.init.NOISE = args.svd_noise
+    if args.wishart_scale is not None:
+        import fastcep.tensor.hyper
+
+        fastcep.tensor.hyper.NW_W0_INV = args.wishart_scale
     if not (SHARED / "alog").is_dir():
         print(f"skipped: no data in {SHARED}")
         return

@@ -46,6 +46,7 @@ from scipy.special import ndtr, ndtri
 import fastcep
 from fastcep.data_tools import make_cp_tensor
 from fastcep.likelihoods import StudentT
+from fastcep.tensor import hyper
 from fastcep.tensor.hyper import ARD_A0, ARD_B0, NW_BETA0
 
 from .gold import RESULTS
@@ -105,7 +106,8 @@ for _prior in ("wishart", "ard"):
 PRIOR_TEXT = {
     "fixed": "prior N(0, I)",
     "wishart": "prior N(mu_k, Lambda_k^-1) per mode with a Normal-Wishart hyperprior (BPMF: "
-    f"beta0 {NW_BETA0:g}, W0 = I, nu0 = R), sampled in the chain and `prior='wishart'` in every fit",
+    f"beta0 {NW_BETA0:g}, W0 = I / {hyper.NW_W0_INV:g}, nu0 = R), sampled in the chain and "
+    "`prior='wishart'` in every fit",
     "ard": f"prior N(0, diag(lambda)^-1) with lambda_r ~ Gamma({ARD_A0:g}, {ARD_B0:g}) (BCPF), sampled "
     "in the chain and `prior='ard'` in every fit",
 }
@@ -133,13 +135,13 @@ def draw_wishart(rng, W_inv, nu):
 def draw_normal_wishart(rng, Uk):
     """(mu (R,), Lambda (R, R)) of one mode from their conditional given its embeddings Uk (n, R):
     Lambda ~ Wishart(W_N, nu_N), mu | Lambda ~ N(m_N, (beta_N Lambda)^-1) with beta_N = NW_BETA0 + n,
-    m_N = n xbar / beta_N, nu_N = R + n, W_N^-1 = I + sum_j (u_j - xbar)(u_j - xbar)^T
+    m_N = n xbar / beta_N, nu_N = R + n, W_N^-1 = W0^-1 + sum_j (u_j - xbar)(u_j - xbar)^T
     + NW_BETA0 n / beta_N xbar xbar^T (BPMF's Gibbs step)."""
     n, R = Uk.shape
     xbar = Uk.mean(axis=0)
     d = Uk - xbar
     beta = NW_BETA0 + n
-    W_inv = np.eye(R) + d.T @ d + (NW_BETA0 * n / beta) * np.outer(xbar, xbar)
+    W_inv = hyper.NW_W0_INV * np.eye(R) + d.T @ d + (NW_BETA0 * n / beta) * np.outer(xbar, xbar)
     Lam = draw_wishart(rng, W_inv, R + n)
     L = np.linalg.cholesky(beta * Lam)
     mu = n * xbar / beta + solve_triangular(L, rng.standard_normal(R), lower=True, trans="T")

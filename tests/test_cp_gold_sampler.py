@@ -7,7 +7,7 @@ import pytest
 
 import naive
 from bench.cp_gold import _draw_priors, cp_gibbs, draw_ard, draw_normal_wishart
-from fastcep.tensor.hyper import ARD_A0, ARD_B0, NW_BETA0
+from fastcep.tensor.hyper import ARD_A0, ARD_B0, NW_BETA0, NW_W0_INV
 
 N_DRAWS = 20_000
 #: standard errors allowed: a few dozen moments are compared, each to within Z se
@@ -32,7 +32,9 @@ def test_normal_wishart_draws_have_the_conditional_posterior_moments():
     n, R = 15, 3
     Uk = rng.standard_normal((n, R)) @ np.array([[1.0, 0.4, 0.0], [0.0, 0.8, -0.3], [0.0, 0.0, 0.5]])
     Uk += np.array([0.7, -0.3, 1.2])  # a mean away from the hyperprior's
-    mean, beta, W, nu = naive.cp_normal_wishart_update(Uk, np.zeros((n, R, R)), NW_BETA0, R, np.eye(R))
+    mean, beta, W, nu = naive.cp_normal_wishart_update(
+        Uk, np.zeros((n, R, R)), NW_BETA0, R, np.eye(R) / NW_W0_INV
+    )
     draws = [draw_normal_wishart(rng, Uk) for _ in range(N_DRAWS)]
     mu = np.array([d[0] for d in draws])
     Lam = np.array([d[1] for d in draws])

@@ -40,14 +40,18 @@ def test_ard_update_is_the_textbook_gamma_update():
     np.testing.assert_allclose(H.expected_precision(new), a / b, rtol=1e-13)
 
 
-def test_normal_wishart_update_is_the_textbook_update():
+@pytest.mark.parametrize("w0_inv", [None, 0.3])
+def test_normal_wishart_update_is_the_textbook_update(monkeypatch, w0_inv):
+    """With the module's W0 (None), and with another scale of it (a bench's screen sets it)."""
+    if w0_inv is not None:
+        monkeypatch.setattr(H, "NW_W0_INV", w0_inv)
     rng = np.random.default_rng(1)
     R, offsets = 3, np.array([0, 6, 10, 17])
     M, S = _moments(rng, 17, R)
     M += 0.7  # a mean away from the hyperprior's
     new = H.update(H.initial("wishart", 3, R, 1.0), M, second_moments(M, S, "full"), offsets, "full")
     for k, (m, C) in enumerate(zip(_split(M, offsets), _split(S, offsets), strict=True)):
-        mean, beta, W, nu = naive.cp_normal_wishart_update(m, C, H.NW_BETA0, R, np.eye(R))
+        mean, beta, W, nu = naive.cp_normal_wishart_update(m, C, H.NW_BETA0, R, np.eye(R) / H.NW_W0_INV)
         np.testing.assert_allclose(new.mean[k], mean, rtol=1e-12)
         assert new.beta[k] == beta and new.nu[k] == nu
         np.testing.assert_allclose(np.linalg.inv(new.W_inv[k]), W, rtol=1e-10)

@@ -10,8 +10,8 @@ the engine's per-object prior (``CPEngine.prior_Lam``, ``prior_eta``).
   per rank column shared by every mode, lambda_r ~ Gamma(ARD_A0, ARD_B0). Columns the data do not
   support grow a large precision and are switched off (``effective_rank``).
 - ``"wishart"`` (BPMF, Salakhutdinov & Mnih 2008): per mode, (mu_k, Lambda_k) ~
-  N(mu_k | 0, (NW_BETA0 Lambda_k)^-1) Wishart(Lambda_k | I, R): a learned mean and a full
-  precision per mode.
+  N(mu_k | 0, (NW_BETA0 Lambda_k)^-1) Wishart(Lambda_k | W0, R), W0^-1 = NW_W0_INV I: a learned
+  mean and a full precision per mode.
 
 The hyper-posterior is a ``HyperState`` of flat arrays: part of the fit's resumable state, of the
 model file and of the stream (ADF carries it from batch to batch).
@@ -29,6 +29,9 @@ ARD_B0 = 1e-6
 #: the Normal-Wishart hyperprior of each mode: N(mu | 0, (NW_BETA0 Lambda)^-1) W(Lambda | I, R)
 #: (BPMF's choices: mu_0 = 0, beta_0 = 2, W_0 = I, nu_0 = R)
 NW_BETA0 = 2.0
+#: W0^-1 = NW_W0_INV I. BPMF's 1 stays: on Alog's held-out training entries other scales (0.01 to
+#: 10) helped at one rank and not at the others (BENCHMARKS.md, "The Wishart's scale")
+NW_W0_INV = 1.0
 #: a rank column is switched off when the power of its means in the reconstruction
 #: (prod_k mean_j E[u^k_jr]^2) falls below this fraction of the largest column's (a column the
 #: data do not carry falls to 1e-40 or less, measured; one at this fraction has 0.1 % of the
@@ -138,7 +141,7 @@ def update_from_sums(hyper, counts, sum_M, sum_E2):
         beta[k] = NW_BETA0 + n
         mean[k] = n * xbar / beta[k]
         nu[k] = R + n
-        W_inv[k] = np.eye(R) + scatter + (NW_BETA0 * n / beta[k]) * np.outer(xbar, xbar)
+        W_inv[k] = NW_W0_INV * np.eye(R) + scatter + (NW_BETA0 * n / beta[k]) * np.outer(xbar, xbar)
         W_inv[k] = 0.5 * (W_inv[k] + W_inv[k].T)
     return hyper._replace(mean=mean, beta=beta, nu=nu, W_inv=W_inv)
 
