@@ -26,11 +26,12 @@ KINDS = ("ard", "wishart")
 #: Gamma(ARD_A0, ARD_B0) hyperprior of each ARD precision: broad, as BCPF's 1e-6
 ARD_A0 = 1e-6
 ARD_B0 = 1e-6
-#: the Normal-Wishart hyperprior of each mode: N(mu | 0, (NW_BETA0 Lambda)^-1) W(Lambda | I, R)
+#: the Normal-Wishart hyperprior of each mode: N(mu | 0, (NW_BETA0 Lambda)^-1) W(Lambda | W0, R)
 #: (BPMF's choices: mu_0 = 0, beta_0 = 2, W_0 = I, nu_0 = R)
 NW_BETA0 = 2.0
 #: W0^-1 = NW_W0_INV I. BPMF's 1 stays: on Alog's held-out training entries other scales (0.01 to
-#: 10) helped at one rank and not at the others (BENCHMARKS.md, "The Wishart's scale")
+#: 10) helped at one rank and not at the others (BENCHMARKS.md, "Damping, the start and the
+#: Wishart's scale on Alog")
 NW_W0_INV = 1.0
 #: a rank column is switched off when the power of its means in the reconstruction
 #: (prod_k mean_j E[u^k_jr]^2) falls below this fraction of the largest column's (a column the
