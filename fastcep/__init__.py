@@ -7,7 +7,9 @@ Student-t, a user's own) and Bayesian CP tensor decompositions (``model="cp_gaus
 the result holds the posterior, predictions and a per-iteration trace.
 ``fastcep.stream`` decomposes a tensor arriving in batches (ADF-CEP), from memory or block by
 block from an HDF5 tensor file (``write_tensor``, ``text_to_tensor``, ``TensorReader``).
-``fastcep.save_model`` and ``fastcep.load_model`` write and read a fitted CP model. The
+``fastcep.save`` and ``fastcep.load`` write and read any fitted result, regression or CP
+(``save_model``/``load_model`` and ``fastcep.io.save_glm_model``/``load_glm_model`` remain, for
+one kind each). The
 scikit-learn style estimators ``BayesianProbitClassifier``, ``BayesianLogisticClassifier`` and
 ``BayesianRegressor`` need scikit-learn.
 """
@@ -24,8 +26,10 @@ from .io import (
     FileFormatError,
     TensorReader,
     TensorWriter,
+    load,
     load_model,
     read_tensor,
+    save,
     save_model,
     text_to_tensor,
     write_tensor,
@@ -60,10 +64,12 @@ __all__ = [
     "fit",
     "gaussian_kl",
     "likelihoods",
+    "load",
     "load_model",
     "metrics",
     "read_tensor",
     "rmse",
+    "save",
     "save_model",
     "stream",
     "text_to_tensor",

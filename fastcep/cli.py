@@ -624,8 +624,8 @@ def cmd_evaluate(args):
 
 #: the options of ``fastcep glm fit`` from the option table (family "regression")
 GLM_OPTIONS = (
-    "prior_var", "fit_intercept", "intercept_var", "damping", "max_iter", "tol", "schedule", "stopping",
-    "n_nodes", "n_samples", "threshold", "n_features", "seed",
+    "prior_var", "fit_intercept", "intercept_var", "center", "damping", "max_iter", "tol", "schedule",
+    "stopping", "n_nodes", "n_samples", "threshold", "n_features", "seed",
 )  # fmt: skip
 
 
@@ -884,6 +884,7 @@ def build_parser():
     option(gf, "method", "regression", default=O.defaults("regression", "cep1")["method"])
     option(gf, "damping", "regression", type=_float_or_auto)
     option(gf, "fit_intercept", "regression", action=argparse.BooleanOptionalAction)
+    option(gf, "center", "regression", action=argparse.BooleanOptionalAction)
     for name in ("prior_var", "intercept_var", "tol", "threshold"):
         option(gf, name, "regression", type=float)
     for name in ("max_iter", "n_nodes", "n_samples", "n_features"):

@@ -55,6 +55,7 @@ def test_fit_writes_the_fit_of_the_table(data, capsys):
     assert m.features == NAMES and m.target == "label"
     res = fastcep.fit(X[:500], y[:500])
     np.testing.assert_allclose(m.result.posterior.mean, res.posterior.mean, rtol=1e-12)
+    assert m.result.center is not None  # (the default: centred)
     np.testing.assert_allclose(m.result.posterior.var, res.posterior.var, rtol=1e-12)
     assert m.result.intercept.mean == pytest.approx(res.intercept.mean, rel=1e-12)
     assert summary["iterations"] == res.n_iter and summary["converged"]
@@ -76,6 +77,14 @@ def test_fit_options_reach_the_fit(data, capsys):
     res = fastcep.fit(X[:500][:, [2, 0]], y[:500], model="logistic", method="ep", fit_intercept=False,
                       prior_var=2.0, damping=0.5)  # fmt: skip
     np.testing.assert_allclose(m.result.posterior.mean, res.posterior.mean, rtol=1e-12)
+    assert m.result.center is None  # (no intercept: nothing to centre)
+    # --no-center: the un-centred fit (its file holds no centre)
+    code, _, _ = run(
+        capsys, "glm", "fit", "train.csv", "--target", "label", "--features", "x3", "x1", "--no-center",
+        "-o", "u.h5", "--quiet",
+    )  # fmt: skip
+    u = load_glm_model("u.h5").result
+    assert code == 0 and u.center is None and u.options["center"] is False and u.intercept is not None
 
 
 def test_an_hdf5_table_gives_the_same_model(data, capsys):

@@ -35,9 +35,24 @@ def test_a_model_file_predicts_as_the_fit(fitted, tmp_path):
     np.testing.assert_array_equal(got.trace.change, res.trace.change)
     assert got.options["damping"] == res.options["damping"] and got.state is None
     with h5py.File(tmp_path / "m.h5") as f:
-        assert f.attrs["format"] == "fastcep-glm-model" and f.attrs["format_version"] == 2
+        assert f.attrs["format"] == "fastcep-glm-model" and f.attrs["format_version"] == 3
         assert json.loads(f.attrs["likelihood"]) == {"link": "logistic"}
         assert sorted(f["posterior"]) == ["mean", "var"] and sorted(f["intercept"]) == ["mean", "var"]
+        # a centred fit keeps its centre and its fitted intercept, b_c
+        np.testing.assert_array_equal(f["center"][()], res.center)
+        assert f["intercept/mean"][()] == res.centered_intercept.mean
+    assert got.centered_intercept == res.centered_intercept
+
+
+def test_a_version_2_file_of_an_uncentred_fit_still_loads(fitted, tmp_path):
+    """Files before version 3 hold un-centred fits: no ``center``, the intercept b itself."""
+    X, y, _ = fitted
+    res = fastcep.fit(X, y, model="logistic", method="ep", center=False)
+    save_glm_model(res, tmp_path / "m.h5", ["a", "b", "c"])
+    _corrupt(tmp_path / "m.h5", lambda f: f.attrs.__setitem__("format_version", 2))
+    got = load_glm_model(tmp_path / "m.h5").result
+    assert got.center is None and got.intercept == res.intercept
+    np.testing.assert_array_equal(got.predict_proba(X), res.predict_proba(X))
 
 
 def test_without_an_intercept(tmp_path):
@@ -82,7 +97,7 @@ def _set(name, value):
     "edit, message",
     [
         (lambda f: f.attrs.__setitem__("format", "fastcep-cp-model"), "format attribute is 'fastcep-cp-mo"),
-        (lambda f: f.attrs.__setitem__("format_version", 3), "format version 3, this fastcep reads 2"),
+        (lambda f: f.attrs.__setitem__("format_version", 4), "format version 4, this fastcep reads 3"),
         (lambda f: f.attrs.__setitem__("likelihood", '{"link": "probit"}'), "its likelihood's parameters"),
         (lambda f: f.attrs.__setitem__("likelihood", '{"var": 1.0}'), "its likelihood's parameters"),
         (lambda f: f.attrs.__setitem__("model", "cauchit"), "unknown model 'cauchit'"),

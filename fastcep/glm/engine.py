@@ -42,10 +42,14 @@ FLAT_PRECISION = 1e-6
 #: eigenvalue near -1, which damping 1 / (1 - lambda) ~ 0.5 makes fast) it goes on at 0.5. If the
 #: change has not reached a new minimum for AUTO_UNDAMPED_WINDOW sweeps in either phase (the
 #: parallel updates diverge, as on the one-hot encoded UCI sets), the fit starts again from its
-#: initial messages at AUTO_DAMPING_START, and from then on the damping is halved, down to
-#: AUTO_DAMPING_FLOOR, whenever the change has not reached a new minimum for AUTO_WINDOW sweeps
+#: initial messages: first, from the undamped phase, at AUTO_DAMPING_HALF, a second fast phase
+#: under the same rule (the logistic on features of a wide scale, age in years: it settles there in
+#: tens of sweeps, at 0.1 in hundreds), then at AUTO_DAMPING_START, from when on the damping is
+#: halved, down to AUTO_DAMPING_FLOOR, whenever the change has not reached a new minimum for
+#: AUTO_WINDOW sweeps
 AUTO_OSCILLATION = 3
 AUTO_UNDAMPED_WINDOW = 3
+AUTO_DAMPING_HALF = 0.5
 AUTO_DAMPING_START = 0.1
 AUTO_DAMPING_FLOOR = 0.005
 AUTO_WINDOW = 50
@@ -136,19 +140,31 @@ class _Damping:
         self.since = 0
         self.step = None  # the last sweep's step of the posterior means
         self.flips = 0  # sweeps in a row whose step turned against the previous one
+        self.halved = False  # the fast phase at AUTO_DAMPING_HALF was tried
 
     def diverged(self, it):
-        """A sweep refused every message (the tilted moments of every site were not finite: the
-        posterior means ran off): True, start again damped (``update``'s restart), in the undamped
-        phase of "auto"; else FloatingPointError."""
+        """A sweep refused every message (the tilted moments of every site were not finite, the
+        posterior means ran off, or every new message had a negative precision): True, start
+        again damped (``update``'s restart), in the undamped phase of "auto"; else
+        FloatingPointError."""
         if self.undamped:
-            self.rho, self.undamped = AUTO_DAMPING_START, False
-            self.best, self.since, self.step, self.flips = np.inf, 0, None, 0
+            self._restart()
             return True
         raise FloatingPointError(
-            f"fit: every message of sweep {it} was refused (their tilted moments are not finite): the fit "
+            f"fit: every message of sweep {it} was refused (their tilted moments are not finite, or give "
+            "negative precisions): the fit "
             f"diverged at damping {self.rho}; try a smaller damping, method='ep', or check the scale of X"
         )
+
+    def _restart(self):
+        """The fast phase failed: the next damping, from the initial messages. An undamped start
+        goes on to a second fast phase at AUTO_DAMPING_HALF (not after the oscillation rule
+        chose 0.5 already); that one to AUTO_DAMPING_START and the slow phase."""
+        if self.rho == 1.0 and not self.halved:
+            self.rho, self.halved = AUTO_DAMPING_HALF, True
+        else:
+            self.rho, self.undamped = AUTO_DAMPING_START, False
+        self.best, self.since, self.step, self.flips = np.inf, 0, None, 0
 
     def update(self, change, step):
         """Record a sweep's change and its step of the posterior means; returns True when the fit
@@ -167,11 +183,10 @@ class _Damping:
         else:
             self.since += 1
         if self.undamped and self.since >= AUTO_UNDAMPED_WINDOW:
-            self.rho, self.undamped = AUTO_DAMPING_START, False
-            self.best, self.since, self.step, self.flips = np.inf, 0, None, 0
+            self._restart()
             return True
         if self.undamped and self.rho == 1.0 and self.flips >= AUTO_OSCILLATION:
-            self.rho, self.flips = 0.5, 0
+            self.rho, self.flips, self.halved = AUTO_DAMPING_HALF, 0, True
         elif not self.undamped and self.since >= AUTO_WINDOW and self.rho > AUTO_DAMPING_FLOOR:
             self.rho = max(0.5 * self.rho, AUTO_DAMPING_FLOOR)
             self.best, self.since = np.inf, 0
@@ -193,6 +208,29 @@ class _NoiseFloor:
         else:
             self.since += 1
         return "mc_noise" if self.since >= MC_WINDOW else None
+
+
+def feature_means(X):
+    """The centre (d,) of the features: each column's mean, and a constant column's value itself
+    (so that it centres to exact zeros, a feature whose factor involves no weight)."""
+    center = X.mean(axis=0)
+    if X.shape[0]:
+        const = X.max(axis=0) == X.min(axis=0)
+        center[const] = X[0, const]
+    return center
+
+
+def with_constant(X, center=None):
+    """[X - center, 1] (n, d + 1): the features (centred when ``center`` is given) and the
+    intercept's constant column, in one new array."""
+    n, d = X.shape
+    out = np.empty((n, d + 1))
+    if center is None:
+        out[:, :d] = X
+    else:
+        np.subtract(X, center, out=out[:, :d])
+    out[:, d] = 1.0
+    return out
 
 
 def _check_scale(X, func):
@@ -223,7 +261,9 @@ def _schedules(likelihood):
 SCHEDULES = ("parallel", "sequential")
 
 
-def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, progress, start, options, init_state):
+def _fit_vb(
+    X, s, model, prior_T, max_iter, tol, callback, verbose, progress, start, options, init_state, center
+):  # fmt: skip
     """Mean-field VB (``glm.vb``) packed as a ``RegressionResult`` (no site messages: its state
     is q(w), a ``VBState``; the evidence lower bound per iteration in ``trace.elbo``; damping
     does not apply)."""
@@ -237,7 +277,7 @@ def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, progress, st
 
     def snapshot(it, trace):
         return RegressionResult.of(
-            model, "vb", vb.mu.copy(), vb.v.copy(), it, False, "running", trace, None, options
+            model, "vb", vb.mu.copy(), vb.v.copy(), it, False, "running", trace, None, options, center=center
         )
 
     out = _loop.run(
@@ -247,8 +287,9 @@ def _fit_vb(X, s, model, prior_T, max_iter, tol, callback, verbose, progress, st
     )  # fmt: skip
     state = VBState(vb.mu.copy(), vb.v.copy())
     return RegressionResult.of(
-        model, "vb", vb.mu, vb.v, out.n_iter, out.converged, out.stop_reason, out.trace, state, options
-    )
+        model, "vb", vb.mu, vb.v, out.n_iter, out.converged, out.stop_reason, out.trace, state, options,
+        center=center,
+    )  # fmt: skip
 
 
 def fit_regression(
@@ -260,6 +301,7 @@ def fit_regression(
     prior_var=DEFAULTS["prior_var"],
     fit_intercept=DEFAULTS["fit_intercept"],
     intercept_var=DEFAULTS["intercept_var"],
+    center=DEFAULTS["center"],
     offset=DEFAULTS["offset"],
     damping=DEFAULTS["damping"],
     max_iter=DEFAULTS["max_iter"],
@@ -301,8 +343,9 @@ def fit_regression(
     offset = check_offset(o.get("offset"), n, func)
     prior_T = _prior(o["prior_var"], d, func)
     intercept = o["fit_intercept"]
+    center = feature_means(X) if intercept and o["center"] else None
     if intercept:  # the intercept is the weight of a last, constant feature
-        X = np.hstack([X, np.ones((n, 1))])
+        X = with_constant(X, center)
         prior_T = np.append(prior_T, 1.0 / o["intercept_var"])
         d += 1
     damp = _Damping(o["damping"], noisy=method in ("is", "kjit"))
@@ -318,6 +361,7 @@ def fit_regression(
         prior_var=o["prior_var"],
         fit_intercept=intercept,
         intercept_var=o["intercept_var"],
+        center=center is not None,
         damping=damp.rho,
         max_iter=max_iter,
         tol=tol,
@@ -347,6 +391,7 @@ def fit_regression(
                 start,
                 vb_options,
                 init_state,
+                center,
             )
 
     if init_state is not None:
@@ -408,9 +453,10 @@ def fit_regression(
         values = {"damping": rho, "param_change": change}
         if nu_old is not None:
             values["site_change"] = float(np.mean(np.sum((nu - nu_old) ** 2, axis=1)))
-        # every message refused: for the likelihoods of values, their tilted moments were not
-        # finite (the means ran off); the binary ones refuse messages of negative precision too
-        refused = not likelihood.binary and 0 < n_sites <= skipped
+        # every message refused: their tilted moments were not finite (the means ran off), or
+        # every new message had a negative precision (CEP-2's second-order term on a start far
+        # from the data): the state did not move, and a change of 0 is no convergence
+        refused = 0 < n_sites <= skipped
         restart = damp.diverged(it) if refused else damp.update(change, state.mu - scratch.mu_old)
         if restart:  # the undamped start diverged: again from the initial messages, damped
             _initial_messages(X, init_state, tau, nu)
@@ -432,7 +478,7 @@ def fit_regression(
     def snapshot(it, trace):
         mu, v = state.mu.copy(), state.v.copy()
         return RegressionResult.of(
-            model, method, mu, v, it, False, "running", trace, None, options, learner.likelihood
+            model, method, mu, v, it, False, "running", trace, None, options, learner.likelihood, center
         )
 
     def finite():  # (and proper: every variance > 0)
@@ -450,5 +496,5 @@ def fit_regression(
     state_out = RegressionState(RegressionSites(tau, nu), state.T, state.N)
     return RegressionResult.of(
         model, method, state.mu, state.v, out.n_iter, out.converged, out.stop_reason, out.trace,
-        state_out, options, learner.likelihood,
+        state_out, options, learner.likelihood, center,
     )  # fmt: skip

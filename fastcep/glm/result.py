@@ -29,8 +29,18 @@ class RegressionResult:
     posterior : GaussianPosterior
         ``mean`` and ``var`` of the weights, arrays of shape (d,).
     intercept : GaussianPosterior or None
-        ``mean`` and ``var`` (floats) of the intercept; None if the fit had none
-        (``fit_intercept=False``).
+        ``mean`` and ``var`` (floats) of the intercept b of f = x.w + b on the user's scale; None
+        if the fit had none (``fit_intercept=False``). A centred fit (``center``) reports b's
+        marginal under the posterior: b = b_c - center.w, mean ``b_c.mean - center @ mean``,
+        variance ``b_c.var + sum(center**2 * var)``.
+    center : ndarray of shape (d,) or None
+        The features' training means a fit with an intercept was centred on (``center=True``,
+        the default), else None.
+    centered_intercept : GaussianPosterior or None
+        A centred fit's intercept b_c = b + center.w, the linear predictor at the features'
+        mean: the parameter of the prior N(0, intercept_var), fitted with the weights in a
+        factorised posterior (the predictions use it: f = (x - center).w + b_c); None if the
+        fit was not centred.
     model, method : str
         ``model`` is the likelihood's name ("probit", "poisson", ...).
     likelihood : fastcep.likelihoods.Likelihood
@@ -48,17 +58,32 @@ class RegressionResult:
         ``fit(..., init_state=res.state)``.
     options : dict
         The options the fit ran with.
+    features : tuple of str or None
+        The names of the features, in the order of the weights: a loaded model file's (else None).
+    target : str or None
+        The label column's name: a loaded model file's (else None).
     """
 
     def __init__(
         self, model, method, posterior, n_iter, converged, stop_reason, trace, state, options, intercept=None,
-        likelihood=None,
+        likelihood=None, center=None, features=None, target=None,
     ):  # fmt: skip
+        """``intercept``: the fitted intercept's posterior, that of b_c when ``center`` (d,) is
+        given (a centred fit), else that of b."""
         self.model = model
         self.likelihood = likelihood if likelihood is not None else resolve_likelihood(model)
         self.method = method
         self.posterior = posterior
+        self.center = None if center is None else np.asarray(center, dtype=np.float64)
+        self.centered_intercept = intercept if center is not None else None
+        if center is not None and intercept is not None:
+            shift, mu, v = self.center, posterior.mean, posterior.var
+            intercept = GaussianPosterior(
+                float(intercept.mean - shift @ mu), float(intercept.var + (shift * shift) @ v)
+            )
         self.intercept = intercept
+        self.features = None if features is None else tuple(features)
+        self.target = target
         self.n_iter = n_iter
         self.converged = converged
         self.stop_reason = stop_reason
@@ -67,16 +92,28 @@ class RegressionResult:
         self.options = options
 
     @classmethod
-    def of(cls, model, method, mu, v, n_iter, converged, stop_reason, trace, state, options, likelihood=None):
-        """The result of a fit whose posterior over (weights, intercept if fitted) is mu, v."""
+    def of(
+        cls, model, method, mu, v, n_iter, converged, stop_reason, trace, state, options, likelihood=None,
+        center=None,
+    ):  # fmt: skip
+        """The result of a fit whose posterior over (weights, intercept if fitted) is mu, v; a
+        centred fit's intercept is b_c, on the features centred at ``center``."""
         intercept = None
         if options.get("fit_intercept"):
             intercept = GaussianPosterior(float(mu[-1]), float(v[-1]))
             mu, v = mu[:-1], v[:-1]
         post = GaussianPosterior(mu, v)
         return cls(
-            model, method, post, n_iter, converged, stop_reason, trace, state, options, intercept, likelihood
-        )
+            model, method, post, n_iter, converged, stop_reason, trace, state, options, intercept, likelihood,
+            center,
+        )  # fmt: skip
+
+    def _linear(self, X):
+        """The rows as the fit saw them and the intercept that goes with them: (X - center, b_c)
+        for a centred fit, else (X, b); (0, 0) without an intercept."""
+        if self.centered_intercept is not None:
+            return X - self.center, self.centered_intercept
+        return X, (self.intercept if self.intercept is not None else (0.0, 0.0))
 
     def __repr__(self):
         return (
@@ -87,6 +124,7 @@ class RegressionResult:
     def _predictive(self, X, y_sign=None, offset=None):
         X = V.check_matrix(X, "X", "predict_proba", n_cols=self.posterior.mean.size)
         off = check_offset(offset, X.shape[0], "predict")
+        X, b = self._linear(X)
         scale = np.max(np.abs(X), axis=1) if X.size else np.zeros(0)
         huge = scale > ROW_SCALE_LIMIT
         if np.any(huge):
@@ -97,7 +135,6 @@ class RegressionResult:
         logp = np.empty(n if y_sign is not None else 0)
         ys = y_sign if y_sign is not None else np.empty(0)
         mu, v = self.posterior
-        b = self.intercept if self.intercept is not None else (0.0, 0.0)
         with num_threads(self.options.get("n_threads")):
             # (the built-ins' predictive densities are closed forms or their own rules: the
             # Gauss-Hermite rule serves likelihoods without one)
@@ -119,7 +156,7 @@ class RegressionResult:
         X = V.check_matrix(X, "X", "latent", n_cols=self.posterior.mean.size)
         off = check_offset(offset, X.shape[0], "latent")
         mu, v = self.posterior
-        b = self.intercept if self.intercept is not None else (0.0, 0.0)
+        X, b = self._linear(X)
         mean = X @ mu + b[0]
         return mean + off if off.size else mean, np.einsum("ij,ij,j->i", X, X, v) + b[1]
 
@@ -215,6 +252,12 @@ class RegressionResult:
         X = V.check_matrix(X, "X", "auc", n_cols=self.posterior.mean.size)
         s = V.check_labels(y, "y", "auc", X.shape[0], self.options.get("classes"))
         return _auc(s > 0, self.predict_proba(X))
+
+    def save(self, path, features=None, target=""):
+        """Write the result to ``path`` (``fastcep.save``; read it back with ``fastcep.load``)."""
+        from ..io.results import save
+
+        save(self, path, features, target)
 
     def plot_convergence(self, ax=None):
         """The trace's change against iteration and time: ``fastcep.plot.convergence``."""

@@ -1,6 +1,7 @@
 """fastcep's files, one module per format: tensor files (``tensor``), text tensors (``text``),
 fitted CP models (``model``), regression models (``glm_model``), stream checkpoints
-(``checkpoint``), data tables of named columns, CSV or HDF5 (``table``); ``files`` holds the atomic
+(``checkpoint``), data tables of named columns, CSV or HDF5 (``table``); ``results`` writes and
+reads any fitted result (``save``, ``load``); ``files`` holds the atomic
 write and the one error class, ``FileFormatError``; ``kinds`` tells what a file holds."""
 
 from .checkpoint import read_checkpoint, write_checkpoint
@@ -8,6 +9,7 @@ from .files import FileFormatError, atomic_h5
 from .glm_model import GLMModel, load_glm_model, save_glm_model
 from .kinds import file_kind
 from .model import load_model, save_model
+from .results import load, save
 from .table import Table, read_table
 from .tensor import TensorReader, TensorWriter, read_tensor, write_tensor
 from .text import iter_text_rows, text_to_tensor
@@ -21,10 +23,12 @@ __all__ = [
     "atomic_h5",
     "file_kind",
     "iter_text_rows",
+    "load",
     "load_glm_model",
     "load_model",
     "read_checkpoint",
     "read_table",
+    "save",
     "save_glm_model",
     "save_model",
     "read_tensor",

@@ -1,7 +1,7 @@
 """Regression model files: a fitted Bayesian regression (any built-in likelihood) and the names of its
 features (``save_glm_model``, ``load_glm_model``; written by ``fastcep glm fit``).
 
-Layout (format version 2). Root attributes: ``format`` ("fastcep-glm-model"), ``format_version``
+Layout (format version 3). Root attributes: ``format`` ("fastcep-glm-model"), ``format_version``
 (2), ``model`` (the likelihood's name: "probit", "logistic", "gaussian", "poisson", "negbin",
 "student_t"), ``likelihood`` (its parameters, JSON, learned ones filled in), ``method``,
 ``target`` (the target column's name, "" if unknown), ``n_iter``, ``converged``, ``stop_reason``
@@ -9,10 +9,13 @@ and ``options`` (the fit's options, JSON).
 Datasets: ``features`` (d,) UTF-8 strings, the feature names in the order of the weights;
 ``posterior/mean`` and ``posterior/var`` (d,) float64, the factorised Gaussian posterior of the
 weights; ``intercept/mean`` and ``intercept/var`` (scalars), present only for a fit with an
-intercept; ``trace/<column>`` (n_iter,), the fit's trace (``fastcep._loop.TRACE_FIELDS``). The
-file is written to a temporary file beside the target and renamed over it
-(``fastcep.io.files.atomic_h5``). ``load_glm_model`` checks the format, the version, the model and
-method names, the shapes, that every number is finite and every variance positive.
+intercept: the fitted intercept, which for a centred fit (version 3) is b_c, the intercept at the
+features' mean, beside ``center`` (d,) float64, the features' training means (absent for a fit
+not centred; ``RegressionResult.center``); ``trace/<column>`` (n_iter,), the fit's trace
+(``fastcep._loop.TRACE_FIELDS``). The file is written to a temporary file beside the target and
+renamed over it (``fastcep.io.files.atomic_h5``). ``load_glm_model`` checks the format, the
+version, the model and method names, the shapes, that every number is finite and every variance
+positive.
 """
 
 import json
@@ -30,9 +33,10 @@ from ..results import GaussianPosterior
 from .files import atomic_h5, bad_file, json_default, open_h5, sign, verify
 
 GLM_MODEL_FORMAT = "fastcep-glm-model"
-GLM_MODEL_FORMAT_VERSION = 2
-#: versions this fastcep reads (1: binary likelihoods only, no ``likelihood`` attribute)
-READABLE_VERSIONS = (1, 2)
+GLM_MODEL_FORMAT_VERSION = 3
+#: versions this fastcep reads (1: binary likelihoods only, no ``likelihood`` attribute; 2: no
+#: ``center``, every fit un-centred)
+READABLE_VERSIONS = (1, 2, 3)
 #: the kind named in the errors ("... is not a valid fastcep regression model file: ...")
 KIND = "regression model"
 
@@ -87,10 +91,13 @@ def save_glm_model(result, path, features, target=""):
         g = f.create_group("posterior")
         g.create_dataset("mean", data=np.asarray(result.posterior.mean, dtype=np.float64))
         g.create_dataset("var", data=np.asarray(result.posterior.var, dtype=np.float64))
-        if result.intercept is not None:
+        fitted = result.intercept if result.center is None else result.centered_intercept
+        if fitted is not None:
             g = f.create_group("intercept")
-            g.create_dataset("mean", data=float(result.intercept.mean))
-            g.create_dataset("var", data=float(result.intercept.var))
+            g.create_dataset("mean", data=float(fitted.mean))
+            g.create_dataset("var", data=float(fitted.var))
+        if result.center is not None:
+            f.create_dataset("center", data=np.asarray(result.center, dtype=np.float64))
         g = f.create_group("trace")
         for name in TRACE_FIELDS:
             g.create_dataset(name, data=np.asarray(getattr(result.trace, name)))
@@ -154,6 +161,7 @@ def load_glm_model(path):
             intercept = None
             if "intercept" in f:
                 intercept = np.array([f["intercept/mean"][()], f["intercept/var"][()]], dtype=np.float64)
+            center = np.asarray(f["center"][()], dtype=np.float64) if "center" in f else None
             options = json.loads(f.attrs["options"])
             n_iter = int(f.attrs["n_iter"])
             columns = {name: np.asarray(f["trace"][name]) for name in TRACE_FIELDS if name in f["trace"]}
@@ -175,7 +183,13 @@ def load_glm_model(path):
         mean.shape == (d,) and var.shape == (d,),
         f"{d} features but posterior arrays of shapes {mean.shape} and {var.shape}",
     )
-    for name, values in (("posterior", (mean, var)), ("intercept", () if intercept is None else intercept)):
+    _check(
+        path,
+        center is None or (center.shape == (d,) and intercept is not None),
+        f"its center has shape {None if center is None else center.shape}, not ({d},) beside an intercept",
+    )
+    held = (("posterior", (mean, var)), ("intercept", () if intercept is None else intercept))
+    for name, values in (*held, ("center", () if center is None else (center,))):
         _check(path, all(np.all(np.isfinite(v)) for v in values), f"the {name} holds non-finite numbers")
     _check(path, bool(np.all(var > 0.0)), "a posterior variance is not positive")
     _check(path, intercept is None or intercept[1] > 0.0, "the intercept's variance is not positive")
@@ -183,6 +197,7 @@ def load_glm_model(path):
     post = GaussianPosterior(mean, var)
     b = None if intercept is None else GaussianPosterior(float(intercept[0]), float(intercept[1]))
     result = RegressionResult(
-        model, method, post, n_iter, converged, stop_reason, trace, None, options, b, likelihood
-    )
+        model, method, post, n_iter, converged, stop_reason, trace, None, options, b, likelihood, center,
+        features, target,
+    )  # fmt: skip
     return GLMModel(result, features, target)

@@ -267,6 +267,12 @@ class CPResult:
         a, b = self.posterior.noise
         return gaussian_log_likelihood(values, mean, var + (b / (a - 1.0) if a > 1.0 else b / a))
 
+    def save(self, path):
+        """Write the result to ``path`` (``fastcep.save``; read it back with ``fastcep.load``)."""
+        from ..io.results import save
+
+        save(self, path)
+
     def plot_convergence(self, ax=None):
         """The trace's change (and eval metric) against iteration and time: ``fastcep.plot.convergence``."""
         from ..plot import convergence

@@ -1,0 +1,93 @@
+"""One save and one load for every fitted result (``fastcep.save``, ``fastcep.load``).
+
+A regression result (any likelihood and method) is written as a regression model file
+(``glm_model``), a CP result (every method: CEP, LP, VMP, CP-WOPT, and a stream's) as a CP model
+file (``model``). Each file names what it holds in its ``format`` attribute, and ``load`` reads
+that attribute to choose the reader; a file of another kind (a tensor, a stream checkpoint, a
+table) is refused with what it is and what reads it.
+"""
+
+import os
+
+from ..glm.result import RegressionResult
+from ..tensor.result import CPResult
+from .checkpoint import CHECKPOINT_FORMAT
+from .files import FileFormatError
+from .glm_model import GLM_MODEL_FORMAT, load_glm_model, save_glm_model
+from .kinds import file_kind
+from .model import MODEL_FORMAT, load_model, save_model
+from .tensor import TENSOR_FORMAT
+
+#: what reads each other fastcep file: named in ``load``'s error
+_OTHER_READERS = {
+    TENSOR_FORMAT: "a tensor: read it with fastcep.read_tensor or fastcep.TensorReader",
+    CHECKPOINT_FORMAT: "a stream checkpoint: resume it with fastcep.stream(..., checkpoint=path, "
+    "resume=True)",
+}
+
+
+def save(result, path, features=None, target=""):
+    """Write a fitted result to ``path`` (HDF5, atomically: a temporary file beside it, renamed
+    over it when complete); read it back with ``fastcep.load``.
+
+    Parameters
+    ----------
+    result : RegressionResult or CPResult
+        What ``fastcep.fit`` or ``fastcep.stream`` returned (a ``Custom`` likelihood, code, cannot
+        be written).
+    path : str or PathLike
+    features : sequence of str, optional
+        Regression only: one distinct name per weight, in the order of X's columns (default
+        "x0", "x1", ...; kept in the file, ``res.features`` after ``load``).
+    target : str
+        Regression only: the name of the label column ("" if unknown).
+    """
+    if isinstance(result, RegressionResult):
+        if features is None:
+            features = result.features or [f"x{j}" for j in range(result.posterior.mean.size)]
+        save_glm_model(result, path, features, target)
+    elif isinstance(result, CPResult):
+        if features is not None or target:
+            raise ValueError(
+                "save: 'features' and 'target' name a regression's columns; a CP result has none."
+            )
+        save_model(result, path)
+    else:
+        raise TypeError(
+            f"save: expected a RegressionResult or a CPResult (what fastcep.fit and fastcep.stream "
+            f"return), got {type(result).__name__}."
+        )
+
+
+def load(path):
+    """Read a result written by ``fastcep.save`` (or by ``save_model``, ``save_glm_model`` and
+    ``fastcep glm fit``).
+
+    Returns
+    -------
+    RegressionResult or CPResult
+        As the file says (its ``format`` attribute), without the message state; it predicts as
+        the fitted result did. A regression's feature names and target are ``res.features`` and
+        ``res.target``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    FileFormatError
+        If the file is not a fastcep model of either kind (it says what the file is), or is
+        corrupt, of another version, or inconsistent.
+    """
+    path = os.fspath(path)
+    kind = file_kind(path)
+    if kind == "missing":
+        raise FileNotFoundError(f"load: no such file {path!r}.")
+    if kind == GLM_MODEL_FORMAT:
+        return load_glm_model(path).result
+    if kind == MODEL_FORMAT:
+        return load_model(path)
+    what = _OTHER_READERS.get(kind, f"its kind is {kind!r}")
+    raise FileFormatError(
+        f"load: {path!r} is not a fastcep model file ({GLM_MODEL_FORMAT!r} or {MODEL_FORMAT!r}): "
+        f"it is {what}."
+    )
