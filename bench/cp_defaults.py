@@ -98,7 +98,7 @@ def run(datasets, folds, ranks, seeds, settings, which):
                         cell = dict(
                             data=name, fold=fold, rank=rank, setting=label, seed=seed,
                             metric=float(score(res, name, sc, sv)), n_iter=res.n_iter, seconds=seconds,
-                            effective_rank=getattr(res, "effective_rank", None),
+                            effective_rank=getattr(res, "effective_rank", None), rank_fitted=res.rank,
                             train_log_likelihood=float(res.log_likelihood(fc, fv)),
                         )  # fmt: skip
                         cells.append(cell)
@@ -167,7 +167,13 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", nargs="+", default=["alog", "enron"], choices=sorted(MODELS))
     ap.add_argument("--folds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
-    ap.add_argument("--ranks", nargs="+", type=int, default=[3, 5, 8, 10])
+    ap.add_argument(
+        "--ranks",
+        nargs="+",
+        type=lambda v: None if v == "none" else int(v),
+        default=[3, 5, 8, 10],
+        help="ranks; 'none': the fit's own choice (rank=None, layout.default_rank)",
+    )
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     ap.add_argument("--split", choices=("validation", "test"), default="validation")
     ap.add_argument("--setting", action="append", default=None)

@@ -119,8 +119,19 @@ OPTIONS = (
         "stream": Spec(DataCheck("sequence of K ints or None"), None, "arrays only: a file has its own"),
     }),
     Option("rank", "Rank R of the decomposition.", {
-        "cp": Spec(Required(Int(1, 1000), "an int >= 1"), None),
-        "stream": Spec(Int(1, 1000)),
+        "cp/lp": Spec(Required(Int(1, 1000), "an int >= 1"), None),
+        "cp/vmp": Spec(Required(Int(1, 1000), "an int >= 1"), None),
+        "cp/cp_wopt": Spec(Required(Int(1, 1000), "an int >= 1"), None),
+        "cp": Spec(
+            Maybe(Int(1, 1000)), None,
+            "None: a generous rank from the data's size, n // (2 (d_1 + ... + d_K)) between 3 and "
+            "20, pruned by the learned prior; fastcep.tensor.layout.default_rank: Alog 20, Enron "
+            "3, DBLP 7; res.effective_rank counts the columns kept, res.rank and "
+            "options['rank_from_data'] say what was chosen; a fixed prior (prior='fixed', "
+            "prior_mean) needs a rank",
+        ),
+        "stream/post": Spec(Required(Int(1, 1000), "an int >= 1"), None),
+        "stream": Spec(Maybe(Int(1, 1000)), None, "None: as fit's, from the stream's length"),
     }),
     Option("prior_var", "Variance of the zero-mean Gaussian prior of each weight or embedding.", {
         "regression": Spec(
@@ -673,8 +684,14 @@ def log_concave(model, likelihood):
 
 
 def _learned_prior(func, model, method, o):
-    """The Wishart prior needs full covariances; a fit's prior mean is the fixed prior's."""
+    """The Wishart prior needs full covariances; a fit's prior mean is the fixed prior's; a rank
+    left to the data needs a learned prior (a fixed one prunes nothing)."""
     prior = o.get("prior", "fixed")
+    if o.get("rank", 0) is None and prior == "fixed":
+        raise ValueError(
+            f"{func}: rank=None (a generous rank, pruned by the learned prior) needs a learned prior; "
+            "with prior='fixed' or a prior_mean give the rank."
+        )
     if prior == "wishart" and o["covariance"] != "full":
         raise ValueError(
             f"{func}: prior='wishart' needs covariance='full' (got {o['covariance']!r}); use prior='ard'."

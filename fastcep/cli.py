@@ -823,7 +823,7 @@ def build_parser():
         common(q, family, "model")
         option(q, "model", family, required=True)
         option(q, "likelihood", family, choices=_cp_likelihood_names())
-        option(q, "rank", family, type=int, required=True)
+        option(q, "rank", family, type=int)
         for name in ("damping", "tol", "prior_var", "a0", "b0", "prior_mean"):
             option(q, name, family, type=float)
         option(q, "max_iter", family, type=int)

@@ -328,7 +328,7 @@ VALUES = np.array([0.5, -1.0, 2.0])
         (COORDS.astype(str), VALUES, {}, TypeError, "integer array"),
         (np.zeros((0, 3), dtype=int), np.zeros(0), {}, ValueError, "no observed entries"),
         (COORDS, VALUES, dict(rank=0), ValueError, "'rank' parameter"),
-        (COORDS, VALUES, dict(rank=None), TypeError, "'rank' parameter"),
+        (COORDS, VALUES, dict(rank=None, method="lp"), TypeError, "'rank' parameter"),
         (COORDS, VALUES, dict(damping=0.0), ValueError, "'damping' parameter"),
         (COORDS, VALUES, dict(damping=1.5), ValueError, "'damping' parameter"),
         (COORDS, VALUES, dict(prior_var=-1.0), ValueError, "'prior_var' parameter"),

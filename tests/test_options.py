@@ -198,7 +198,7 @@ def test_unknown_options_are_refused_naming_the_valid_ones(call, valid):
          "The 'max_iter' parameter of fit must be an int >= 1. Got 2.5 instead."),
         ("fit", "regression", "probit", "cep1", {"n_nodes": 1}, ValueError,
          "The 'n_nodes' parameter of fit must be an int >= 2 and <= 200. Got 1 instead."),
-        ("fit", "cp", "cp_gaussian", "cep1", {"rank": None}, TypeError,
+        ("fit", "cp", "cp_gaussian", "vmp", {"rank": None}, TypeError,
          "The 'rank' parameter of fit must be an int >= 1. Got None instead."),
         ("fit", "regression", "probit", "cep1", {"verbose": "yes"}, TypeError,
          "The 'verbose' parameter of fit must be a bool. Got 'yes' instead."),

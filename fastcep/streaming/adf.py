@@ -53,7 +53,14 @@ from ..io.files import check_output
 from ..likelihoods import Gaussian
 from ..results import StreamState
 from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, _exact_sum, entry_marginals, guarded, warm_start
-from ..tensor.layout import check_coords, check_memory, check_values, make_layout, standardization
+from ..tensor.layout import (
+    check_coords,
+    check_memory,
+    check_values,
+    default_rank,
+    make_layout,
+    standardization,
+)
 from ..tensor.likelihoods import describe, is_generic
 from ..tensor.result import CPResult, eval_metric
 from ..tensor.vmp import VMP_DEFAULTS, VMPEngine
@@ -141,7 +148,7 @@ def stream(
     values=None,
     *,
     model,
-    rank,
+    rank=None,
     likelihood=STREAM_DEFAULTS["likelihood"],
     method=STREAM_DEFAULTS["method"],
     shape=STREAM_DEFAULTS["shape"],
@@ -193,7 +200,10 @@ def stream(
         registry, "cp" with a likelihood) with method "cep1" only; where a default differs per
         model (damping, max_iter, prior_mean, init_scale) it takes cp_probit's if its values are
         binary, else cp_gaussian's.
-    rank : int >= 1
+    rank : int >= 1 or None, default None
+        None (method "cep1"): fit's generous rank (``fastcep.tensor.layout.default_rank``) from
+        the stream's length and shape, pruned by the learned prior; method "post" and a fixed
+        prior need it.
     likelihood : fastcep.likelihoods.Likelihood, str or None
         With model "cp", as in ``fastcep.fit`` (the same resolution: ``Gaussian()`` runs
         cp_gaussian). A learned parameter is updated once per batch (the module's text): a
@@ -326,6 +336,8 @@ def _run(
     governor=None,
 ):  # fmt: skip
     shape = tuple(int(d) for d in src.shape)
+    if R is None:  # (fit's generous rank, from the whole stream's length)
+        R = default_rank(shape, src.n)
     Kmodes = len(shape)
     offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
     n_obj = int(offsets[-1])

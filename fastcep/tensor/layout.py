@@ -23,6 +23,19 @@ class Layout(NamedTuple):
     ent: np.ndarray  #: (n K,) entry ids grouped by object, in entry order
 
 
+#: the bounds of the rank a fit chooses when none is given (``default_rank``)
+DEFAULT_RANK_MIN, DEFAULT_RANK_MAX = 3, 20
+
+
+def default_rank(shape, n):
+    """A generous rank for ``n`` observed entries of a tensor of ``shape``: about one embedding
+    number per two entries over all objects, n // (2 (d_1 + ... + d_K)), between
+    DEFAULT_RANK_MIN and DEFAULT_RANK_MAX. The learned prior prunes the columns the data do not
+    carry; on Alog (21,076 entries, 500 objects: 20) it kept 9-15 and reached RMSE 0.782 over
+    five folds, against 0.834 at rank 8 (BENCHMARKS.md)."""
+    return int(min(DEFAULT_RANK_MAX, max(DEFAULT_RANK_MIN, int(n) // (2 * int(np.sum(shape))))))
+
+
 def make_layout(coords, shape):
     n, Kmodes = coords.shape
     offsets = np.zeros(Kmodes + 1, dtype=np.int64)
