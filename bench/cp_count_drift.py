@@ -3,6 +3,7 @@
     python -m bench.cp_count_drift [--fold 1] [--rank 3] [--max-iter 300]
                                    [--prior wishart|ard|fixed] [--hold-prior-after N]
                                    [--dispersion R] [--hold-dispersion-after N] [--gold NPZ]
+                                   [--hyper-from-counted]
 
 A cp_negbin fit on Alog's counts (``data_tools.tensors.load_alog_counts``, seed 0, defaults but
 ``--prior`` and ``max_iter``). At iterations 10, 20, 30, 40, 50, 60, 75 and every 25th: the
@@ -17,7 +18,9 @@ negative binomial's dispersion at R (``model="cp", likelihood=NegativeBinomial(R
 ``bench.cp_count_gold``'s chain) instead of learning it; ``--hold-dispersion-after N`` learns it
 for N updates and holds it then (a diagnostic, as the held prior). ``--gold NPZ`` (that bench's
 .npz of the same fold) adds the test entries' distance to the gold
-(``cp_count_gold.against_gold``): zero slices and the others apart. Rows are printed as JSON
+(``cp_count_gold.against_gold``): zero slices and the others apart. ``--hyper-from-counted``
+learns the prior from the objects with a nonzero training count only (``hyper_from_counted``, a
+diagnostic). Rows are printed as JSON
 lines and saved to
 bench/results/cp-count-drift-f{fold}-r{rank}-{prior}{-holdN}{-nbR}{-holdrN}.json.
 """
@@ -56,6 +59,33 @@ def hold_prior_after(iteration):
     E.CPEngine.update_prior = held
 
 
+def hyper_from_counted(train):
+    """Learn the prior from the objects with a nonzero training count only (a diagnostic: the
+    engine's hyper-layer update sums the moments of those objects; the zero slices' objects still
+    take the learned prior, but cannot move it)."""
+    from fastcep.tensor import hyper as H
+
+    counted = np.concatenate(
+        [
+            np.bincount(train.coords[:, k], weights=train.values > 0, minlength=d) > 0
+            for k, d in enumerate(train.shape)
+        ]
+    )
+
+    def learn(engine):
+        offsets = engine.lay.offsets
+        keep = [
+            np.flatnonzero(counted[offsets[k] : offsets[k + 1]]) + offsets[k] for k in range(len(offsets) - 1)
+        ]
+        counts = np.array([len(idx) for idx in keep], dtype=np.float64)
+        sum_M = np.stack([engine.M[idx].sum(axis=0) for idx in keep])
+        sum_E2 = np.stack([engine.E2[idx].sum(axis=0) for idx in keep])
+        engine.hyper = H.update_from_sums(engine.hyper, counts, sum_M, sum_E2)
+        H.fill_prior(engine.hyper, offsets, engine.covariance, engine.prior_Lam, engine.prior_eta)
+
+    E.CPEngine.update_prior = learn
+
+
 def hold_dispersion_after(updates):
     """Hold the learned dispersion after its ``updates``-th update (the later ones return a change
     of 0 and leave it)."""
@@ -67,8 +97,12 @@ def hold_dispersion_after(updates):
     LikelihoodLearner.update = held
 
 
-def curve(fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None, hold_r_after=None):
+def curve(
+    fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None, hold_r_after=None, counted=False
+):  # fmt: skip
     train, test = load_alog_counts(fold, SHARED)
+    if counted:
+        hyper_from_counted(train)
     zero = zero_slice_entries(train, test)
     if gold is not None and not np.array_equal(gold["zero"], zero):
         raise SystemExit(
@@ -126,6 +160,7 @@ def curve(fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None, h
     tag = f"-f{fold}-r{rank}-{prior}" + ("" if hold_after is None else f"-hold{hold_after}")
     tag += "" if dispersion is None else f"-nb{dispersion:g}"
     tag += "" if hold_r_after is None else f"-holdr{hold_r_after}"
+    tag += "-counted" if counted else ""
     (RESULTS / f"cp-count-drift{tag}.json").write_text(strict_json(rows, indent=1))
 
 
@@ -139,6 +174,7 @@ def main(argv=None):
     ap.add_argument("--dispersion", type=float, default=None)
     ap.add_argument("--gold", type=pathlib.Path, default=None)
     ap.add_argument("--hold-dispersion-after", type=int, default=None)
+    ap.add_argument("--hyper-from-counted", action="store_true", help="see hyper_from_counted")
     args = ap.parse_args(argv)
     if not (SHARED / "alog").is_dir():
         print(f"skipped: no data in {SHARED}")
@@ -147,7 +183,7 @@ def main(argv=None):
     gold = None if args.gold is None else np.load(args.gold)
     curve(
         args.fold, args.rank, args.max_iter, args.prior, args.hold_prior_after, args.dispersion, gold,
-        args.hold_dispersion_after,
+        args.hold_dispersion_after, args.hyper_from_counted,
     )  # fmt: skip
 
 
