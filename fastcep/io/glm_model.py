@@ -30,7 +30,7 @@ from .._loop import TRACE_FIELDS, Trace
 from ..glm.result import RegressionResult
 from ..likelihoods import SHORTHANDS, Custom
 from ..results import GaussianPosterior
-from .files import atomic_h5, bad_file, json_default, open_h5, sign, verify
+from .files import FileFormatError, atomic_h5, bad_file, json_default, open_h5, sign, verify
 
 GLM_MODEL_FORMAT = "fastcep-glm-model"
 GLM_MODEL_FORMAT_VERSION = 3
@@ -142,35 +142,58 @@ def load_glm_model(path):
     """
     path = os.fspath(path)
     with open_h5(path, KIND, "load_glm_model") as f:
-        fmt = f.attrs.get("format")
-        _check(path, fmt == GLM_MODEL_FORMAT, f"format attribute is {fmt!r}, not {GLM_MODEL_FORMAT!r}")
-        version = int(f.attrs.get("format_version", -1))
-        _check(
-            path,
-            version in READABLE_VERSIONS,
-            f"format version {version}, this fastcep reads {GLM_MODEL_FORMAT_VERSION}",
-        )
-        _check(path, verify(f, KIND, path), "its checksum is missing")
         try:
-            model, method = str(f.attrs["model"]), str(f.attrs["method"])
-            features = tuple(
-                v.decode() if isinstance(v, bytes) else str(v) for v in np.atleast_1d(f["features"][()])
-            )
-            mean = np.asarray(f["posterior/mean"][()], dtype=np.float64)
-            var = np.asarray(f["posterior/var"][()], dtype=np.float64)
-            intercept = None
-            if "intercept" in f:
-                intercept = np.array([f["intercept/mean"][()], f["intercept/var"][()]], dtype=np.float64)
-            center = np.asarray(f["center"][()], dtype=np.float64) if "center" in f else None
-            options = json.loads(f.attrs["options"])
-            n_iter = int(f.attrs["n_iter"])
-            columns = {name: np.asarray(f["trace"][name]) for name in TRACE_FIELDS if name in f["trace"]}
-            trace = Trace.from_columns(n_iter, **columns)
-            target = str(f.attrs.get("target", ""))
-            converged, stop_reason = bool(f.attrs["converged"]), str(f.attrs["stop_reason"])
-            params = json.loads(f.attrs["likelihood"]) if version >= 2 else {}
-        except (KeyError, OSError, ValueError, TypeError) as exc:
-            raise bad_file(KIND, path, f"missing or unreadable content ({exc})") from exc
+            fields = _read(f, path)
+        except FileFormatError:
+            raise
+        except (KeyError, OSError, ValueError, TypeError, RuntimeError, IndexError) as exc:
+            # (a damaged file fails anywhere in h5py: in the digest's walk, a name, a dtype)
+            why = f"missing or unreadable content ({type(exc).__name__}: {exc})"
+            raise bad_file(KIND, path, why) from exc
+    return _model(path, **fields)
+
+
+def _read(f, path):
+    """The fields of an open regression model file (its format, version and digest checked), as a
+    dict: read only here, checked by ``_model``."""
+    fmt = f.attrs.get("format")
+    _check(path, fmt == GLM_MODEL_FORMAT, f"format attribute is {fmt!r}, not {GLM_MODEL_FORMAT!r}")
+    version = int(f.attrs.get("format_version", -1))
+    _check(
+        path,
+        version in READABLE_VERSIONS,
+        f"format version {version}, this fastcep reads {GLM_MODEL_FORMAT_VERSION}",
+    )
+    _check(path, verify(f, KIND, path), "its checksum is missing")
+    n_iter = int(f.attrs["n_iter"])
+    columns = {name: np.asarray(f["trace"][name]) for name in TRACE_FIELDS if name in f["trace"]}
+    return dict(
+        model=str(f.attrs["model"]),
+        method=str(f.attrs["method"]),
+        features=tuple(
+            v.decode() if isinstance(v, bytes) else str(v) for v in np.atleast_1d(f["features"][()])
+        ),
+        mean=np.asarray(f["posterior/mean"][()], dtype=np.float64),
+        var=np.asarray(f["posterior/var"][()], dtype=np.float64),
+        intercept=(
+            np.array([f["intercept/mean"][()], f["intercept/var"][()]], dtype=np.float64)
+            if "intercept" in f
+            else None
+        ),
+        center=np.asarray(f["center"][()], dtype=np.float64) if "center" in f else None,
+        options=json.loads(f.attrs["options"]),
+        n_iter=n_iter,
+        trace=Trace.from_columns(n_iter, **columns),
+        target=str(f.attrs.get("target", "")),
+        converged=bool(f.attrs["converged"]),
+        stop_reason=str(f.attrs["stop_reason"]),
+        params=json.loads(f.attrs["likelihood"]) if version >= 2 else {},
+    )
+
+
+def _model(path, model, method, features, mean, var, intercept, center, options, n_iter, trace, target,
+           converged, stop_reason, params):  # fmt: skip
+    """The ``GLMModel`` of a file's fields (``_read``), each checked."""
     models, methods = O.choices("model", "regression"), O.choices("method", "regression")
     known = [m for m in models if m in SHORTHANDS]
     _check(path, model in known, f"unknown model {model!r} (this fastcep knows {', '.join(known)})")
@@ -188,11 +211,13 @@ def load_glm_model(path):
         center is None or (center.shape == (d,) and intercept is not None),
         f"its center has shape {None if center is None else center.shape}, not ({d},) beside an intercept",
     )
+    _check(path, intercept is None or intercept.shape == (2,), "its intercept is not two numbers")
     held = (("posterior", (mean, var)), ("intercept", () if intercept is None else intercept))
     for name, values in (*held, ("center", () if center is None else (center,))):
         _check(path, all(np.all(np.isfinite(v)) for v in values), f"the {name} holds non-finite numbers")
     _check(path, bool(np.all(var > 0.0)), "a posterior variance is not positive")
     _check(path, intercept is None or intercept[1] > 0.0, "the intercept's variance is not positive")
+    _check(path, isinstance(options, dict), "its options are not a JSON object")
     options["n_threads"] = None  # (the writer's thread count may exceed this machine's)
     post = GaussianPosterior(mean, var)
     b = None if intercept is None else GaussianPosterior(float(intercept[0]), float(intercept[1]))
