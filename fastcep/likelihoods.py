@@ -24,6 +24,7 @@ once per sweep.
 """
 
 import math
+import re
 
 import numpy as np
 
@@ -362,10 +363,58 @@ class Custom(Likelihood):
         return self._kernel
 
     def check(self, y, name, func, n):
+        """The values checked as every likelihood's, by ``check`` if given, and the log-density
+        probed on them (``probe``)."""
         arr = super().check(y, name, func, n)
         if self.value_check is not None:
             self.value_check(arr)
+        self.probe(arr, name)
         return arr
+
+    #: the latent values at which ``probe`` evaluates the log-density at every distinct y
+    PROBE_F = (-3.0, -1.0, 0.0, 1.0, 3.0)
+
+    def probe(self, y, name="y"):
+        """Check the user's log-density before a fit: it compiles for two floats (y, f), returns
+        one float, and is never NaN or +inf at the values ``y`` for f in ``PROBE_F`` (-inf, a
+        zero density, is allowed). Raises TypeError or ValueError naming the problem and the
+        first row where it shows."""
+        from numba.core.errors import NumbaError
+
+        from .kernels.likelihoods.custom import probe
+
+        if y.size == 0:
+            return
+        where = f"logpdf(y={float(y[0])!r}, f=0.0)"
+        try:
+            out = self.logpdf(float(y[0]), 0.0)
+        except NumbaError as exc:
+            text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # (numba colours its messages)
+            lines = [line.strip() for line in text.splitlines() if line.strip()]
+            lines = [line for line in lines if not line.startswith("Failed in")] or [str(exc)]
+            raise TypeError(
+                "Custom: logpdf must be a numba.njit function of two floats (y, f) returning one "
+                f"float, log p(y | f); numba cannot compile {where}: {lines[0]}"
+            ) from None
+        except Exception as exc:
+            raise TypeError(f"Custom: {where} raised {type(exc).__name__}: {exc}") from None
+        if isinstance(out, (bool, np.bool_)) or not isinstance(out, (int, float, np.integer, np.floating)):
+            raise TypeError(
+                f"Custom: logpdf must return one float, log p(y | f); {where} returned "
+                f"{type(out).__name__} {out!r}"
+            )
+        values, first = np.unique(y, return_index=True)
+        grid = np.array(self.PROBE_F)
+        table = np.empty((values.size, grid.size))
+        probe(self.logpdf)(values, grid, table)
+        bad = np.isnan(table) | (table == np.inf)
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            row = int(first[i])
+            raise ValueError(
+                f"Custom: logpdf(y={float(values[i])!r}, f={float(grid[j])!r}) is {float(table[i, j])!r} "
+                f"at {name}[{row}]; a log-density must be finite, or -inf where the density is 0"
+            )
 
     def __eq__(self, other):
         return type(self) is type(other) and self.logpdf is other.logpdf

@@ -14,16 +14,34 @@ kernel source:
 - Two installs (a wheel and a checkout) never share a folder.
 
 ``FASTCEP_CACHE_DIR`` chooses the root; else ``NUMBA_CACHE_DIR``/fastcep; else the user's cache
-folder (``~/.cache/fastcep`` on Linux). Where none of them can be written, numba falls back to its
-own choice.
+folder (``~/.cache/fastcep`` on Linux).
+
+Nothing here may break an import or a fit (issue 38):
+- **No writable folder** (HOME read-only on a cluster worker, a read-only ``FASTCEP_CACHE_DIR``):
+  the kernels compile in memory, once per process, and one :class:`KernelCacheWarning` names the
+  folder. numba's own fallbacks are not used: one writes beside the sources (above), and where
+  none applies numba refuses to define the function at all ("no locator available").
+- **A damaged entry** (a truncated or altered ``.nbc`` or ``.nbi``): every data file carries a
+  SHA-256 of its contents, checked before numba unpickles it or hands its object code to LLVM
+  (an altered object file can crash the process there). A file that fails the check or cannot be
+  read is removed with a warning that names the folder, and the kernel is compiled again.
+- **Kernels of a user's likelihood** (``likelihoods.custom``, classes made in each process) are
+  never written: their entries could never be found again, and a class whose name is not an
+  identifier (``Custom_<lambda>``) made the index unreadable in every later process.
+
+These rules hold for the kernels' own functions only (``KernelCache`` passes every other cache
+through to numba unchanged).
 """
 
 import hashlib
 import os
 import pathlib
+import pickle
 import shutil
+import tempfile
+import warnings
 
-from numba.core import caching, config
+from numba.core import caching, config, dispatcher
 from numba.misc.appdirs import AppDirs
 
 #: the kernels' own folder (``fastcep.kernels``)
@@ -74,12 +92,30 @@ def drop_stale_caches(tree, current):
     return sum(not path.exists() for path in others)
 
 
+class KernelCacheWarning(UserWarning):
+    """The kernel cache cannot be used as it is: kernels compile in memory, or a damaged entry
+    was dropped and compiled again."""
+
+
+def writable(folder):
+    """None if files can be created in ``folder`` (made if missing), else the reason."""
+    try:
+        pathlib.Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+            pass
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+    return None
+
+
 class KernelCacheLocator(_UserWide):
     """numba's cache locator for fastcep's kernel modules: the cache of ``kernels/glm/probit.py``
     is ``<current digest folder>/glm``. Functions outside the kernels go to numba's own choice."""
 
     #: the current digest folder, set by :func:`install`
     folder = None
+    #: False when that folder cannot be written: the kernels' caches are then disabled
+    enabled = True
 
     def __init__(self, py_func, py_file):
         super().__init__(py_func, py_file)
@@ -94,15 +130,155 @@ class KernelCacheLocator(_UserWide):
             pathlib.Path(py_file).resolve().relative_to(KERNELS)
         except (ValueError, OSError):
             return None
+        if not cls.enabled:  # (no folder to make: KernelCache disables itself)
+            return cls(py_func, py_file)
         return super().from_function(py_func, py_file)
+
+
+#: the suffix of a data file's SHA-256 (``KernelCacheFile``)
+_DIGEST = hashlib.sha256().digest_size
+
+
+class DamagedEntry(Exception):
+    """A cache file whose digest or contents do not check out."""
+
+
+class KernelCacheFile(caching.IndexDataCacheFile):
+    """numba's index and data files with a SHA-256 of each data file's contents at its end,
+    checked before the contents are unpickled; a damaged index or data file raises DamagedEntry."""
+
+    def _save_data(self, name, data):
+        data = self._dump(data)
+        with self._open_for_write(self._data_path(name)) as f:
+            f.write(data + hashlib.sha256(data).digest())
+
+    def _load_data(self, name):
+        with open(self._data_path(name), "rb") as f:
+            raw = f.read()
+        data, digest = raw[:-_DIGEST], raw[-_DIGEST:]
+        if len(raw) <= _DIGEST or hashlib.sha256(data).digest() != digest:
+            raise DamagedEntry(self._data_path(name))
+        try:
+            return pickle.loads(data)
+        except Exception as exc:  # (a digest that matches data numba cannot read)
+            raise DamagedEntry(self._data_path(name)) from exc
+
+    def _load_index(self):
+        try:
+            return super()._load_index()
+        except Exception as exc:  # (unpickling a damaged index raises anything)
+            raise DamagedEntry(self._index_path) from exc
+
+    def drop(self):
+        """Remove this function's index and every data file it names (or that lies beside it)."""
+        prefix = self._index_name[: -len(".nbi")]
+        for path in pathlib.Path(self._cache_path).glob(glob_escape(prefix) + ".*"):
+            if path.name == self._index_name or path.suffix == ".nbc":
+                path.unlink(missing_ok=True)
+
+
+def glob_escape(text):
+    """``text`` with the pattern characters of ``pathlib.Path.glob`` escaped."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+#: likelihood classes made in this process (``likelihoods.custom``): kernels typed with one are
+#: never read from or written to the disk cache
+NEVER_CACHED = set()
+
+
+def _mentions(types_, classes):
+    """Whether one of ``types_`` (numba types), or a type nested in one, is a NamedTuple of one
+    of ``classes``."""
+    for t in types_:
+        if getattr(t, "instance_class", None) in classes:
+            return True
+        inner = getattr(t, "types", None)
+        if isinstance(inner, tuple) and _mentions(inner, classes):
+            return True
+    return False
+
+
+def _never_cached(sig):
+    return bool(NEVER_CACHED) and _mentions(getattr(sig, "args", sig), NEVER_CACHED)
+
+
+class KernelCache(caching.FunctionCache):
+    """numba's per-function cache, with the rules of the module's text for the kernels' own
+    functions; any other function's cache behaves as numba's."""
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        self._kernel = isinstance(self._impl.locator, KernelCacheLocator)
+        if not self._kernel:
+            return
+        self._cache_file = KernelCacheFile(
+            cache_path=self._cache_path,
+            filename_base=self._impl.filename_base,
+            source_stamp=self._impl.locator.get_source_stamp(),
+        )
+        if not KernelCacheLocator.enabled:
+            self.disable()
+
+    def load_overload(self, sig, target_context):
+        if not self._kernel:
+            return super().load_overload(sig, target_context)
+        if _never_cached(sig):
+            return None
+        try:
+            return super().load_overload(sig, target_context)
+        except Exception as exc:
+            self._drop(exc)
+            return None
+
+    def save_overload(self, sig, data):
+        if not self._kernel:
+            return super().save_overload(sig, data)
+        if _never_cached(sig):
+            return None
+        try:
+            return super().save_overload(sig, data)
+        except DamagedEntry as exc:  # (the index it extends): start the function's files again
+            self._drop(exc)
+            return super().save_overload(sig, data)
+
+    def _qualname(self):
+        func = self._py_func
+        return f"{func.__module__}.{getattr(func, '__qualname__', func.__name__)}"
+
+    def _drop(self, exc):
+        where = exc.args[0] if isinstance(exc, DamagedEntry) and exc.args else self._cache_path
+        warnings.warn(
+            f"fastcep: a damaged kernel cache entry ({where}) was removed and {self._qualname()} is "
+            f"compiled again; the cache folder is {KernelCacheLocator.folder}",
+            KernelCacheWarning,
+            stacklevel=2,
+        )
+        try:
+            self._cache_file.drop()
+        except OSError:
+            pass
 
 
 def install():
     """Point numba's caches of the kernels at the current digest folder, remove older digests'
-    folders, and return the current folder."""
+    folders, and return the current folder. Where that folder cannot be written, the kernels
+    compile in memory and one KernelCacheWarning says so."""
     tree, current = cache_folder(KERNELS)
     KernelCacheLocator.folder = current
-    drop_stale_caches(tree, current)
+    reason = writable(current)
+    KernelCacheLocator.enabled = reason is None
+    if reason is None:
+        drop_stale_caches(tree, current)
+    else:
+        warnings.warn(
+            f"fastcep: the kernel cache folder {current} cannot be written ({reason}); kernels are "
+            "compiled in memory in each process, which slows every first fit. Set FASTCEP_CACHE_DIR "
+            "to a writable folder to cache them.",
+            KernelCacheWarning,
+            stacklevel=2,
+        )
     if KernelCacheLocator not in _CacheImpl._locator_classes:
         _CacheImpl._locator_classes.insert(0, KernelCacheLocator)
+    dispatcher.FunctionCache = KernelCache  # (``Dispatcher.enable_caching`` makes one per function)
     return current

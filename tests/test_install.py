@@ -5,7 +5,12 @@ pip runs offline (``PIP_NO_INDEX``, no build isolation), so the test needs no ne
 commands are otherwise the README's own, on a copy of the checkout. The test command's stand-in is
 one small test of this file, :func:`test_the_suite_imports_and_fits`: the whole suite would run
 itself, and the README's examples would compile every kernel once more for each order (two minutes
-of this suite's time: the examples themselves run in ``tests/test_readme.py``).
+of this suite's time: the examples themselves run in ``tests/test_readme.py``). Likewise the
+demo runs in the README's order only; in the reversed order ``fastcep demo --help`` stands in for
+it, and the command line, the import of the installed kernels and a fit (the stand-in test) are
+checked from the last install as in the README's order. The demo's table is checked in
+``tests/test_cli.py``; here a second copy of it compiled every kernel once more in another venv,
+a minute and a half of the suite's time on two cores.
 """
 
 import concurrent.futures
@@ -131,6 +136,9 @@ def both_commands(tmp_path, order):
     install, tests = readme_commands()
     stand_in = "tests/test_install.py::test_the_suite_imports_and_fits"
     tests = tests.replace("python -m pytest", f"python -m pytest -q -p no:cacheprovider {stand_in}")
+    if order == "reversed":
+        assert install.endswith("fastcep demo")
+        install += " --help"
     for command in (install, tests) if order == "readme" else (tests, install):
         run(command, repo, env)
     where = "python -c 'import fastcep, fastcep.kernels; print(fastcep.kernels.__file__)'"

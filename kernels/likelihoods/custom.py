@@ -26,6 +26,7 @@ import typing
 from numba import jit, njit
 from numba.core.registry import CPUDispatcher
 
+from .._cache import NEVER_CACHED
 from .._config import LEAF
 from .adaptive import adaptive_tilted
 from .seam import register
@@ -37,6 +38,8 @@ UNCACHED_LEAF = {k: v for k, v in LEAF.items() if k != "cache"}
 _CLASSES = {}
 #: dispatcher -> its uncached copy
 _UNCACHED = {}
+#: logpdf -> its probe (``probe``)
+_PROBES = {}
 
 
 def uncached(dispatcher):
@@ -100,7 +103,10 @@ def custom_likelihood(logpdf):
         class cls(typing.NamedTuple):
             """The likelihood of a user's log-density (``logpdf``, its class attribute)."""
 
-        cls.__name__ = cls.__qualname__ = f"Custom_{name}"
+        # (a class name must be an identifier: numba pickles it, ``lambda`` has none)
+        cls.__name__ = cls.__qualname__ = "Custom_" + (
+            "".join(c if c.isalnum() else "_" for c in name).strip("_") or "logpdf"
+        )
 
         def log_lik(lik, y, f):
             return logpdf(y, f)
@@ -110,5 +116,22 @@ def custom_likelihood(logpdf):
             cls, log_concave=False, log_lik=njit(**UNCACHED_LEAF)(log_lik), tilted=uncached(adaptive_tilted)
         )
         cls.logpdf = logpdf
+        NEVER_CACHED.add(cls)  # (its kernels are neither read from nor written to the disk)
         _CLASSES[logpdf] = cls
     return cls()
+
+
+def probe(logpdf):
+    """A kernel ``run(ys, fs, out)`` setting out[i, j] = logpdf(ys[i], fs[j]), compiled once per
+    ``logpdf`` (uncached): the checks of a user's log-density before a fit evaluate it on a grid
+    in one call instead of one Python call per value."""
+    run = _PROBES.get(logpdf)
+    if run is None:
+
+        def run(ys, fs, out):
+            for i in range(ys.size):
+                for j in range(fs.size):
+                    out[i, j] = logpdf(ys[i], fs[j])
+
+        run = _PROBES[logpdf] = njit(**UNCACHED_LEAF)(run)
+    return run
