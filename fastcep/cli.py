@@ -159,7 +159,7 @@ def _convert_words(text):
 def cmd_convert(args):
     from .io import TensorReader, text_to_tensor
 
-    _check_output(args.dst, "dst", [args.src])
+    _check_output(args.dst, "dst", [args.src], "fastcep-tensor", args.force)
     delim = {"comma": ",", "tab": "\t", "space": " ", "auto": None}.get(args.delimiter, args.delimiter)
     if delim is not None and len(delim) != 1:
         raise UserError(f"--delimiter must be comma, tab, space, auto or one character; got {delim!r}")
@@ -216,7 +216,9 @@ def _fix(path, wanted):
     from .io import file_kind
 
     kind = file_kind(path)
-    if kind in ("missing", "folder", _FORMAT.get(wanted)) or (kind == "table" and wanted == "table"):
+    if kind in ("missing", "folder", _FORMAT.get(wanted)) or (
+        kind in ("table", "hdf5") and wanted == "table"
+    ):
         return None
     p = shlex.quote(path)
     if kind == "fastcep-tensor":
@@ -305,13 +307,54 @@ def _read_table(path, columns, delimiter):
         raise _with_fix(exc, path, "table") from None
 
 
-def _check_output(path, flag, inputs=()):
+#: what ``io.file_kind`` calls a file, in words (the refusal of an output that exists)
+_KIND_WORDS = {
+    "numbers": "text of numbers (a text tensor?)",
+    "table": "a text table (CSV data?)",
+    "text": "text",
+    "binary": "a binary file",
+    "hdf5": "an HDF5 file that is not fastcep's",
+    "unreadable": "a file that cannot be read",
+    "fastcep-tensor": "a fastcep tensor",
+    "fastcep-cp-model": "a fastcep CP model",
+    "fastcep-glm-model": "a fastcep regression model",
+    "fastcep-stream-checkpoint": "a fastcep stream checkpoint",
+    "png": "a PNG image",
+}
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _existing_kind(path):
+    """``io.file_kind`` of ``path``, with "png" for a PNG image."""
+    from .io import file_kind
+
+    kind = file_kind(path)
+    if kind == "binary":
+        with open(path, "rb") as fh:
+            if fh.read(len(_PNG)) == _PNG:
+                return "png"
+    return kind
+
+
+def _check_output(path, flag, inputs=(), kind=None, force=False):
     """Before any work: refuse an output path (of option ``flag``) that is one of the run's
     inputs, however named, or whose folder does not exist or cannot be written
-    (``io.files.check_output``)."""
+    (``io.files.check_output``). And one that exists and is not a file of ``kind`` (a fastcep
+    format, or "png"), which the run would replace, unless ``force`` (``--force``); an empty file
+    holds nothing to lose."""
     from .io.files import check_output
 
     check_output(path, inputs, f"output ({flag})")
+    if kind is None or force or path is None:
+        return
+    found = _existing_kind(path)
+    if found in ("missing", "empty", kind):
+        return
+    raise UserError(
+        f"the output ({flag}) {path!r} exists and holds {_KIND_WORDS.get(found, found)}, not "
+        f"{_KIND_WORDS[kind]}; this run would replace it. Give --force to replace it, or choose "
+        "another path."
+    )
 
 
 # ---------------------------------------------------------------------------------- plots
@@ -319,7 +362,7 @@ def _check_plot(args, inputs=()):
     """With --plot: matplotlib importable and the image's folder there, before any work."""
     if getattr(args, "plot", None) is None:
         return
-    _check_output(args.plot, "--plot", inputs)
+    _check_output(args.plot, "--plot", inputs, "png", args.force)
     try:
         from .plot import agg_figure
 
@@ -541,7 +584,7 @@ def _save_and_report(args, res, secs, unit):
 def cmd_fit(args):
     from .api import fit
 
-    _check_output(args.output, "-o", [args.tensor])
+    _check_output(args.output, "-o", [args.tensor], "fastcep-cp-model", args.force)
     _check_plot(args, [args.tensor, args.output])
     coords, values, shape = _read_tensor(args.tensor, args.max_entries)
     names = ("damping", "max_iter", "tol", "covariance", "schedule", "seed", "prior_var", "prior_mean")
@@ -558,7 +601,9 @@ def cmd_fit(args):
 def cmd_stream(args):
     from .streaming import stream
 
-    _check_output(args.output, "-o", [args.tensor, args.checkpoint])
+    _check_output(args.output, "-o", [args.tensor, args.checkpoint], "fastcep-cp-model", args.force)
+    if args.checkpoint is not None and not args.resume:  # (with --resume it is read)
+        _check_output(args.checkpoint, "--checkpoint", [args.tensor], "fastcep-stream-checkpoint", args.force)
     _check_plot(args, [args.tensor, args.output, args.checkpoint])
     _check_tensor(args.tensor)
     names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")
@@ -659,7 +704,7 @@ def cmd_glm_fit(args):
     from .api import fit
     from .io import save_glm_model
 
-    _check_output(args.output, "-o", [args.data])
+    _check_output(args.output, "-o", [args.data], "fastcep-glm-model", args.force)
     _check_plot(args, [args.data, args.output])
     binary = resolve_likelihood(args.model).binary
     features, X, y = _glm_data(args.data, args.target, args.features, args.delimiter, binary)
@@ -766,6 +811,14 @@ def _cp_likelihood_names():
     return names()
 
 
+def _force_arg(q):
+    q.add_argument(
+        "--force", action="store_true",
+        help="replace an output file that exists and is not of the kind this verb writes (a data "
+        "file, say); without it such a file is refused",
+    )  # fmt: skip
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="fastcep", description="Conditional expectation propagation.")
     p.add_argument("--version", action="version", version=f"fastcep {__version__}")
@@ -788,6 +841,7 @@ def build_parser():
         "--skip-header", action="store_true", help="skip the first line that is not blank or a comment"
     )
     c.add_argument("--json", action="store_true", help="print the result as JSON")
+    _force_arg(c)
     c.set_defaults(func=cmd_convert)
 
     i = sub.add_parser("info", help="describe an HDF5 tensor, model or checkpoint file")
@@ -811,6 +865,7 @@ def build_parser():
             "--plot", metavar="FILE.png", default=None,
             help=f"draw {drawing} to this image (needs matplotlib; default: none)",
         )  # fmt: skip
+        _force_arg(q)
 
     def common(q, family, what):
         q.add_argument("-o", "--output", required=True, help=f"{what} file to write (HDF5; required)")

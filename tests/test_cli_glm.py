@@ -226,3 +226,71 @@ def test_a_count_model_is_scored_on_the_log_scale_too(tmp_path, monkeypatch, cap
     report = json.loads(out)
     assert report["rmse_log1p"] == pytest.approx(res.rmse(X, y, scale="log1p"), rel=1e-12)
     assert report["rmse_log1p"] < report["rmse"]
+
+
+def test_csv_errors_name_the_file_s_line_and_column(data, capsys):
+    """Issue 38, items 16 and 19. Before: a field over 128 kB gave a ``_csv.Error`` traceback
+    (exit 1); a NaN cell was reported as "The 'X' parameter of fit ... rows [5]"."""
+    tmp, _, _ = data
+    fit = ("glm", "fit")
+    (tmp / "long.csv").write_text('x1,label\n0.5,1\n"' + "9" * 200_000 + '",0\n')
+    err = _bad(capsys, *fit, "long.csv", "--target", "label", "-o", "m.h5")
+    assert "line 3: a field is longer than 131,072 characters" in err
+    (tmp / "nan.csv").write_text("x1,x2,label\n0.5,1,1\n0.2,0.1,0\n0.3,nan,1\n0.1,NaN,0\n")
+    err = _bad(capsys, *fit, "nan.csv", "--target", "label", "-o", "m.h5")
+    assert "line 4, column 'x2': 'nan' is not a finite number (2 such cells in the column)" in err
+    (tmp / "inf.csv").write_text("x1,label\n0.5,1\n-inf,0\n")
+    assert "line 3, column 'x1': '-inf' is not a finite number" in _bad(
+        capsys, *fit, "inf.csv", "--target", "label", "-o", "m.h5"
+    )
+    with h5py.File(tmp / "nan.h5", "w") as f:
+        f["x1"] = np.array([0.5, 0.2, np.inf])
+        f["label"] = np.array([1.0, 0.0, 1.0])
+    assert "column 'x1', row 2 (counting from 0): inf is not a finite number" in _bad(
+        capsys, *fit, "nan.h5", "--target", "label", "-o", "m.h5"
+    )
+    assert not (tmp / "m.h5").exists()
+
+
+def test_an_output_that_is_another_kind_of_file_is_refused_unless_forced(data, capsys):
+    """Issue 38, item 18. Before: -o and --checkpoint silently replaced any file, a data CSV too."""
+    tmp, _, _ = data
+    fit = ("glm", "fit", "train.csv", "--target", "label", "--quiet")
+    precious = (tmp / "test.csv").read_bytes()
+    err = _bad(capsys, *fit, "-o", "test.csv")
+    assert "the output (-o) 'test.csv' exists and holds a text table (CSV data?)" in err
+    assert "Give --force to replace it" in err
+    assert (tmp / "test.csv").read_bytes() == precious
+    (tmp / "picture.png").write_bytes(b"not a picture")
+    assert "the output (--plot) 'picture.png' exists and holds text" in _bad(
+        capsys, *fit, "-o", "m.h5", "--plot", "picture.png"
+    )
+    assert not (tmp / "m.h5").exists()
+    # the same kind of file is replaced (a model by a model), and --force replaces anything
+    assert run(capsys, *fit, "-o", "m.h5")[0] == 0
+    assert run(capsys, *fit, "-o", "m.h5")[0] == 0
+    assert run(capsys, *fit, "-o", "test.csv", "--force")[0] == 0
+    assert load_glm_model("test.csv").target == "label"
+    # the CP verbs: fit -o, stream --checkpoint, convert's destination
+    fastcep.write_tensor(tmp / "t.h5", np.array([[0, 0], [1, 1], [0, 1]]), np.array([1.0, 2.0, 0.5]))
+    for argv, flag in [
+        (("fit", "t.h5", "--model", "cp_gaussian", "--rank", "1", "-o", "train.csv"), "-o"),
+        (
+            (
+                "stream",
+                "t.h5",
+                "--model",
+                "cp_gaussian",
+                "--rank",
+                "1",
+                "-o",
+                "s.h5",
+                "--checkpoint",
+                "train.csv",
+            ),
+            "--checkpoint",
+        ),  # fmt: skip
+        (("convert", "train.csv", "m.h5"), "dst"),
+    ]:
+        assert f"the output ({flag}) " in _bad(capsys, *argv, "--quiet" if argv[0] != "convert" else "--json")
+    assert "label" in (tmp / "train.csv").read_text()

@@ -52,7 +52,7 @@ def _number(path, line, name, text):
 def _read_csv(path, columns, delimiter):
     with open(path, newline="", encoding="utf-8-sig") as fh:
         reader = csv.reader(fh, delimiter=delimiter)
-        header = next(reader, None)
+        header = next(_rows(path, reader), None)
         if header is None:
             raise _bad(path, "the file is empty (a CSV table starts with a header row of column names)")
         names = tuple(name.strip() for name in header)
@@ -64,7 +64,7 @@ def _read_csv(path, columns, delimiter):
         index = [names.index(c) for c in wanted]
         cells = [[] for _ in wanted]
         lines = []
-        for row in reader:
+        for row in _rows(path, reader):
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue  # blank line
             if len(row) != len(names):
@@ -80,7 +80,34 @@ def _read_csv(path, columns, delimiter):
             out[name] = np.array(
                 [_number(path, line, name, text) for line, text in zip(lines, cell, strict=True)]
             )
+        bad = np.flatnonzero(~np.isfinite(out[name]))
+        if bad.size:
+            i = bad[0]
+            raise _bad(
+                path,
+                f"line {lines[i]}, column {name!r}: {cell[i].strip()!r} is not a finite number "
+                f"({bad.size} such cell{'s' if bad.size > 1 else ''} in the column)",
+            )
     return Table(names, out, len(lines))
+
+
+def _rows(path, reader):
+    """The rows of a ``csv.reader``, its errors (a field over the csv module's limit, a NUL byte,
+    an unclosed quote) as FileFormatError naming the line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            why = str(exc)
+            if "field larger than field limit" in why:
+                why = (
+                    f"a field is longer than {csv.field_size_limit():,} characters, which no "
+                    "number is (a broken quote, or not a table?)"
+                )
+            raise _bad(path, f"line {reader.line_num}: {why}") from None
+        yield row
 
 
 def _h5_names(f):
@@ -103,6 +130,13 @@ def _read_h5(path, columns):
             if not isinstance(obj, h5py.Dataset) or obj.ndim != 1 or obj.dtype.kind not in "biuf":
                 raise _bad(path, f"column {name!r} is not a 1-D numeric dataset in the root group")
             out[name] = np.asarray(obj[()], dtype=np.float64)
+            bad = np.flatnonzero(~np.isfinite(out[name]))
+            if bad.size:
+                raise _bad(
+                    path,
+                    f"column {name!r}, row {bad[0]} (counting from 0): {float(out[name][bad[0]])!r} is not a "
+                    f"finite number ({bad.size} such value{'s' if bad.size > 1 else ''} in the column)",
+                )
     lengths = {len(v) for v in out.values()}
     if len(lengths) > 1:
         raise _bad(path, f"its columns have different lengths ({sorted(lengths)})")
