@@ -94,9 +94,10 @@ def test_stream_api_refuses_its_input_as_checkpoint(workdir):
 
 
 # ------------------------------------------------------------------ a full disk
-#: each writes the file "out.h5" in the current folder
+#: each writes the file "out.h5" in the current folder (the command line with --force: the
+#: previous file is not of its kind)
 WRITERS = {
-    "convert": "from fastcep.cli import main; sys.exit(main(['convert', 'a.txt', 'out.h5']))",
+    "convert": "from fastcep.cli import main; sys.exit(main(['convert', 'a.txt', 'out.h5', '--force']))",
     "text_to_tensor": "fastcep.text_to_tensor('a.txt', 'out.h5')",
     "write_tensor": (
         "c, v, s = fastcep.read_tensor('X.h5'); fastcep.write_tensor('out.h5', np.tile(c, (40, 1)), "
@@ -104,7 +105,8 @@ WRITERS = {
     ),
     "fit -o": (
         "from fastcep.cli import main; "
-        "sys.exit(main(['fit', 'X.h5', '-o', 'out.h5', '--model', 'cp_gaussian', '--rank', '6', '--quiet']))"
+        "sys.exit(main(['fit', 'X.h5', '-o', 'out.h5', '--model', 'cp_gaussian', '--rank', '6', '--quiet',"
+        " '--force']))"
     ),
     "stream checkpoint": (
         "fastcep.stream('X.h5', model='cp_gaussian', rank=6, batch_size=200, checkpoint='out.h5')"
