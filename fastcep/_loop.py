@@ -115,6 +115,9 @@ class StepReport(NamedTuple):
     accept: bool = True  #: False: the step is no evidence of convergence (e.g. a guard undid part of it)
     values: dict | None = None  #: other trace columns for this iteration, by name
     stop: str | None = None  #: the step's own stopping rule was met: its stop reason (converged)
+    #: the run must end unconverged: (its stop reason, the warning's text), e.g. messages refused
+    #: in every sweep while the others had settled (no fixed point)
+    halt: tuple | None = None
 
 
 class Outcome(NamedTuple):
@@ -214,6 +217,11 @@ class Recorder:
             raise FloatingPointError(
                 f"{self.func}: the fit became non-finite at iteration {it} ({self.label}); {self.hint}."
             )
+        if rep.halt is not None:
+            self.stop_reason, why = rep.halt
+            where = _outside_the_package()
+            warnings.warn(f"{self.func}: {self.label} {why}", ConvergenceWarning, stacklevel=where)
+            return True
         if rep.accept and rep.change < self.tol:
             self.converged, self.stop_reason = True, self.stop_rule
         elif rep.stop is not None:

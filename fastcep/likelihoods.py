@@ -191,11 +191,22 @@ class Gaussian(Likelihood):
     def params(self):
         return {"var": self.var}
 
+    def check(self, y, name, func, n):
+        return _check_scale(super().check(y, name, func, n), name, func)
+
     def mean_var(self, m, v):
         return m, v + self.var
 
     def unit_deviance(self, y, mean):
         return (y - mean) ** 2
+
+
+#: the largest count: 2^53, the last integer float64 holds with its neighbours (a count of 1e300
+#: has no neighbour within 1e284, and its tilted distribution no width the kernels can resolve)
+MAX_COUNT = 2.0**53
+#: the largest |y| of a real-valued likelihood: its square, the noise variance's scale, stays
+#: finite in a sum of 1e8 values (y x 1e160 gave an infinite learned variance, "converged")
+MAX_ABS_VALUE = 1e150
 
 
 def _check_counts(arr, name, func):
@@ -204,6 +215,24 @@ def _check_counts(arr, name, func):
         raise ValueError(
             f"The {name!r} parameter of {func} must hold counts (integers >= 0). Got {float(arr[bad[0]])!r} "
             f"at rows {bad[:5].tolist()} instead."
+        )
+    big = np.nonzero(arr > MAX_COUNT)[0]
+    if big.size:
+        raise ValueError(
+            f"The {name!r} parameter of {func} holds a count of {float(arr[big[0]])!r} at rows "
+            f"{big[:5].tolist()}: counts above 2^53 = {MAX_COUNT:.4g}, the largest integer float64 "
+            "holds exactly, cannot be fitted; model such values on another scale (log, say)."
+        )
+    return arr
+
+
+def _check_scale(arr, name, func):
+    big = np.nonzero(np.abs(arr) > MAX_ABS_VALUE)[0]
+    if big.size:
+        raise ValueError(
+            f"The {name!r} parameter of {func} holds {float(arr[big[0]])!r} at rows {big[:5].tolist()}: "
+            f"values beyond +-{MAX_ABS_VALUE:.0e} overflow the noise variance's sums; divide them by a "
+            "scale first."
         )
     return arr
 
@@ -316,6 +345,9 @@ class StudentT(Likelihood):
         from .kernels.likelihoods import REGISTRY
 
         return REGISTRY[self.name](float(self.df), float(self.scale))
+
+    def check(self, y, name, func, n):
+        return _check_scale(super().check(y, name, func, n), name, func)
 
     def mean_var(self, m, v):
         noise = self.scale**2 * self.df / (self.df - 2.0) if self.df > 2.0 else np.inf

@@ -21,6 +21,7 @@ estimate of the dispersion, a robust scale.
 
 import functools
 import math
+import warnings
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -40,6 +41,18 @@ LOG_TOL = 1e-7
 #: grows without bound on Poisson-like counts, and at 1e8 it is the Poisson to within a
 #: relative 1e-8 of the variance for means below 1)
 PARAM_RANGE = (1e-8, 1e8)
+#: narrower ranges of some parameters: a negative binomial's dispersion r -> 0 explains any
+#: zeros by P(0) = (r / (r + mu))^r -> 1 at any mean, so on all-zero counts, or on a single
+#: nonzero one, EM walked to 1e-8 with predicted means of 6.5e21 (issue 38, item 9); the
+#: smallest seen on real counts is 0.05 (BENCHMARKS.md: 0.05 to 1e4)
+PARAM_RANGES = {"dispersion": (1e-2, 1e8)}
+#: an estimate within this distance in log of its range's end is at the bound (a warning)
+AT_BOUND = 1e-3
+
+
+def param_range(name):
+    """The range of learned parameter ``name``."""
+    return PARAM_RANGES.get(name, PARAM_RANGE)
 
 
 def _initial(likelihood, name, y):
@@ -52,7 +65,8 @@ def _initial(likelihood, name, y):
         return mad if mad > 0 else (sd if sd > 0 else 1.0)
     if name == "dispersion":  # method of moments: Var = mu + mu^2 / r
         mean, var = float(np.mean(y)), sd * sd
-        return float(np.clip(mean * mean / (var - mean), 1e-3, 1e6)) if var > mean > 0 else 1e6
+        low = param_range(name)[0]
+        return float(np.clip(mean * mean / (var - mean), low, 1e6)) if var > mean > 0 else 1e6
     raise ValueError(f"no first value for the learned parameter {name!r}")
 
 
@@ -85,7 +99,7 @@ def em_step(likelihood, name, old, y, m, s2, nodes, weights, partial):
         return -total if math.isfinite(total) else math.inf
 
     centre = math.log(old)
-    low, high = (math.log(p) for p in PARAM_RANGE)
+    low, high = (math.log(p) for p in param_range(name))
     bounds = (max(centre - LOG_STEP, low), min(centre + LOG_STEP, high))
     found = minimize_scalar(negative, bounds=bounds, method="bounded", options={"xatol": LOG_TOL})
     return math.exp(found.x) if np.isfinite(found.fun) else old
@@ -144,6 +158,25 @@ class LikelihoodLearner:
     def kernel(self):
         """The numba form of the current likelihood (the drivers' argument)."""
         return self._kernel
+
+    def warn_at_bounds(self, func):
+        """Warn (``ConvergenceWarning``) of each learned parameter that ended at an end of its
+        range: the data did not determine it, and a value there is no estimate."""
+        from .._loop import ConvergenceWarning, _outside_the_package
+
+        for name in self.names:
+            if isinstance(self.template, Gaussian):
+                continue
+            value = getattr(self.likelihood, name)
+            for bound in param_range(name):
+                if abs(math.log(value / bound)) < AT_BOUND:
+                    warnings.warn(
+                        f"{func}: the learned {name} of {type(self.template).__name__} ended at the end of "
+                        f"its range, {bound:g}: the data do not determine it (counts that are all zero, "
+                        f"or nearly so?); give it a value, as {type(self.template).__name__}({name}=...)",
+                        ConvergenceWarning,
+                        stacklevel=_outside_the_package(),
+                    )
 
     def update(self, *args):
         """One update of every learned parameter from the marginals ``marginals(*args)``; returns

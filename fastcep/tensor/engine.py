@@ -1033,6 +1033,8 @@ def fit_cp(
         )  # fmt: skip
     if is_generic(model):
         check_not_run_off(res, coords, values, func)
+    if learner is not None:
+        learner.warn_at_bounds(func)
     return res
 
 

@@ -1,0 +1,78 @@
+"""Extreme values are fitted or refused, never returned as converged nonsense (issue 38, items 6-10;
+RELIABILITY.md, "Nothing silent"). The data of the issue's reproducers: 400 rows, 3 features."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import fastcep
+from fastcep import ConvergenceWarning
+from fastcep.likelihoods import Gaussian, NegativeBinomial, Poisson
+
+
+@pytest.fixture
+def counts():
+    r = np.random.default_rng(0)
+    X = r.standard_normal((400, 3))
+    return X, r.poisson(np.exp(X @ [0.4, -0.3, 0.2] + 0.5)).astype(float)
+
+
+@pytest.mark.parametrize("model", ["poisson", "negbin"])
+def test_a_count_beyond_2_53_is_refused_naming_its_row(counts, model):
+    """Before: Poisson skipped that row's messages every sweep and reported converged; the
+    negative binomial raised scipy's "Optimization bounds must be finite scalars"."""
+    X, y = counts
+    y = y.copy()
+    y[5] = 1e300
+    with pytest.raises(ValueError, match=r"count of 1e\+300 at rows \[5\]: counts above 2\^53"):
+        fastcep.fit(X, y, model=model)
+    edge = np.array([0.0, 2.0**53])  # (the largest exact integer is a count)
+    for lik in (Poisson(), NegativeBinomial()):
+        np.testing.assert_array_equal(lik.check(edge, "y", "fit", 2), edge)
+
+
+def test_a_gaussian_value_whose_square_overflows_is_refused(counts):
+    """Before: y x 1e160 gave a learned variance of inf and the prior back, "converged"."""
+    X, y = counts
+    with pytest.raises(ValueError, match=r"values beyond \+-1e\+150 overflow"):
+        fastcep.fit(X, y * 1e160, model="gaussian")
+    with pytest.raises(ValueError, match="at rows"):
+        fastcep.fit(X, y * 1e160, model=fastcep.likelihoods.StudentT(scale=1.0))
+
+
+@pytest.mark.parametrize("nonzero", [0, 1])
+def test_a_dispersion_the_counts_cannot_determine_stays_bounded_and_warns(counts, nonzero):
+    """Before: on all-zero counts, or a single nonzero count, the learned dispersion fell to 1e-8
+    and ``predict`` gave 6.5e21, reported converged without a word."""
+    X, _ = counts
+    X = X[:150]
+    y = np.zeros(150)
+    y[3:4] = 4.0 * nonzero
+    with pytest.warns(
+        ConvergenceWarning, match="dispersion of NegativeBinomial ended at the end of its range, 0.01"
+    ):
+        res = fastcep.fit(X, y, model="negbin")
+    assert res.likelihood.dispersion == pytest.approx(0.01, rel=1e-3)
+    assert np.all(res.predict(X[:20]) < 10.0)  # (6.5e21 before)
+
+
+def test_a_well_determined_dispersion_does_not_warn():
+    r = np.random.default_rng(3)
+    X = r.standard_normal((400, 2))
+    y = r.negative_binomial(2.0, 2.0 / (2.0 + np.exp(X @ [0.4, -0.3] + 1.0))).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        res = fastcep.fit(X, y, model="negbin")
+    assert res.converged and 1.0 < res.likelihood.dispersion < 4.0
+
+
+def test_messages_refused_in_every_sweep_are_no_convergence(counts):
+    """Before: Gaussian(var=1e-15) refused the intercept's 400 messages in every sweep; the
+    intercept stayed at 0 (the values' mean is 5) and the fit reported converged."""
+    X, y = counts
+    y = X @ [1.0, 2.0, 3.0] + 5.0 + np.random.default_rng(1).standard_normal(400)
+    with pytest.warns(ConvergenceWarning, match="messages were refused in each of the last 3 sweeps"):
+        res = fastcep.fit(X, y, model=Gaussian(var=1e-15))
+    assert not res.converged and res.stop_reason == "refused"
+    assert np.all(res.trace.skipped[-3:] >= 400)
