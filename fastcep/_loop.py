@@ -125,7 +125,7 @@ class Outcome(NamedTuple):
 
     n_iter: int
     converged: bool
-    stop_reason: str  #: "tol", "max_iter" or "callback"
+    stop_reason: str  #: "tol", "max_iter", "callback", or a step's own ("refused", ...)
     trace: Trace
 
 

@@ -50,7 +50,8 @@ class RegressionResult:
     converged : bool
         True if the stopping rule was met before ``max_iter``.
     stop_reason : str
-        "tol" (posterior rule met), "paper" (paper's rule met), "max_iter" or "callback".
+        "tol" (posterior rule met), "paper" (paper's rule met), "max_iter", "callback", or "refused"
+        (sweeps settled while over 10 % of the messages were refused: no fixed point; it warns).
     trace : Trace
         Per-iteration elapsed time, change, skipped messages.
     state : RegressionState or VBState
