@@ -12,7 +12,8 @@ It leaves out ``reassoc`` too, for two reasons:
   cached object code holds the copy, which LLVM optimised a second time after linking. With
   ``reassoc``, that second pass vectorises some sums again in another order, so the first run
   after an install gave other figures than every later run (BENCHMARKS.md, "The same bits from
-  a fresh compile and from the cache"). ``tests/test_style.py`` holds this.
+  a fresh compile and from the cache"). ``tests/test_style.py`` holds this for one parallel
+  kernel, ``bench/test_long_checks.py`` for the fits.
 - The leaves whose error analysis fixes the order of operations: Cody-Waite range reduction,
   whose (t - k hi) - k lo ``reassoc`` would fold into t - k (hi + lo), and the node offsets of
   ``likelihoods.adaptive._offset``.
@@ -30,7 +31,7 @@ LEAF = {"cache": True, "fastmath": FASTMATH, "nogil": True, "error_model": ERROR
 #: (x.mu, sum x^2 v) or over a CP entry's R x R block ``reassoc`` turns into SIMD code. Without
 #: it a probit CEP-1 sweep of 1,000,000 x 100 took 2x as long (BENCHMARKS.md, "The same bits from
 #: a fresh compile and from the cache"). Their fits give the same bits from a fresh compile and
-#: from the cache (``tests/test_style.py``).
+#: from the cache (``bench/test_long_checks.py``).
 FASTMATH_SUMS = FASTMATH | {"reassoc"}
 LEAF_SUMS = dict(LEAF, fastmath=FASTMATH_SUMS)
 #: options for serial drivers that loop over many rows

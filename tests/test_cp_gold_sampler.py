@@ -91,42 +91,6 @@ def test_negbin_loglik_is_the_textbook_formula():
     assert np.array_equal(negbin_loglik(y, r)(f[2:5], slice(2, 5)), got[2:5])
 
 
-def test_slice_steps_leave_the_conditional_posterior_invariant():
-    """A chain of elliptical slice steps for one mode (the other modes' products H fixed), rank 2,
-    a correlated prior away from 0: each object's mean and variances against a 2-D grid quadrature
-    of N(u | mu, Lam^-1) prod_e NB(y_e | exp(u . H_e)), to Z batch-means standard errors."""
-    from bench.cp_count_gold import negbin_loglik, slice_step
-
-    rng = np.random.default_rng(7)
-    r, mu = 0.6, np.array([0.4, -0.2])
-    Lam = np.array([[2.0, 0.8], [0.8, 1.5]])
-    obj = np.array([0, 0, 0, 1, 1, 1, 1, 1, 2])  # object 2: a single zero count (a flat side)
-    H = rng.normal(0.0, 1.0, (len(obj), 2))
-    y = np.array([3.0, 0.0, 12.0, 1.0, 0.0, 0.0, 5.0, 40.0, 0.0])
-    lik = negbin_loglik(y, r)
-    n_steps, n_batches = 40_000, 40
-    U = np.tile(mu, (3, 1))
-    draws = np.empty((n_steps, 3, 2))
-    for i in range(n_steps):
-        U = slice_step(rng, U, mu, Lam, obj, H, lik)
-        draws[i] = U
-    batches = draws.reshape(n_batches, -1, 3, 2)
-    g = np.linspace(-6.0, 6.0, 481)
-    G = np.stack(np.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
-    d = G - mu
-    log_prior = -0.5 * np.einsum("gi,ij,gj->g", d, Lam, d)
-    for j in range(3):
-        rows = np.nonzero(obj == j)[0]
-        logp = log_prior + sum(negbin_loglik(y[rows[i : i + 1]], r)(G @ H[e]) for i, e in enumerate(rows))
-        w = np.exp(logp - logp.max())
-        w /= w.sum()
-        mean = w @ G
-        var = w @ (G - mean) ** 2
-        for stat, want in ((batches[:, :, j].mean(1), mean), (((batches[:, :, j] - mean) ** 2).mean(1), var)):
-            se = stat.std(0, ddof=1) / np.sqrt(n_batches)
-            assert np.all(np.abs(stat.mean(0) - want) < Z * se), (j, stat.mean(0), want, se)
-
-
 def test_zero_slice_entries_are_the_test_entries_of_objects_with_only_zero_counts():
     from bench.cp_count_gold import zero_slice_entries
     from fastcep.data_tools.tensors import SparseTensor

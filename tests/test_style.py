@@ -3,7 +3,6 @@ small sum kernels only), cached kernels that give the same bits as freshly compi
 
 import importlib
 import inspect
-import json
 import os
 import pathlib
 import pkgutil
@@ -95,44 +94,6 @@ def test_a_parallel_kernel_loaded_from_the_cache_gives_the_bits_of_a_fresh_compi
     from the cache, summed in different orders (kernels/_config.py)."""
     fresh, cached = _twice(_GATHER_RUN, tmp_path)
     assert fresh == cached
-
-
-_FITS_RUN = """
-import hashlib, json, warnings
-import numpy as np
-import fastcep
-from fastcep.data_tools import make_cp_tensor
-warnings.simplefilter("ignore")
-T, _ = make_cp_tensor((14, 12, 10), rank=2, n_obs=900, noise_sd=0.1, seed=8)
-rng = np.random.default_rng(9)
-y = T.values / np.std(T.values) + 0.3 * rng.standard_t(3, size=T.values.size)
-cp = fastcep.fit(T.coords, y, model="cp_student_t", shape=T.shape, rank=2, seed=0, max_iter=15,
-                 covariance="diag", schedule="block")
-X = rng.standard_normal((400, 4))
-counts = rng.negative_binomial(3, 3 / (3 + np.exp(X @ [0.4, -0.3, 0.2, 0.1])))
-post = [*cp.posterior.means, *cp.posterior.covs]
-g = fastcep.fit(T.coords, T.values, model="cp_gaussian", shape=T.shape, rank=2, seed=0, max_iter=15)
-post += [*g.posterior.means, *g.posterior.covs]
-nb = fastcep.fit(X, counts.astype(float), model="negbin", max_iter=12)
-post += [nb.posterior.mean, nb.posterior.var]
-for d in (4, 24):  # probit on few features (slabs of rows) and on many (the row functions)
-    Xp = rng.standard_normal((400, d))
-    yp = (Xp @ np.linspace(-0.5, 0.5, d) + 0.3 * rng.standard_normal(400) > 0).astype(float)
-    for method in ("cep1", "cep2", "ep"):
-        res = fastcep.fit(Xp, yp, model="probit", method=method, max_iter=12)
-        post += [res.posterior.mean, res.posterior.var]
-print(json.dumps([hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest() for a in post]))
-"""
-
-
-def test_fits_from_the_cache_give_the_bits_of_the_run_that_compiled_them(tmp_path):
-    """The fits in which a fresh compile and the cache disagreed most (by up to 3e-9 in a
-    posterior mean, before ``reassoc`` left the kernels' fastmath): a Student-t CP fit on the
-    diagonal block schedule and a negative binomial regression. And the fits whose kernels keep
-    ``reassoc`` in their sums (FASTMATH_SUMS): cp_gaussian, and probit CEP-1, CEP-2 and EP on few
-    and on many features."""
-    fresh, cached = _twice(_FITS_RUN, tmp_path)
-    assert json.loads(fresh) == json.loads(cached)
 
 
 def test_every_kernel_is_cached_and_uses_the_central_options():
