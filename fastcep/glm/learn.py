@@ -48,6 +48,9 @@ PARAM_RANGE = (1e-8, 1e8)
 PARAM_RANGES = {"dispersion": (1e-2, 1e8)}
 #: an estimate within this distance in log of its range's end is at the bound (a warning)
 AT_BOUND = 1e-3
+#: parameters whose range's top is a model's limit, not a degenerate value: a dispersion of 1e8 is
+#: the Poisson (counts without overdispersion, as the README's example), no warning
+LIMIT_AT_TOP = ("dispersion",)
 
 
 def param_range(name):
@@ -168,7 +171,7 @@ class LikelihoodLearner:
             if isinstance(self.template, Gaussian):
                 continue
             value = getattr(self.likelihood, name)
-            for bound in param_range(name):
+            for bound in param_range(name)[: 1 if name in LIMIT_AT_TOP else 2]:
                 if abs(math.log(value / bound)) < AT_BOUND:
                     warnings.warn(
                         f"{func}: the learned {name} of {type(self.template).__name__} ended at the end of "
