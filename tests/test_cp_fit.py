@@ -4,6 +4,7 @@ import h5py
 import numpy as np
 import pytest
 from conftest import SHARED_DATA
+from short_fits import assert_max_iter_warns
 
 import fastcep
 from fastcep.data_tools import load_paper_fold, make_cp_tensor
@@ -429,3 +430,7 @@ def test_small_fits_run_on_one_thread_unless_told_otherwise():
         for a, b in zip(auto.posterior.means, two.posterior.means, strict=True):
             np.testing.assert_array_equal(a, b)
     assert numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS  # restored
+
+
+def test_a_fit_stopped_by_max_iter_warns():
+    assert_max_iter_warns("cep1")

@@ -5,6 +5,7 @@ exact limits, the policies for indefinite messages, the parallel sweep, and the 
 import numpy as np
 import pytest
 from kernel_options import central_options_count
+from short_fits import assert_max_iter_warns
 
 import fastcep
 import naive
@@ -356,3 +357,7 @@ def test_bad_combinations_raise(kw, match):
 
 def test_every_lp_kernel_uses_the_central_options():
     assert central_options_count(L) >= 8
+
+
+def test_a_fit_stopped_by_max_iter_warns():
+    assert_max_iter_warns("lp")

@@ -7,6 +7,7 @@ import pytest
 from kernel_options import central_options_count
 from scipy.special import digamma, log_ndtr
 from scipy.stats import truncnorm
+from short_fits import assert_max_iter_warns
 
 import fastcep
 import naive
@@ -515,3 +516,7 @@ def test_a_vmp_fit_resumes_from_its_state(model, gaussian_split, binary_split):
     bad = part.state._replace(M=part.state.M[:-1])
     with pytest.raises(ValueError, match="'init_state' parameter of fit must be a VMPState with M"):
         fastcep.fit(T.coords[tr], T.values[tr], max_iter=2, init_state=bad, **kw)
+
+
+def test_a_fit_stopped_by_max_iter_warns():
+    assert_max_iter_warns("vmp")

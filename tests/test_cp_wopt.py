@@ -4,6 +4,7 @@ differences, exact recovery of a low-rank tensor, determinism, the point-estimat
 import numpy as np
 import pytest
 from kernel_options import central_options_count
+from short_fits import assert_max_iter_warns
 
 import fastcep
 from fastcep import IterationInfo
@@ -328,3 +329,7 @@ def test_a_cp_wopt_fit_resumes_from_its_factors(exact_tensor):
     assert rest.trace.objective[0] < part.trace.objective[-1]
     with pytest.raises(TypeError, match="'init_state' parameter of fit must be a FactorState"):
         fit_cp_wopt(t.coords, t.values, "cp_gaussian", max_iter=2, init_state=part.state.U, **kw)
+
+
+def test_a_fit_stopped_by_max_iter_warns():
+    assert_max_iter_warns("cp_wopt")
