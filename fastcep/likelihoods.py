@@ -191,9 +191,6 @@ class Gaussian(Likelihood):
     def params(self):
         return {"var": self.var}
 
-    def check(self, y, name, func, n):
-        return _check_scale(super().check(y, name, func, n), name, func)
-
     def mean_var(self, m, v):
         return m, v + self.var
 
@@ -204,8 +201,9 @@ class Gaussian(Likelihood):
 #: the largest count: 2^53, the last integer float64 holds with its neighbours (a count of 1e300
 #: has no neighbour within 1e284, and its tilted distribution no width the kernels can resolve)
 MAX_COUNT = 2.0**53
-#: the largest |y| of a real-valued likelihood: its square, the noise variance's scale, stays
-#: finite in a sum of 1e8 values (y x 1e160 gave an infinite learned variance, "converged")
+#: the largest |y| of a real-valued likelihood in a regression: its square, the noise variance's
+#: scale, stays finite in a sum of 1e8 values (y x 1e160 gave an infinite learned variance and
+#: the prior back, "converged"; ``check_scale``)
 MAX_ABS_VALUE = 1e150
 
 
@@ -226,7 +224,10 @@ def _check_counts(arr, name, func):
     return arr
 
 
-def _check_scale(arr, name, func):
+def check_scale(arr, name, func):
+    """``arr`` (the values of a real-valued likelihood) refused beyond +-MAX_ABS_VALUE, naming the
+    rows: a regression fits them as they are (a CP fit measures them in a unit of their size,
+    ``tensor.layout.standardization``)."""
     big = np.nonzero(np.abs(arr) > MAX_ABS_VALUE)[0]
     if big.size:
         raise ValueError(
@@ -345,9 +346,6 @@ class StudentT(Likelihood):
         from .kernels.likelihoods import REGISTRY
 
         return REGISTRY[self.name](float(self.df), float(self.scale))
-
-    def check(self, y, name, func, n):
-        return _check_scale(super().check(y, name, func, n), name, func)
 
     def mean_var(self, m, v):
         noise = self.scale**2 * self.df / (self.df - 2.0) if self.df > 2.0 else np.inf

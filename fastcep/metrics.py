@@ -2,6 +2,7 @@
 and the expected calibration error of predicted probabilities, the mean Gaussian log predictive
 density, and the KL divergence of two Gaussians."""
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -97,7 +98,13 @@ def rmse(y_true, y_pred):
     b = np.asarray(y_pred, dtype=np.float64)
     if a.shape != b.shape:
         raise ValueError(f"y_true and y_pred must have the same shape. Got {a.shape} and {b.shape}.")
-    return float(np.sqrt(np.mean((a - b) ** 2)))
+    d = a - b
+    top = float(np.max(np.abs(d))) if d.size else 0.0
+    if top == 0.0 or not np.isfinite(top) or 1e-150 <= top <= 1e150:
+        return float(np.sqrt(np.mean(d**2)))
+    # (errors whose squares overflow or underflow: measured in a power of 2 of their size)
+    unit = math.ldexp(1.0, math.frexp(top)[1] - 1)
+    return float(np.sqrt(np.mean((d / unit) ** 2)) * unit)
 
 
 def brier(y_true, p):

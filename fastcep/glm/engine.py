@@ -19,7 +19,7 @@ from .._threads import ThreadGovernor, num_threads
 from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
-from ..likelihoods import check_offset
+from ..likelihoods import Gaussian, StudentT, check_offset, check_scale
 from ..likelihoods import resolve as resolve_likelihood
 from ..results import RegressionSites, RegressionState, VBState
 from .kjit import KJITSweeps
@@ -348,6 +348,8 @@ def fit_regression(
     _check_scale(X, func)
     classes = V.label_classes(y, "y", func) if likelihood.binary else None
     s = likelihood.check(y, "y", func, X.shape[0])
+    if isinstance(likelihood, (Gaussian, StudentT)):
+        check_scale(s, "y", func)
     n, d = X.shape
     offset = check_offset(o.get("offset"), n, func)
     prior_T = _prior(o["prior_var"], d, func)

@@ -2,7 +2,7 @@
 
 A checkpoint holds the arrays of the ``StreamState``, the per-batch trace, the run's settings
 (JSON), the digest of the data it was written for (``data_sha256``: the stream's
-``sources.entries_digest``, so that it resumes only on the same entries, wherever they are) and
+``tensor.layout.entries_digest``, so that it resumes only on the same entries, wherever they are) and
 (version 2) the digest of its own contents (``files.sign``), (version 3) with a learned
 prior its ``StreamPrior`` under ``prior/`` (the hyper-posterior under ``prior/hyper``) and
 (version 4) with a generic model's learned likelihood parameters the attribute ``likelihood``:

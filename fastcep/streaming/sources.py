@@ -1,7 +1,6 @@
 """Where a stream's entries come from: arrays in memory, or an HDF5 tensor file read block by
 block (the next block read by a background thread while the current one is computed)."""
 
-import hashlib
 import os
 import queue
 import threading
@@ -10,18 +9,8 @@ import numpy as np
 
 from .. import _validation as V
 from ..io.tensor import TensorReader
-from ..tensor.layout import check_coords, check_values
+from ..tensor.layout import check_coords, check_values, entries_digest
 from ..tensor.likelihoods import block_errors
-
-
-def entries_digest(shape, blocks):
-    """SHA-256 (hex) of a tensor's contents: its shape and every entry in order (coords as int64,
-    values as float64), however ``blocks`` ((coords, values) pairs) cut them."""
-    hc, hv = hashlib.sha256(), hashlib.sha256()
-    for coords, values in blocks:
-        hc.update(np.ascontiguousarray(coords, dtype=np.int64).tobytes())
-        hv.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
-    return hashlib.sha256(np.asarray(shape, dtype=np.int64).tobytes() + hc.digest() + hv.digest()).hexdigest()
 
 
 class ArraySource:

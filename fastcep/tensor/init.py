@@ -16,6 +16,11 @@ from scipy.sparse.linalg import svds
 #: Alog's fixed points a seed reaches (0 starts every seed at one point, and a worse one; 1.0 is
 #: worse again: BENCHMARKS.md, "The start's noise and the seeds")
 NOISE = 0.1
+#: an unfolding wider than this keeps only its columns that hold entries: a sparse solver's
+#: products with A^T are dense vectors of the unfolding's width, and a (1e5)^3 tensor's 1e10
+#: columns asked for 74.5 GiB (issue 38, item 14). All-zero columns change no left singular
+#: vector; narrower unfoldings (DBLP's 2e6 columns) are built as before, bit for bit
+MAX_DENSE_COLUMNS = 1 << 26
 
 
 def _leading_left_vectors(A, R, rng):
@@ -40,9 +45,11 @@ def svd_init(coords, values, shape, R, init_scale, rng):
     for k in range(K):
         others = [j for j in range(K) if j != k]
         cols = np.ravel_multi_index(tuple(coords[:, j] for j in others), tuple(shape[j] for j in others))
-        A = sp.csr_matrix(
-            (values, (coords[:, k], cols)), shape=(shape[k], int(np.prod([shape[j] for j in others])))
-        )
+        width = int(np.prod([shape[j] for j in others], dtype=np.float64))
+        if width > MAX_DENSE_COLUMNS:  # (only the columns that hold entries: the same left vectors)
+            cols = np.unique(cols, return_inverse=True)[1].reshape(-1)
+            width = int(cols.max()) + 1
+        A = sp.csr_matrix((values, (coords[:, k], cols)), shape=(shape[k], width))
         U = _leading_left_vectors(A, R, rng)
         block = np.zeros((shape[k], R))
         block[:, : U.shape[1]] = U * np.sqrt(shape[k])

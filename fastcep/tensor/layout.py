@@ -1,6 +1,7 @@
 """Layout of a sparse tensor's observed entries: checked coordinates and values, the global
 object numbering of every mode and the CSR grouping of entries by object."""
 
+import hashlib
 import math
 import numbers
 import os
@@ -126,11 +127,17 @@ def standardization(blocks, model, standardize):
     "none"."""
     if model != "cp_gaussian" or standardize == "none":
         return 0.0, 1.0
-    n, mean, m2 = 0, 0.0, 0.0
+    n, mean, m2, unit = 0, 0.0, 0.0, None  # (the moments of y / unit)
     for values in blocks:
         k = len(values)
         if k == 0:
             continue
+        block_unit = _unit(values)
+        if unit is None or block_unit > unit:  # (the moments so far in the larger unit)
+            f = 1.0 if unit is None else unit / block_unit
+            mean, m2, unit = mean * f, m2 * f * f, block_unit
+        if unit != 1.0:
+            values = values / unit  # (a power of 2: exact)
         bm = float(np.mean(values))
         bm2 = float(np.sum((values - bm) ** 2))
         delta = bm - mean
@@ -140,7 +147,24 @@ def standardization(blocks, model, standardize):
     if standardize == "scale":  # mean(y^2) = var + mean^2
         mean, m2 = 0.0, m2 + n * mean * mean
     sd = math.sqrt(m2 / n) if n else 0.0
+    if unit is not None and unit != 1.0:
+        mean, sd = mean * unit, sd * unit
     return mean, (sd if sd > 0 and math.isfinite(sd) else 1.0)
+
+
+#: values whose largest size lies outside [1 / UNIT_RANGE, UNIT_RANGE] are measured in a power of
+#: 2 near that size: their squares overflowed (x 1e200: a scale of inf, taken as 1, and a
+#: LinAlgError) or underflowed (x 1e-200: a scale of 0, taken as 1, and every prediction 0;
+#: issue 38, item 13). Values inside it are measured as they are, bit for bit as before
+UNIT_RANGE = 2.0**400
+
+
+def _unit(values):
+    """1.0, or for values of extreme size the power of 2 at or below their largest |y|."""
+    top = float(np.max(np.abs(values)))
+    if top == 0.0 or 1.0 / UNIT_RANGE <= top <= UNIT_RANGE:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(top)[1] - 1)
 
 
 def standardized(y, model, standardize):
@@ -217,3 +241,13 @@ def check_memory(n, shape, R, covariance, func, what="the fit", message_copies=1
             f"the shape{also}."
         )
     return need
+
+
+def entries_digest(shape, blocks):
+    """SHA-256 (hex) of a tensor's contents: its shape and every entry in order (coords as int64,
+    values as float64), however ``blocks`` ((coords, values) pairs) cut them."""
+    hc, hv = hashlib.sha256(), hashlib.sha256()
+    for coords, values in blocks:
+        hc.update(np.ascontiguousarray(coords, dtype=np.int64).tobytes())
+        hv.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+    return hashlib.sha256(np.asarray(shape, dtype=np.int64).tobytes() + hc.digest() + hv.digest()).hexdigest()

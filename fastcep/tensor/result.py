@@ -37,6 +37,9 @@ class CPState(NamedTuple):
     #: a generic model's likelihood (``fastcep.likelihoods``), its learned parameters' current
     #: values; None for the hand-written models (cp_gaussian's noise posterior is in the messages)
     likelihood: object = None
+    #: the SHA-256 of the entries the messages belong to (``tensor.layout.entries_digest``): a
+    #: fit given this state as ``init_state`` on other entries refuses it (None: not checked)
+    data_sha256: str | None = None
 
 
 class VMPState(NamedTuple):
@@ -139,11 +142,15 @@ class CPResult:
         # reconstruction is s times theirs, and the noise precision of y theirs over s^2
         self._center = float(options.get("value_center", 0.0)) if model == "cp_gaussian" else 0.0
         scale = float(options.get("value_scale", 1.0)) if model == "cp_gaussian" else 1.0
+        # (on the scale the engines fit: the columns' powers are products of squares over the
+        # modes, which values x 1e200 would overflow; which columns are on does not change)
+        self.effective_rank = int(np.count_nonzero(H.active_columns(M, np.cumsum([0, *shape]))))
         if standardized and scale != 1.0:
             g = scale ** (1.0 / len(shape))
             M, S = M * g, S * (g * g)
-            if noise is not None:
-                noise = (float(noise[0]), float(noise[1]) * scale**2)
+            if noise is not None:  # (inf, or 0, beyond 1e154 or below 1e-154: float64's limits)
+                with np.errstate(over="ignore", under="ignore"):
+                    noise = (float(noise[0]), float(np.float64(noise[1]) * scale * scale))
         self._M = M
         self._S = S
         self._offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
@@ -158,7 +165,6 @@ class CPResult:
         self.options = options
         self.point_estimate = method in POINT_METHODS
         self.hyper = hyper
-        self.effective_rank = int(np.count_nonzero(H.active_columns(M, self._offsets)))
         self.likelihood = likelihood if likelihood is not None else CPL.fitted_likelihood(model, noise)
 
     def __repr__(self):
