@@ -61,6 +61,10 @@ AUTO_UNDAMPED_WINDOW = 3
 AUTO_DAMPING_HALF = 0.5
 AUTO_DAMPING_START = 0.1
 AUTO_DAMPING_FLOOR = 0.005
+#: the slow phase's change per unit of damping beyond which a sweep is running off, and the
+#: sweeps in a row that end the fit (``_Damping.runaway``); settling fits change by O(1) and less
+RUNAWAY_CHANGE = 1e8
+RUNAWAY_SWEEPS = 2
 AUTO_WINDOW = 50
 #: methods "is" and "kjit" stop when the change has not reached a new minimum for this many sweeps
 MC_WINDOW = 10
@@ -150,6 +154,7 @@ class _Damping:
         self.step = None  # the last sweep's step of the posterior means
         self.flips = 0  # sweeps in a row whose step turned against the previous one
         self.halved = False  # the fast phase at AUTO_DAMPING_HALF was tried
+        self.running_off = 0  # slow-phase sweeps in a row whose change exceeded RUNAWAY_CHANGE
 
     def diverged(self, it):
         """A sweep refused every message (the tilted moments of every site were not finite, the
@@ -163,6 +168,25 @@ class _Damping:
             f"fit: every message of sweep {it} was refused (their tilted moments are not finite, or give "
             "negative precisions): the fit "
             f"diverged at damping {self.rho}; try a smaller damping, method='ep', or check the scale of X"
+        )
+
+    def runaway(self, it, change, skipped, n_sites, shape):
+        """FloatingPointError when the slow phase's change (per unit of damping) has exceeded
+        RUNAWAY_CHANGE for RUNAWAY_SWEEPS sweeps in a row: the fit is running off, and each such
+        sweep is slower than the last (the tilted moments of runaway cavities). Seen: Poisson on
+        200 x 150 features, changes of 1.7e11 and 1.4e17 at damping 0.1, then sweeps of 19 and
+        62 s, means of 6.6e11 (issue 38, item 11)."""
+        if self.undamped or not self.adaptive:
+            return
+        self.running_off = self.running_off + 1 if change / self.rho > RUNAWAY_CHANGE else 0
+        if self.running_off < RUNAWAY_SWEEPS:
+            return
+        n, d = shape
+        wide = f" (with {d} features for {n} rows EP settled where CEP ran off)" if 4 * d > n else ""
+        raise FloatingPointError(
+            f"fit: the fit diverged at damping {self.rho}: the change grew to {change / self.rho:.3g} by "
+            f"sweep {it} ({skipped} of {n_sites} messages refused); try method='ep'{wide}, or check the "
+            "scale of X"
         )
 
     def _restart(self):
@@ -471,6 +495,7 @@ def fit_regression(
         # from the data): the state did not move, and a change of 0 is no convergence
         refused = 0 < n_sites <= skipped
         restart = damp.diverged(it) if refused else damp.update(change, state.mu - scratch.mu_old)
+        damp.runaway(it, change, int(skipped), n_sites, X.shape)
         if restart:  # the undamped start diverged: again from the initial messages, damped
             _initial_messages(X, init_state, tau, nu)
             S.rebuild(problem, state, scratch)
