@@ -11,26 +11,11 @@ README's test command under ten minutes on a fresh machine (CI took 889 s with t
 """
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
+from cache_runs import compiled_then_cached
 
 Z = 5.0
-
-
-def _twice(code, tmp_path):
-    """stdout of ``code`` run in two fresh processes (one thread) that share one empty kernel
-    cache: the first compiles the kernels and caches them, the second loads them."""
-    cache = tmp_path / "cache"
-    env = dict(os.environ, FASTCEP_CACHE_DIR=str(cache), NUMBA_NUM_THREADS="1")
-    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)]
-    runs.append(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True))
-    for run in runs:
-        assert run.returncode == 0, run.stderr[-3000:]
-    assert list(cache.rglob("*.nbc")), "nothing was cached"
-    return [run.stdout for run in runs]
 
 
 _FITS_RUN = """
@@ -67,7 +52,7 @@ def test_fits_from_the_cache_give_the_bits_of_the_run_that_compiled_them(tmp_pat
     diagonal block schedule and a negative binomial regression. And the fits whose kernels keep
     ``reassoc`` in their sums (FASTMATH_SUMS): cp_gaussian, and probit CEP-1, CEP-2 and EP on few
     and on many features."""
-    fresh, cached = _twice(_FITS_RUN, tmp_path)
+    fresh, cached = compiled_then_cached(_FITS_RUN, tmp_path)
     assert json.loads(fresh) == json.loads(cached)
 
 

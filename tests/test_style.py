@@ -3,12 +3,11 @@ small sum kernels only), cached kernels that give the same bits as freshly compi
 
 import importlib
 import inspect
-import os
 import pathlib
 import pkgutil
 import subprocess
-import sys
 
+from cache_runs import compiled_then_cached
 from kernel_options import cached_on_disk
 from numba.core.registry import CPUDispatcher
 
@@ -76,23 +75,10 @@ print(hashlib.sha256(b"".join(p.tobytes() for p in post)).hexdigest())
 """
 
 
-def _twice(code, tmp_path):
-    """stdout of ``code`` run in two fresh processes (one thread) that share one empty kernel
-    cache: the first compiles the kernels and caches them, the second loads them."""
-    cache = tmp_path / "cache"
-    env = dict(os.environ, FASTCEP_CACHE_DIR=str(cache), NUMBA_NUM_THREADS="1")
-    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)]
-    runs.append(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True))
-    for run in runs:
-        assert run.returncode == 0, run.stderr[-3000:]
-    assert list(cache.rglob("*.nbc")), "nothing was cached"
-    return [run.stdout for run in runs]
-
-
 def test_a_parallel_kernel_loaded_from_the_cache_gives_the_bits_of_a_fresh_compile(tmp_path):
     """With ``reassoc`` the process that compiled this kernel and every later one, which loads it
     from the cache, summed in different orders (kernels/_config.py)."""
-    fresh, cached = _twice(_GATHER_RUN, tmp_path)
+    fresh, cached = compiled_then_cached(_GATHER_RUN, tmp_path)
     assert fresh == cached
 
 
@@ -138,7 +124,6 @@ def test_no_fastmath_true_in_sources():
 
 def test_ruff_lint_and_format_clean():
     import shutil
-    import subprocess
 
     ruff = shutil.which("ruff")
     if ruff is None:
