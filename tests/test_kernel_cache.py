@@ -4,6 +4,7 @@ writable folder, damaged entries, and a user's likelihood, whose kernels are nev
 import os
 import pathlib
 import pickle
+import shutil
 import subprocess
 import sys
 
@@ -58,6 +59,23 @@ def _damage_garbage(path):
     path.write_bytes(b"\x80\x04not a pickle at all")
 
 
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """A cache into which a fresh process compiled the leaf: (the cache root, its kernel folder);
+    each test damages a copy of it."""
+    cache = tmp_path_factory.mktemp("compiled") / "cache"
+    first = _run(_LEAF_RUN, cache)
+    assert first.returncode == 0, first.stderr
+    return cache, pathlib.Path(first.stdout.strip())
+
+
+def _copy(compiled, tmp_path):
+    """A copy of the compiled cache below ``tmp_path``: (its root, its kernel folder)."""
+    cache, folder = compiled
+    shutil.copytree(cache, tmp_path / "cache")
+    return tmp_path / "cache", tmp_path / "cache" / folder.relative_to(cache)
+
+
 @pytest.mark.parametrize(
     "suffix, damage",
     [
@@ -67,12 +85,9 @@ def _damage_garbage(path):
         (".nbi", _damage_truncate),
     ],
 )
-def test_a_damaged_entry_is_dropped_recompiled_and_named(tmp_path, suffix, damage):
+def test_a_damaged_entry_is_dropped_recompiled_and_named(compiled, tmp_path, suffix, damage):
     """Before: an LLVM or unpickling traceback, exit 1, and the same again in every process."""
-    cache = tmp_path / "cache"
-    first = _run(_LEAF_RUN, cache)
-    assert first.returncode == 0, first.stderr
-    folder = pathlib.Path(first.stdout.strip())
+    cache, folder = _copy(compiled, tmp_path)
     files = sorted(folder.rglob(f"special.log_ndtr-*{suffix}"))
     assert len(files) == 1, sorted(folder.rglob("*"))
     damage(files[0])
@@ -85,13 +100,11 @@ def test_a_damaged_entry_is_dropped_recompiled_and_named(tmp_path, suffix, damag
     assert len(sorted(folder.rglob("special.log_ndtr-*.nbc"))) == 1
 
 
-def test_a_data_file_carries_its_digest(tmp_path):
+def test_a_data_file_carries_its_digest(compiled):
     """The check that catches a flipped byte before LLVM reads the object code."""
     import hashlib
 
-    out = _run(_LEAF_RUN, tmp_path / "cache")
-    assert out.returncode == 0, out.stderr
-    (data,) = pathlib.Path(out.stdout.strip()).rglob("special.log_ndtr-*.nbc")
+    (data,) = compiled[1].rglob("special.log_ndtr-*.nbc")
     raw = data.read_bytes()
     assert hashlib.sha256(raw[:-32]).digest() == raw[-32:]
 
