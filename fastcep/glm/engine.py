@@ -197,7 +197,7 @@ class _Damping:
             self.rho, self.halved = AUTO_DAMPING_HALF, True
         else:
             self.rho, self.undamped = AUTO_DAMPING_START, False
-        self.best, self.since, self.step, self.flips = np.inf, 0, None, 0
+        self.best, self.since, self.step, self.flips, self.running_off = np.inf, 0, None, 0, 0
 
     def update(self, change, step):
         """Record a sweep's change and its step of the posterior means; returns True when the fit
@@ -495,7 +495,8 @@ def fit_regression(
         # from the data): the state did not move, and a change of 0 is no convergence
         refused = 0 < n_sites <= skipped
         restart = damp.diverged(it) if refused else damp.update(change, state.mu - scratch.mu_old)
-        damp.runaway(it, change, int(skipped), n_sites, X.shape)
+        if not restart:  # (a restart's sweep is the phase before: not this phase's evidence)
+            damp.runaway(it, change, int(skipped), n_sites, X.shape)
         if restart:  # the undamped start diverged: again from the initial messages, damped
             _initial_messages(X, init_state, tau, nu)
             S.rebuild(problem, state, scratch)
