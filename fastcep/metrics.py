@@ -92,6 +92,12 @@ def roc_curve(y_true, score):
     return np.r_[0.0, fp / fp[-1]], np.r_[0.0, tp / tp[-1]]
 
 
+def power_of_two_at_or_below(x):
+    """The power of 2 at or below the positive finite float ``x``: a unit to measure values of
+    extreme size in, exactly (dividing by it changes no significand)."""
+    return math.ldexp(1.0, math.frexp(x)[1] - 1)
+
+
 def rmse(y_true, y_pred):
     """Root mean squared error between two arrays of the same shape."""
     a = np.asarray(y_true, dtype=np.float64)
@@ -103,7 +109,7 @@ def rmse(y_true, y_pred):
     if top == 0.0 or not np.isfinite(top) or 1e-150 <= top <= 1e150:
         return float(np.sqrt(np.mean(d**2)))
     # (errors whose squares overflow or underflow: measured in a power of 2 of their size)
-    unit = math.ldexp(1.0, math.frexp(top)[1] - 1)
+    unit = power_of_two_at_or_below(top)
     return float(np.sqrt(np.mean((d / unit) ** 2)) * unit)
 
 

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _validation as V
+from ..metrics import power_of_two_at_or_below
 from . import likelihoods
 
 
@@ -164,7 +165,7 @@ def _unit(values):
     top = float(np.max(np.abs(values)))
     if top == 0.0 or 1.0 / UNIT_RANGE <= top <= UNIT_RANGE:
         return 1.0
-    return math.ldexp(1.0, math.frexp(top)[1] - 1)
+    return power_of_two_at_or_below(top)
 
 
 def standardized(y, model, standardize):
