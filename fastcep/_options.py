@@ -160,7 +160,8 @@ OPTIONS = (
             "with the weights, so the factorised fit settles in tens of sweeps on features far from "
             "0 (age in years: thousands of sweeps un-centred) and its variances are closer to the "
             "marginal ones; the posterior is reported on the user's scale (res.intercept, "
-            "res.center); False fits x.w + b as given; without an intercept it does nothing",
+            "res.center); False fits x.w + b as given; without an intercept it does nothing; a sparse X is "
+            "never centred (it would fill every row)",
         ),
     }),
     Option("offset", "A known term added to each row's linear predictor f (n floats; None: none).", {

@@ -120,6 +120,49 @@ def check_matrix(X, name, func, n_cols=None):
     return arr
 
 
+def is_sparse(X):
+    """Whether X is a scipy.sparse matrix or array (of any format)."""
+    try:
+        import scipy.sparse as sp
+    except ImportError:  # pragma: no cover - scipy is a dependency
+        return False
+    return sp.issparse(X)
+
+
+def check_sparse(X, name, func, n_cols=None):
+    """A scipy.sparse matrix or array (CSR, CSC, COO, ...) of finite real numbers, 2-D and
+    non-empty, returned as a new CSR array of float64: indices sorted within each row, duplicate
+    entries summed (scipy's ``sum_duplicates``), explicit zeros dropped. X is never modified."""
+    import scipy.sparse as sp
+
+    if X.ndim != 2:
+        raise param_error(name, func, "a 2-D sparse matrix (n_samples, n_features)", f"shape {X.shape}")
+    if X.dtype.kind not in "biuf":
+        raise param_error(name, func, "a sparse matrix of real numbers", f"dtype {X.dtype}", TypeError)
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise param_error(name, func, "non-empty", f"shape {X.shape}")
+    if n_cols is not None and X.shape[1] != n_cols:
+        raise param_error(name, func, f"a matrix with {n_cols} columns", f"shape {X.shape}")
+    A = sp.csr_array(X, dtype=np.float64, copy=True)
+    A.sum_duplicates()
+    bad = np.flatnonzero(~np.isfinite(A.data))
+    if bad.size:
+        rows = np.unique(np.searchsorted(A.indptr, bad, side="right") - 1)
+        raise ValueError(
+            f"The {name!r} parameter of {func} must be finite (no NaN or inf). "
+            f"Got non-finite values in {rows.size} row(s), first rows {rows[:5].tolist()}."
+        )
+    A.eliminate_zeros()
+    return A
+
+
+def check_rows(X, name, func, n_cols=None):
+    """``check_matrix`` for dense X, ``check_sparse`` for a scipy.sparse X."""
+    if is_sparse(X):
+        return check_sparse(X, name, func, n_cols)
+    return check_matrix(X, name, func, n_cols)
+
+
 def non_finite_rows(arr, block_bytes=1 << 24):
     """Rows of a 2-D array holding NaN or inf, checked in blocks (no full-size temporary)."""
     step = max(1, block_bytes // max(1, arr.shape[1] * 8))

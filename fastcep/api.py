@@ -28,9 +28,13 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
 
     Parameters
     ----------
-    X : array of shape (n, d)
-        Features (finite; converted to C-contiguous float64). CP: ``coords``, the 0-based int
-        coordinates (n, K) of the observed entries.
+    X : array of shape (n, d), or a scipy.sparse matrix or array
+        Features (finite; converted to C-contiguous float64). A scipy.sparse X (CSR, CSC, COO,
+        ...; methods "cep1", "cep2" and "ep", any likelihood) keeps one site per nonzero: a sweep
+        costs O(nnz) and memory O(nnz + d). It is copied to CSR with sorted indices, duplicate
+        entries summed as scipy does, and is not centred (the intercept is one more column of
+        ones; ``center`` does not apply); ``res.state.sites`` then holds (nnz,) messages in CSR
+        order. CP: ``coords``, the 0-based int coordinates (n, K) of the observed entries.
     y : array of shape (n,)
         Labels in {0, 1}, {-1, 1} or bool, or two classes of any other type (strings, as
         scikit-learn's estimators take: the second in sorted order is the positive one, recorded

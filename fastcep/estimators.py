@@ -16,6 +16,9 @@ from .api import fit
 
 #: the estimators' defaults: ``fastcep.fit``'s, from the option table (``fastcep._options``)
 DEFAULTS = defaults("regression", "cep1")
+#: the scipy.sparse formats X may come in (methods "cep1", "cep2" and "ep" fit them without
+#: making them dense; ``fastcep.fit``)
+SPARSE = ("csr", "csc", "coo")
 
 
 class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
@@ -50,6 +53,7 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
+        tags.input_tags.sparse = True
         return tags
 
     def fit(self, X, y):
@@ -64,7 +68,7 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=1)
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=1, accept_sparse=SPARSE)
         check_classification_targets(y)
         y_type = type_of_target(y, input_name="y", raise_unknown=True)
         if y_type != "binary":
@@ -97,7 +101,7 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X):
         """Class probabilities, shape (n, n_classes), columns ordered as ``classes_``."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, X, dtype=np.float64, reset=False, accept_sparse=SPARSE)
         p1 = self.result_.predict_proba(X)
         if self.classes_.size == 1:
             return np.ones((X.shape[0], 1))
@@ -178,6 +182,11 @@ class BayesianRegressor(RegressorMixin, BaseEstimator):
         self.tol = tol
         self.n_threads = n_threads
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
     def fit(self, X, y):
         """Fit the posterior over the weights; X (n, d), y (n,) values the likelihood accepts.
 
@@ -185,7 +194,9 @@ class BayesianRegressor(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=1)
+        X, y = validate_data(
+            self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=1, accept_sparse=SPARSE
+        )
         self.result_ = fit(
             X,
             y,
@@ -216,6 +227,6 @@ class BayesianRegressor(RegressorMixin, BaseEstimator):
     def predict(self, X, return_std=False):
         """Posterior predictive mean of y, shape (n,); with ``return_std`` its standard deviation too."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, X, dtype=np.float64, reset=False, accept_sparse=SPARSE)
         mean, var = self.result_.predict(X, return_var=True)
         return (mean, np.sqrt(var)) if return_std else mean

@@ -930,3 +930,46 @@ def count_log1p_predictive(m, v, r=None):
 
     e1, e2 = moment(0), moment(1)
     return e1, e2 - e1 * e1
+
+
+# ---------------------------------------------------------------- sparse rows
+def sparse_parallel_sweep(tilted, method, indptr, indices, data, y, tau, nu, prior_T, rho):
+    """One damped parallel sweep of regression sites stored at the nonzeros of CSR rows (tau,
+    nu (nnz,)), textbook form: the posterior T = prior + sum of each column's sites; CEP-1: for
+    each nonzero x_m the conditional tilted N(w | mc, vc) p(y | x_m w + b), b = the rest of x.mu,
+    as the tilted of a = x_m w + b; EP: the tilted of a = x.w under the row's cavity, each
+    weight's moments by Gaussian conditioning on a. ``tilted(y, m_a, v_a)`` gives (log Z, alpha,
+    beta). Messages that are not finite or not positive keep their old value; returns (tau, nu,
+    skipped)."""
+    d = prior_T.size
+    T = prior_T + np.bincount(indices, weights=tau, minlength=d)
+    N = np.bincount(indices, weights=nu, minlength=d)
+    mu = N / T
+    new_t = np.full(tau.shape, np.nan)
+    new_n = np.full(tau.shape, np.nan)
+    for i in range(indptr.size - 1):
+        sl = slice(indptr[i], indptr[i + 1])
+        m, x = indices[sl], data[sl]
+        if x.size == 0:  # (an empty row has no sites)
+            continue
+        tc = T[m] - tau[sl]
+        nc = N[m] - nu[sl]
+        vc = 1.0 / tc
+        mc = nc * vc
+        if method == "ep":
+            _, alpha, beta = tilted(y[i], float(x @ mc), float(x**2 @ vc))
+            mean = mc + x * vc * alpha
+            var = vc - (x * vc) ** 2 * beta
+        else:
+            mean, var = np.empty(x.size), np.empty(x.size)
+            for j in range(x.size):
+                b = float(x @ mu[m]) - x[j] * mu[m[j]]
+                _, alpha, beta = tilted(y[i], x[j] * mc[j] + b, x[j] ** 2 * vc[j])
+                mean[j] = mc[j] + x[j] * vc[j] * alpha
+                var[j] = vc[j] - (x[j] * vc[j]) ** 2 * beta
+        new_t[sl] = 1.0 / var - tc
+        new_n[sl] = mean / var - nc
+    ok = np.isfinite(new_t) & np.isfinite(new_n) & (new_t > 0)
+    tau = np.where(ok, (1 - rho) * tau + rho * new_t, tau)
+    nu = np.where(ok, (1 - rho) * nu + rho * new_n, nu)
+    return tau, nu, int((~ok).sum())

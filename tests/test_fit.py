@@ -250,10 +250,12 @@ def test_bad_input_raises_clear_errors(kwargs, exc, match):
         fastcep.fit(X, y, **args)
 
 
-def test_sparse_input_is_refused():
+def test_sparse_coordinates_of_a_tensor_are_refused():
+    """(a sparse X fits a regression: tests/test_sparse.py)"""
     sp = pytest.importorskip("scipy.sparse")
-    with pytest.raises(TypeError, match="sparse"):
-        fastcep.fit(sp.csr_matrix(X_OK), Y_OK)
+    coords = sp.csr_matrix(np.array([[0, 1, 2], [1, 0, 0]]))
+    with pytest.raises(TypeError, match="coords.*not a sparse matrix"):
+        fastcep.fit(coords, np.array([1.0, 2.0]), model="cp_gaussian", shape=(3, 3, 3), rank=2)
 
 
 def test_bad_input_to_result_methods(sim):

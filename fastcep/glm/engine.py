@@ -18,10 +18,12 @@ from .._quadrature import gauss_hermite
 from .._threads import ThreadGovernor, num_threads
 from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
+from ..kernels.glm import sparse as SPK
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..likelihoods import Gaussian, StudentT, check_offset, check_scale
 from ..likelihoods import resolve as resolve_likelihood
 from ..results import RegressionSites, RegressionState, VBState
+from . import sparse as SP
 from .kjit import KJITSweeps
 from .learn import EXPECTATION_NODES, GENERIC_NODES, LearnedParams
 from .result import RegressionResult
@@ -269,9 +271,14 @@ def with_constant(X, center=None):
 def _check_scale(X, func):
     """Refuse features whose squares overflow float64 (|x| > MAX_ABS_X): every message of such
     a row is non-finite and skipped, and the fit would return the prior as converged."""
-    big = max(float(X.max()), -float(X.min()))  # (no |X| copy of a large X)
+    values = X.data if V.is_sparse(X) else X
+    big = max(float(values.max(initial=0.0)), -float(values.min(initial=0.0)))  # (no |X| copy of a large X)
     if big > MAX_ABS_X:
-        col = int(np.argmax(np.max(np.abs(X), axis=0)))
+        col = (
+            int(X.indices[np.argmax(np.abs(X.data))])
+            if V.is_sparse(X)
+            else int(np.argmax(np.max(np.abs(X), axis=0)))
+        )
         raise ValueError(
             f"{func}: X holds values up to {big:.3g} (column {col}); their squares overflow float64 "
             f"beyond {MAX_ABS_X:.0e}: rescale X (e.g. standardise its columns)."
@@ -368,7 +375,10 @@ def fit_regression(
     likelihood = resolve_likelihood(model, func)
     model = likelihood.name
     o = O.validate(func, "regression", model, method, given)  # (the option table: fastcep._options)
-    X = V.check_matrix(X, "X", func)
+    sparse = V.is_sparse(X)
+    if sparse:  # (sites at the nonzeros only: ``glm.sparse``)
+        SP.check_method(method, func)
+    X = V.check_rows(X, "X", func)
     _check_scale(X, func)
     classes = V.label_classes(y, "y", func) if likelihood.binary else None
     s = likelihood.check(y, "y", func, X.shape[0])
@@ -378,9 +388,10 @@ def fit_regression(
     offset = check_offset(o.get("offset"), n, func)
     prior_T = _prior(o["prior_var"], d, func)
     intercept = o["fit_intercept"]
-    center = feature_means(X) if intercept and o["center"] else None
+    # (sparse features are not centred: it would fill every row)
+    center = feature_means(X) if intercept and o["center"] and not sparse else None
     if intercept:  # the intercept is the weight of a last, constant feature
-        X = with_constant(X, center)
+        X = SP.with_intercept_column(X) if sparse else with_constant(X, center)
         prior_T = np.append(prior_T, 1.0 / o["intercept_var"])
         d += 1
     damp = _Damping(o["damping"], noisy=method in ("is", "kjit"))
@@ -429,25 +440,72 @@ def fit_regression(
                 center,
             )
 
-    if init_state is not None:
-        _check_init_state(init_state, n, d, func)
-    tau, nu = np.empty((n, d)), np.empty((n, d))
-    _initial_messages(X, init_state, tau, nu)
-    if _hand_written(likelihood, model, method, offset, n_nodes):
-        rule = LOGISTIC_NODES if n_nodes is None else n_nodes
-        nodes, weights = gauss_hermite(rule) if model == "logistic" else gauss_hermite(2)
-        code = S.METHOD_CODES.get((model, method), -1)  # (kjit: its own sweep)
-    else:  # (the generic rows: any likelihood, and an offset)
-        nodes, weights = gauss_hermite(GENERIC_NODES)
-        code = S.GENERIC_CODES[method]
-    chunk = chunk_rows(d)
-    n_chunks = -(-n // chunk)
+    if sparse:  # sites at the nonzeros (``glm.sparse``), the generic rows of any likelihood
+        code = SP.row_code(model, method, _hand_written(likelihood, model, method, offset, n_nodes))
+        if code in (3, 4):  # (the logistic's hand-written CEP sites)
+            nodes, weights = gauss_hermite(LOGISTIC_NODES if n_nodes is None else n_nodes)
+        else:
+            nodes, weights = gauss_hermite(GENERIC_NODES)
+        problem, state, scratch = SP.layout(X, s, prior_T, nodes, weights, code, offset)
+        tau, nu = state.tau, state.nu
+        if init_state is not None:
+            SP.check_init_state(init_state, tau.size, d, func)
+
+        def reset():
+            SP.initial_messages(init_state, tau, nu, FLAT_PRECISION)
+
+        def restore(old_t, old_n, restored):
+            SPK.restore_improper(problem, state, old_t, old_n, restored)
+
+        def rebuild():
+            SPK.rebuild(problem, state, scratch)
+
+        def change_since():
+            return SPK.change_since(state, scratch)
+
+        def site_change(nu_old):  # (the paper's rule: per row, the sum over its sites)
+            return float(np.sum((nu - nu_old) ** 2)) / n
+
+        reset()
+        sweep = SP.schedules(likelihood, SERIAL_SITES)[schedule]
+        kjit = None
+    else:
+        if init_state is not None:
+            _check_init_state(init_state, n, d, func)
+        tau, nu = np.empty((n, d)), np.empty((n, d))
+
+        def reset():
+            _initial_messages(X, init_state, tau, nu)
+
+        def restore(old_t, old_n, restored):
+            S.restore_improper(state.T, tau, nu, old_t, old_n, restored)
+
+        def rebuild():
+            S.rebuild(problem, state, scratch)
+
+        def change_since():
+            return S.change_since(state, scratch)
+
+        def site_change(nu_old):
+            return float(np.mean(np.sum((nu - nu_old) ** 2, axis=1)))
+
+        reset()
+        if _hand_written(likelihood, model, method, offset, n_nodes):
+            rule = LOGISTIC_NODES if n_nodes is None else n_nodes
+            nodes, weights = gauss_hermite(rule) if model == "logistic" else gauss_hermite(2)
+            code = S.METHOD_CODES.get((model, method), -1)  # (kjit: its own sweep)
+        else:  # (the generic rows: any likelihood, and an offset)
+            nodes, weights = gauss_hermite(GENERIC_NODES)
+            code = S.GENERIC_CODES[method]
+        chunk = chunk_rows(d)
+        n_chunks = -(-n // chunk)
+        problem = GLMProblem(X, s, prior_T, np.zeros(d), nodes, weights, code, chunk, n_samples, offset)
+        state = GLMState(tau, nu, *(np.empty(d) for _ in range(4)))
+        scratch = GLMScratch.allocate(n, d, chunk, n_chunks if schedule == "parallel" else 1)
+        # (drawn after base_key: method "kjit" with threshold 0 gets the draws of method "is")
+        kjit = KJITSweeps(n, n_chunks, n_features, threshold, rng) if method == "kjit" else None
+        sweep = _schedules(likelihood)[schedule]
     learner = LearnedParams(likelihood, X, s, offset, gauss_hermite(EXPECTATION_NODES))
-    problem = GLMProblem(X, s, prior_T, np.zeros(d), nodes, weights, code, chunk, n_samples, offset)
-    state = GLMState(tau, nu, *(np.empty(d) for _ in range(4)))
-    scratch = GLMScratch.allocate(n, d, chunk, n_chunks if schedule == "parallel" else 1)
-    # (drawn after base_key: method "kjit" with threshold 0 gets the draws of method "is")
-    kjit = KJITSweeps(n, n_chunks, n_features, threshold, rng) if method == "kjit" else None
     # methods "is" and "kjit" keep negative site precisions (importance.py): in the parallel
     # schedule their sum can leave a weight's posterior or cavity improper, and an improper
     # cavity makes every row skip its messages, for good; such a weight keeps its messages from
@@ -457,11 +515,11 @@ def fit_regression(
     # likelihood that is not log-concave (``generic.site_message``), and are guarded then.
     guard = schedule == "parallel" and (method in ("is", "kjit") or not likelihood.log_concave)
     if guard:
-        old_t, old_n = np.empty((n, d)), np.empty((n, d))
+        old_t, old_n = np.empty_like(tau), np.empty_like(nu)
         restored = np.zeros(d, dtype=np.int64)
-    sweep = _schedules(likelihood)[schedule]
-    n_sites = int(np.count_nonzero(X))  # (a sweep that refuses them all has diverged)
-    nu_old = np.empty((n, d)) if stopping == "paper" else None
+    # (a sweep that refuses them all has diverged)
+    n_sites = tau.size if sparse else int(np.count_nonzero(X))
+    nu_old = np.empty_like(nu) if stopping == "paper" else None
     stale = [0]  # (sweeps in a row that settled with messages refused)
     watch_refusals = not likelihood.binary
 
@@ -479,27 +537,27 @@ def fit_regression(
             change, skipped = sweep(problem, learner.kernel(), state, scratch, rho, key)
         n_restored = 0
         if guard:
-            S.restore_improper(state.T, tau, nu, old_t, old_n, restored)
+            restore(old_t, old_n, restored)
             n_restored = int(restored.sum())
             if n_restored:
                 skipped += n_restored
-                S.rebuild(problem, state, scratch)
-                change = S.change_since(state, scratch)
+                rebuild()
+                change = change_since()
         if kjit is not None:
             kjit.learn()
         values = {"damping": rho, "param_change": change}
         if nu_old is not None:
-            values["site_change"] = float(np.mean(np.sum((nu - nu_old) ** 2, axis=1)))
+            values["site_change"] = site_change(nu_old)
         # every message refused: their tilted moments were not finite (the means ran off), or
         # every new message had a negative precision (CEP-2's second-order term on a start far
         # from the data): the state did not move, and a change of 0 is no convergence
         refused = 0 < n_sites <= skipped
         restart = damp.diverged(it) if refused else damp.update(change, state.mu - scratch.mu_old)
         if not restart:  # (a restart's sweep is the phase before: not this phase's evidence)
-            damp.runaway(it, change, int(skipped), n_sites, X.shape)
+            damp.runaway(it, change, int(skipped), n_sites, (n, d))
         if restart:  # the undamped start diverged: again from the initial messages, damped
-            _initial_messages(X, init_state, tau, nu)
-            S.rebuild(problem, state, scratch)
+            reset()
+            rebuild()
         # the stopping rule's measure, per unit of damping: a damped sweep moves rho times the
         # undamped step, and a tiny step (damping 1e-8) is no evidence of convergence; a sweep
         # whose update the guard undid, in part, or after which the fit starts again is none either
@@ -540,11 +598,11 @@ def fit_regression(
         return bool(np.all(np.isfinite(state.mu)) and np.all(np.isfinite(state.v)) and np.all(state.v > 0))
 
     with num_threads(n_threads):
-        S.rebuild(problem, state, scratch)
+        rebuild()
         out = _loop.run(
             step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, finite=finite,
             verbose=verbose, progress=progress, label=label, start=start, stop_rule=STOP_REASONS[stopping],
-            governor=ThreadGovernor(n_threads) if n * d >= SERIAL_SITES else None,
+            governor=ThreadGovernor(n_threads) if tau.size >= SERIAL_SITES else None,
         )  # fmt: skip
     if kjit is not None:
         options["oracle_calls"] = list(kjit.oracle_calls)

@@ -26,8 +26,10 @@ import warnings
 import numpy as np
 from scipy.optimize import minimize_scalar
 
+from .. import _validation as V
 from ..kernels.glm import generic
 from ..likelihoods import NOISE_A0, NOISE_B0, Gaussian
+from .sparse import moments as sparse_moments
 
 #: Gauss-Hermite nodes of the tilted moments of likelihoods without a closed form
 GENERIC_NODES = 40
@@ -206,9 +208,12 @@ class LikelihoodLearner:
 
 def linear_marginals(X, offset, mu, v):
     """Posterior mean and variance (n,) of each row's f = x.w (+ offset) under the factorised
-    posterior mu, v (d,) of the weights."""
-    m = X @ mu
-    return m + offset if offset.size else m, np.einsum("ij,ij,j->i", X, X, v)
+    posterior mu, v (d,) of the weights (X dense, or a scipy.sparse CSR array)."""
+    if V.is_sparse(X):
+        m, var = sparse_moments(X, mu, v)
+    else:
+        m, var = X @ mu, np.einsum("ij,ij,j->i", X, X, v)
+    return m + offset if offset.size else m, var
 
 
 class LearnedParams(LikelihoodLearner):

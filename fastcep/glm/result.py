@@ -7,10 +7,12 @@ from .. import _validation as V
 from .._quadrature import gauss_hermite
 from .._threads import num_threads
 from ..kernels.glm import generic
+from ..kernels.glm import sparse as sparse_kernels
 from ..likelihoods import check_offset, log1p_prediction
 from ..likelihoods import resolve as resolve_likelihood
 from ..metrics import auc as _auc
 from ..results import GaussianPosterior
+from .sparse import moments as sparse_moments
 
 #: nodes of the rule for the predictive density of likelihoods without a closed form
 PREDICTIVE_NODES = 60
@@ -123,8 +125,10 @@ class RegressionResult:
         )
 
     def _predictive(self, X, y_sign=None, offset=None):
-        X = V.check_matrix(X, "X", "predict_proba", n_cols=self.posterior.mean.size)
+        X = V.check_rows(X, "X", "predict_proba", n_cols=self.posterior.mean.size)
         off = check_offset(offset, X.shape[0], "predict")
+        if V.is_sparse(X):
+            return self._sparse_predictive(X, y_sign, off)
         X, b = self._linear(X)
         scale = np.max(np.abs(X), axis=1) if X.size else np.zeros(0)
         huge = scale > ROW_SCALE_LIMIT
@@ -144,6 +148,36 @@ class RegressionResult:
             predictive(self.likelihood.kernel(), X, mu, v, *b, off, nodes, weights, p, logp, ys)
         return p, logp
 
+    def _sparse_predictive(self, X, y_sign, off):
+        """``_predictive`` of the rows of a CSR array (checked): f's moments by sparse products
+        (``_sparse_latent``), then the likelihood's predictive density at them."""
+        X = _scaled_rows(X, ROW_SCALE_LIMIT)
+        mean, var = self._sparse_latent(X, off)
+        n = X.shape[0]
+        p = np.empty(n)
+        logp = np.empty(n if y_sign is not None else 0)
+        ys = y_sign if y_sign is not None else np.empty(0)
+        with num_threads(self.options.get("n_threads")):
+            nodes, weights = gauss_hermite(PREDICTIVE_NODES)
+            predictive = self.likelihood.driver(sparse_kernels.predictive_from_moments)
+            predictive(self.likelihood.kernel(), mean, var, nodes, weights, p, logp, ys)
+        return p, logp
+
+    def _sparse_latent(self, X, off):
+        """(mean, var) (n,) of f = x.w + b (+ offset) at the rows of a CSR array X; a centred fit's
+        rows are taken as x - center without making them dense: sum (x - c)^2 v = sum x^2 v -
+        2 sum x c v + sum c^2 v."""
+        mu, v = self.posterior
+        mean, var = sparse_moments(X, mu, v)
+        if self.centered_intercept is not None:
+            c, b = self.center, self.centered_intercept
+            mean = mean - c @ mu + b.mean
+            var = np.maximum(var - 2.0 * (X @ (c * v)) + (c * c) @ v, 0.0) + b.var
+        elif self.intercept is not None:
+            mean = mean + self.intercept.mean
+            var = var + self.intercept.var
+        return (mean + off if off.size else mean), var
+
     def _binary_only(self, func):
         if not self.likelihood.binary:
             raise ValueError(
@@ -154,8 +188,10 @@ class RegressionResult:
     def latent(self, X, offset=None):
         """Posterior mean and variance (n_new,) of the linear predictor f = x.w (+ b, + offset) at
         each row."""
-        X = V.check_matrix(X, "X", "latent", n_cols=self.posterior.mean.size)
+        X = V.check_rows(X, "X", "latent", n_cols=self.posterior.mean.size)
         off = check_offset(offset, X.shape[0], "latent")
+        if V.is_sparse(X):
+            return self._sparse_latent(X, off)
         mu, v = self.posterior
         X, b = self._linear(X)
         mean = X @ mu + b[0]
@@ -211,7 +247,7 @@ class RegressionResult:
         -------
         float
         """
-        X = V.check_matrix(X, "X", "log_likelihood", n_cols=self.posterior.mean.size)
+        X = V.check_rows(X, "X", "log_likelihood", n_cols=self.posterior.mean.size)
         if self.likelihood.binary:
             s = V.check_labels(y, "y", "log_likelihood", X.shape[0], self.options.get("classes"))
         else:
@@ -241,7 +277,7 @@ class RegressionResult:
         return float(np.mean(unit))
 
     def _values(self, X, y, func):
-        X = V.check_matrix(X, "X", func, n_cols=self.posterior.mean.size)
+        X = V.check_rows(X, "X", func, n_cols=self.posterior.mean.size)
         if self.likelihood.binary:
             msg = f"{func}: the likelihood {self.likelihood!r} is binary; use auc or log_likelihood."
             raise ValueError(msg)
@@ -250,7 +286,7 @@ class RegressionResult:
     def auc(self, X, y):
         """Area under the ROC curve of ``predict_proba(X)`` against labels y."""
         self._binary_only("auc")
-        X = V.check_matrix(X, "X", "auc", n_cols=self.posterior.mean.size)
+        X = V.check_rows(X, "X", "auc", n_cols=self.posterior.mean.size)
         s = V.check_labels(y, "y", "auc", X.shape[0], self.options.get("classes"))
         return _auc(s > 0, self.predict_proba(X))
 
@@ -265,3 +301,20 @@ class RegressionResult:
         from ..plot import convergence
 
         return convergence(self, ax=ax)
+
+
+def _scaled_rows(X, limit):
+    """The CSR rows of X whose largest |x| exceeds ``limit`` scaled down to it (a copy; X itself
+    when no row does): ``ROW_SCALE_LIMIT`` for sparse rows."""
+    counts = np.diff(X.indptr)
+    scale = np.zeros(X.shape[0])
+    filled = counts > 0
+    if X.nnz:
+        scale[filled] = np.maximum.reduceat(np.abs(X.data), X.indptr[:-1][filled])
+    huge = scale > limit
+    if not np.any(huge):
+        return X
+    factor = np.where(huge, limit / np.where(huge, scale, 1.0), 1.0)
+    out = X.copy()
+    out.data = out.data * np.repeat(factor, counts)
+    return out

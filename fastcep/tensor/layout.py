@@ -56,6 +56,9 @@ def make_layout(coords, shape):
 
 def check_coords(coords, shape, func, name="coords"):
     """0-based integer coordinates (n, K), K >= 2, within ``shape`` (inferred if None)."""
+    if V.is_sparse(coords):  # (a tensor's entries are listed by their coordinates: dense (n, K))
+        want = "a dense 2-D integer array (n, K) of the entries' coordinates, not a sparse matrix"
+        raise V.param_error(name, func, want, type(coords).__name__, TypeError)
     try:
         arr = np.asarray(coords)
     except Exception as exc:
