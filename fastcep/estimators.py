@@ -13,12 +13,19 @@ except ImportError as exc:  # pragma: no cover - exercised only without scikit-l
 
 from ._options import defaults
 from .api import fit
+from .glm.result import RegressionResult
 
 #: the estimators' defaults: ``fastcep.fit``'s, from the option table (``fastcep._options``)
 DEFAULTS = defaults("regression", "cep1")
 #: the scipy.sparse formats X may come in (methods "cep1", "cep2" and "ep" fit them without
 #: making them dense; ``fastcep.fit``)
 SPARSE = ("csr", "csc", "coo")
+
+
+def _intercept(result):
+    """(mean, variance) of a result's intercept; (0.0, 0.0) without one."""
+    b = result.intercept
+    return (b.mean, b.var) if b is not None else (0.0, 0.0)
 
 
 class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
@@ -38,6 +45,7 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
         schedule=DEFAULTS["schedule"],
         n_nodes=DEFAULTS["n_nodes"],
         n_threads=DEFAULTS["n_threads"],
+        forget=0.0,
     ):
         self.method = method
         self.prior_var = prior_var
@@ -49,6 +57,7 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
         self.schedule = schedule
         self.n_nodes = n_nodes
         self.n_threads = n_threads
+        self.forget = forget
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -90,13 +99,57 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
             n_nodes=self.n_nodes,
             n_threads=self.n_threads,
         )
-        self.coef_ = self.result_.posterior.mean.copy()
-        self.coef_var_ = self.result_.posterior.var.copy()
-        b = self.result_.intercept
-        self.intercept_ = b.mean if b is not None else 0.0
-        self.intercept_var_ = b.var if b is not None else 0.0
-        self.n_iter_ = self.result_.n_iter
         return self
+
+    def partial_fit(self, X, y, classes=None):
+        """Absorb a batch of rows into the posterior (assumed density filtering with CEP,
+        ``RegressionResult.update``, with this estimator's ``forget`` per row): memory does not
+        grow with the calls. The first call starts from the prior and needs ``classes``, the two
+        labels (scikit-learn's convention); X's width is fixed by it, and later batches of
+        another width, or with labels outside ``classes_``, are refused.
+
+        Returns
+        -------
+        self
+        """
+        first = not hasattr(self, "result_")
+        X, y = validate_data(self, X, y, dtype=None, ensure_min_samples=1, accept_sparse=SPARSE, reset=first)
+        if first:
+            if classes is None:
+                raise ValueError(
+                    "partial_fit: the first call needs classes=[negative, positive], the two labels of the "
+                    "stream (scikit-learn's convention)."
+                )
+            known = np.unique(np.asarray(classes))
+            if known.size != 2:
+                raise ValueError(f"partial_fit: classes must hold two labels; got {known.tolist()}.")
+        elif classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
+            have = self.classes_.tolist()
+            raise ValueError(f"partial_fit: classes={list(classes)} differs from classes_={have}.")
+        else:
+            known = self.classes_
+        outside = np.flatnonzero(~np.isin(y, known))
+        if outside.size:
+            raise ValueError(
+                f"partial_fit: y holds labels outside the classes {known.tolist()}: "
+                f"{np.asarray(y)[outside[:5]].tolist()} at rows {outside[:5].tolist()}."
+            )
+        if first:
+            self.classes_ = known
+            options = dict(
+                prior_var=self.prior_var, fit_intercept=self.fit_intercept, intercept_var=self.intercept_var,
+                tol=self.tol, n_threads=self.n_threads,
+            )  # fmt: skip
+            self.result_ = RegressionResult.prior(self._model, self.method, X.shape[1], options)
+        self.result_.update(X, y == self.classes_[-1], forget=self.forget)
+        return self
+
+    # (the fitted attributes read the result, so that a partial_fit copies nothing of size d)
+    coef_ = property(lambda self: self.result_.posterior.mean, doc="Posterior means of the weights.")
+    coef_var_ = property(lambda self: self.result_.posterior.var, doc="Posterior variances of the weights.")
+    intercept_ = property(lambda self: _intercept(self.result_)[0], doc="The intercept's posterior mean.")
+    intercept_var_ = property(lambda self: _intercept(self.result_)[1], doc="The intercept's variance.")
+    n_iter_ = property(lambda self: self.result_.n_iter, doc="Sweeps run.")
 
     def predict_proba(self, X):
         """Class probabilities, shape (n, n_classes), columns ordered as ``classes_``."""
@@ -123,7 +176,8 @@ class BayesianProbitClassifier(_BayesianBinaryClassifier):
 
     Parameters are those of ``fastcep.fit``, with its defaults (the option table): method
     ("cep1", "cep2", "ep", ...), prior_var, fit_intercept, intercept_var, damping, max_iter, tol,
-    schedule, n_nodes, n_threads.
+    schedule, n_nodes, n_threads; and ``forget`` (0.0), the forgetting per row of ``partial_fit``
+    (``RegressionResult.update``). X may be dense or scipy.sparse (methods "cep1", "cep2", "ep").
     Fitted attributes: ``classes_``, ``coef_`` (posterior means), ``coef_var_`` (posterior
     variances), ``intercept_`` and ``intercept_var_`` (the intercept's; 0.0 without one),
     ``n_iter_``, ``result_``.

@@ -1,7 +1,10 @@
 """What a regression fit returns: the posterior over the weights, predictions, the trace and the
 resumable state."""
 
+import warnings
+
 import numpy as np
+import scipy.sparse as sp
 
 from .. import _validation as V
 from .._quadrature import gauss_hermite
@@ -12,6 +15,7 @@ from ..likelihoods import check_offset, log1p_prediction
 from ..likelihoods import resolve as resolve_likelihood
 from ..metrics import auc as _auc
 from ..results import GaussianPosterior
+from . import sparse as SP
 from .sparse import moments as sparse_moments
 
 #: nodes of the rule for the predictive density of likelihoods without a closed form
@@ -76,7 +80,8 @@ class RegressionResult:
         self.model = model
         self.likelihood = likelihood if likelihood is not None else resolve_likelihood(model)
         self.method = method
-        self.posterior = posterior
+        self._posterior = posterior
+        self._online = None  # (``update``: the natural parameters of the posterior it absorbs into)
         self.center = None if center is None else np.asarray(center, dtype=np.float64)
         self.centered_intercept = intercept if center is not None else None
         if center is not None and intercept is not None:
@@ -110,6 +115,143 @@ class RegressionResult:
             model, method, post, n_iter, converged, stop_reason, trace, state, options, intercept, likelihood,
             center,
         )  # fmt: skip
+
+    @classmethod
+    def prior(cls, model, method, d, options):
+        """The prior as a result, no rows absorbed yet: weights N(0, prior_var), an intercept
+        N(0, intercept_var) when ``options["fit_intercept"]``; a stream's start for ``update``
+        (``options``: prior_var, fit_intercept, intercept_var, tol, n_threads)."""
+        from .._loop import Trace
+
+        likelihood = resolve_likelihood(model)
+        var = np.array(np.broadcast_to(np.asarray(options["prior_var"], dtype=np.float64), (d,)))
+        b = GaussianPosterior(0.0, float(options["intercept_var"])) if options["fit_intercept"] else None
+        opts = dict(options, classes=None, center=False)
+        post = GaussianPosterior(np.zeros(d), var)
+        trace = Trace.from_columns(0)
+        return cls(likelihood.name, method, post, 0, False, "prior", trace, None, opts, b, likelihood)
+
+    @property
+    def posterior(self):
+        """The posterior over the weights (``GaussianPosterior``: mean, var of shape (d,))."""
+        if self._online is not None and self._online.sync():
+            self._write_back(np.arange(self._online.T.shape[0]))
+        return self._posterior
+
+    def update(
+        self, X, y, offset=None, forget=0.0, max_iter=None, tol=None, damping=1.0, schedule="sequential"
+    ):  # fmt: skip
+        """Absorb a batch of rows into this posterior, in place (assumed density filtering with
+        CEP): the posterior so far is the batch's prior, the batch's sites (one per nonzero) are
+        fitted by up to ``max_iter`` sweeps of the fit's method (``schedule`` "sequential", the
+        default, or "parallel"; ``damping`` 1.0) until they change by less than ``tol``,
+        absorbed and dropped, so memory does not grow with the stream. Only the weights of the
+        batch's nonzero columns, and the intercept, are touched: an update costs O(nnz log nnz)
+        and allocates nothing of the size of d (a centred fit's rows, x - center, are dense).
+
+        Parameters
+        ----------
+        X : array (n, d) or scipy.sparse matrix of the fit's width
+        y : array (n,)
+            Labels or values, as the fit took them (its classes, for labels given as classes).
+        offset : array (n,) or None
+            A known term of each row's f, as ``fit``'s.
+        forget : float in [0, 1)
+            Forgetting per row seen: the natural parameters move toward the prior, T <- (1 - f)
+            T + f T0 (N likewise) for each row, so that a drifting rate is tracked. Applied
+            lazily, per weight, when a batch touches it or the posterior is read; (1 - f)^n for a
+            batch of n rows, so the batch size does not change it.
+        max_iter, tol : int, float
+            Sweeps of a batch at most (None: 50, ``online.UPDATE_SWEEPS``) and the stop rule's
+            tolerance (None: the fit's ``tol``).
+
+        Returns
+        -------
+        self (updated; ``n_iter`` counts the sweeps of every update, ``options["rows_absorbed"]``
+        the rows)
+        """
+        from . import online
+
+        func = "update"
+        if self.method not in SP.METHODS:
+            raise ValueError(
+                f"{func}: a {self.method!r} fit cannot absorb rows; the methods with online updates are "
+                + ", ".join(repr(m) for m in SP.METHODS)
+            )
+        if self.likelihood.learned:
+            names = self.likelihood.learned
+            raise ValueError(f"{func}: the likelihood's parameters {names} must have values to absorb rows")
+        forget = V.check_float(forget, "forget", func, 0.0, 1.0, high_open=True)
+        max_iter = online.UPDATE_SWEEPS if max_iter is None else V.check_int(max_iter, "max_iter", func, 1)
+        tol = self.options.get("tol", 1e-5) if tol is None else V.check_float(tol, "tol", func, 0.0)
+        damping = V.check_float(damping, "damping", func, 0.0, 1.0, low_open=True)
+        V.check_choice(schedule, "schedule", func, ("sequential", "parallel"))
+        d = self._posterior.mean.size
+        X = V.check_rows(X, "X", func, n_cols=d)
+        if self.likelihood.binary:
+            s = V.check_labels(y, "y", func, X.shape[0], self.options.get("classes"))
+        else:
+            s = self.likelihood.check(y, "y", func, X.shape[0])
+        off = check_offset(offset, X.shape[0], func)
+        if self.center is not None:  # (the centred fit's rows: dense)
+            X = (X.toarray() if V.is_sparse(X) else X) - self.center
+        A = sp.csr_array(X) if not V.is_sparse(X) else X
+        A.eliminate_zeros()
+        A = A.astype(np.float64)
+        bias = self.centered_intercept if self.center is not None else self.intercept
+        if bias is not None:
+            A = SP.with_intercept_column(A)
+        if self._online is None:
+            self._online = self._online_state(bias)
+        self._online.set_forget(forget)
+        with num_threads(self.options.get("n_threads")):
+            cols, sweeps, converged, skipped = self._online.absorb(
+                A, s, off, self.likelihood, self.method, schedule, damping, max_iter, tol
+            )
+        self._write_back(cols)
+        self.n_iter += sweeps
+        self.options["rows_absorbed"] = self.options.get("rows_absorbed", 0) + X.shape[0]
+        self.state = None  # (the sites of the batches are dropped)
+        if not converged:
+            from .._loop import ConvergenceWarning, _outside_the_package
+
+            warnings.warn(
+                f"{func}: the batch's sweeps stopped at max_iter={max_iter} before its change fell below "
+                f"tol={tol}; raise max_iter, or damp (damping=0.5)",
+                ConvergenceWarning,
+                stacklevel=_outside_the_package(),
+            )
+        return self
+
+    def _online_state(self, bias):
+        """The natural parameters of the posterior (weights, then the intercept's if fitted)
+        and of the prior, for ``update``."""
+        from .online import Online
+
+        mean, var = self._posterior
+        prior_var = np.asarray(self.options.get("prior_var", 1.0), dtype=np.float64)
+        prior_var = np.broadcast_to(prior_var, mean.shape)
+        T, N, T0 = 1.0 / var, mean / var, 1.0 / prior_var
+        if bias is not None:
+            T = np.append(T, 1.0 / bias.var)
+            N = np.append(N, bias.mean / bias.var)
+            T0 = np.append(T0, 1.0 / self.options.get("intercept_var", 100.0))
+        return Online(T, N, T0, np.zeros_like(T))
+
+    def _write_back(self, cols):
+        """The posterior means and variances of the weights ``cols`` (intercept's index: d) from
+        the online state, in place."""
+        on, d = self._online, self._posterior.mean.size
+        w = cols[cols < d]
+        self._posterior.mean[w] = on.N[w] / on.T[w]
+        self._posterior.var[w] = 1.0 / on.T[w]
+        if on.T.shape[0] > d:
+            b = GaussianPosterior(float(on.N[d] / on.T[d]), float(1.0 / on.T[d]))
+            if self.center is not None:
+                self.centered_intercept = b
+                mu, v = self._posterior
+                b = GaussianPosterior(float(b.mean - self.center @ mu), float(b.var + (self.center**2) @ v))
+            self.intercept = b
 
     def _linear(self, X):
         """The rows as the fit saw them and the intercept that goes with them: (X - center, b_c)

@@ -78,18 +78,19 @@ def initial_messages(init_state, tau, nu, flat):
         np.copyto(nu, init_state.sites.nu)
 
 
-def layout(A, s, prior_T, nodes, weights, code, offset):
+def layout(A, s, prior_T, nodes, weights, code, offset, prior_N=None):
     """(problem, state, scratch) of a sparse fit on the CSR array A (n, d) (intercept column
     included), the state's arrays allocated, not filled. The chunks are the dense fit's
     (``chunk_rows(d)``), so the reduction adds the sites in the dense sweep's order. ``code``:
-    the rows' (``row_code``)."""
+    the rows' (``row_code``). prior_N: the prior's precision-times-means (None: zero means)."""
     n, d = A.shape
     indptr = np.ascontiguousarray(A.indptr, dtype=np.int64)
     indices = np.ascontiguousarray(A.indices, dtype=np.int64)
     data = np.ascontiguousarray(A.data, dtype=np.float64)
     col_ptr, col_site, col_row = K.column_order(indices, n, d, indptr)
     problem = K.SparseProblem(
-        indptr, indices, data, s, prior_T, np.zeros(d), nodes, weights, code, chunk_rows(d),
+        indptr, indices, data, s, prior_T, np.zeros(d) if prior_N is None else prior_N, nodes, weights, code,
+        chunk_rows(d),
         col_ptr, col_site, col_row, offset,
     )  # fmt: skip
     nnz = data.shape[0]

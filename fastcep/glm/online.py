@@ -1,0 +1,95 @@
+"""Online updates of a regression posterior: assumed density filtering by batches, with CEP
+(DESIGN.md section 9).
+
+The posterior so far is a batch's prior; the batch's sites, one per nonzero, are fitted by a few
+sweeps of the sparse rows (``kernels.glm.sparse``), absorbed into the posterior and dropped, so
+memory does not grow with the stream. A batch touches only the weights of its nonzero columns
+(and the intercept): its problem is laid out on those columns alone, renumbered, so an update
+costs O(nnz log nnz) and allocates nothing of the size of d.
+
+Forgetting (``forget`` = f per row seen) moves the natural parameters toward the prior, T <- (1 -
+f) T + f T0 and N likewise, the dynamics of AdPredictor and of a Kalman filter's random walk. It
+is applied lazily: each weight records the number of rows seen when it was last brought up to
+date, and is moved by (1 - f)^k (k rows since) when a batch touches it or when the whole
+posterior is read (``sync``). A batch of n rows moves its weights by (1 - f)^n before it is
+absorbed.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._quadrature import gauss_hermite
+from ..kernels.glm import sparse as K
+from . import sparse as SP
+from .engine import FLAT_PRECISION, LOGISTIC_NODES
+from .learn import GENERIC_NODES
+
+#: sweeps of a batch at most (``RegressionResult.update``'s default ``max_iter``)
+UPDATE_SWEEPS = 50
+
+
+class Online:
+    """The natural parameters of a posterior that absorbs batches of rows: T, N (d,) (an
+    intercept's last), the prior's T0, N0, and the lazy forgetting's bookkeeping."""
+
+    def __init__(self, T, N, T0, N0):
+        self.T, self.N, self.T0, self.N0 = T, N, T0, N0
+        self.seen = np.zeros(T.shape[0], dtype=np.int64)  #: rows seen when each weight was last moved
+        self.rows = 0  #: rows seen
+        self.forget = 0.0
+        self.pending = False  #: some weight has not been moved by the rows seen since it was
+
+    def bring_up_to_date(self, cols):
+        """Forgetting of the weights ``cols`` for the rows seen since each was last moved."""
+        if self.forget > 0.0:
+            keep = (1.0 - self.forget) ** (self.rows - self.seen[cols]).astype(np.float64)
+            self.T[cols] = keep * self.T[cols] + (1.0 - keep) * self.T0[cols]
+            self.N[cols] = keep * self.N[cols] + (1.0 - keep) * self.N0[cols]
+        self.seen[cols] = self.rows
+
+    def set_forget(self, forget):
+        """A new forgetting rate: the weights are first brought up to date at the old one."""
+        if forget != self.forget:
+            self.sync()
+            self.forget = forget
+
+    def sync(self):
+        """Every weight brought up to date (O(d)); returns whether any moved."""
+        if not self.pending:
+            return False
+        self.bring_up_to_date(np.arange(self.T.shape[0]))
+        self.pending = False
+        return True
+
+    def absorb(self, A, s, offset, likelihood, method, schedule, damping, max_iter, tol):
+        """Fit the batch A (CSR, n x d with the intercept's column), values s, as sparse rows
+        whose prior is the current posterior of the columns they touch; absorb the result.
+        Returns (the touched columns, sweeps run, whether the batch met tol, skipped messages)."""
+        n = A.shape[0]
+        cols, local = np.unique(A.indices, return_inverse=True)
+        self.rows += n
+        self.pending = self.forget > 0.0
+        self.bring_up_to_date(cols)
+        batch = sp.csr_array((A.data, local.astype(np.int64), A.indptr), shape=(n, cols.size))
+        code = SP.row_code(likelihood.name, method, likelihood.binary and offset.size == 0)
+        nodes, weights = gauss_hermite(LOGISTIC_NODES if code in (3, 4) else GENERIC_NODES)
+        prior_T, prior_N = self.T[cols], self.N[cols]
+        problem, state, scratch = SP.layout(batch, s, prior_T, nodes, weights, code, offset, prior_N)
+        state.tau[:] = FLAT_PRECISION
+        state.nu[:] = 0.0
+        K.rebuild(problem, state, scratch)
+        lik = likelihood.kernel()
+        step = likelihood.driver(K.sequential_step if schedule == "sequential" else K.parallel_step_serial)
+        converged, skipped, it = False, 0, 0
+        for it in range(1, max_iter + 1):
+            change, skipped = step(problem, lik, state, scratch, damping, np.uint64(0))
+            if not np.isfinite(change):
+                raise FloatingPointError(
+                    f"update: the batch's posterior is not finite after sweep {it}; check the scale of X"
+                )
+            if change / damping < tol:
+                converged = True
+                break
+        self.T[cols] = state.T
+        self.N[cols] = state.N
+        return cols, it, converged, int(skipped)

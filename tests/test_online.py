@@ -1,0 +1,152 @@
+"""Online updates (``RegressionResult.update``, ``partial_fit``): assumed density filtering by
+batches, with forgetting, against the conjugate posterior where it is exact."""
+
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import fastcep
+from fastcep.estimators import BayesianLogisticClassifier, BayesianProbitClassifier
+from fastcep.glm.result import RegressionResult
+from fastcep.likelihoods import Gaussian
+
+NOISE = 0.5
+#: the options of a stream that starts from the prior (``RegressionResult.prior``)
+PRIOR = dict(prior_var=1.0, fit_intercept=False, intercept_var=1.0, tol=1e-8, n_threads=None)
+
+
+def conjugate(x, y, T, N, T0, forget, batches):
+    """The exact posterior of one weight under Gaussian noise of variance NOISE, absorbed batch
+    after batch with forgetting: T <- k T + (1 - k) T0, N <- k N (k = (1 - f)^n, a zero-mean
+    prior), then the batch's sum x^2 / NOISE, x y / NOISE."""
+    for lo, hi in batches:
+        k = (1.0 - forget) ** (hi - lo)
+        T, N = k * T + (1.0 - k) * T0, k * N
+        T += np.sum(x[lo:hi] ** 2) / NOISE
+        N += np.sum(x[lo:hi] * y[lo:hi]) / NOISE
+    return N / T, 1.0 / T
+
+
+@pytest.mark.parametrize("forget", [0.0, 0.01])
+@pytest.mark.parametrize("size", [1, 7, 50])
+def test_batches_of_a_conjugate_model_give_the_exact_posterior(rng, forget, size):
+    """One weight under a known-variance Gaussian: each batch's sites are exact, so the stream's
+    posterior is the conjugate one, whatever the batch size, with forgetting per row."""
+    n = 200
+    x = rng.normal(size=n)
+    y = 0.8 * x + np.sqrt(NOISE) * rng.normal(size=n)
+    lik = Gaussian(var=NOISE)
+    res = RegressionResult.prior(lik, "cep1", 1, dict(PRIOR, prior_var=2.0, tol=1e-12))
+    batches = [(lo, min(n, lo + size)) for lo in range(0, n, size)]
+    for lo, hi in batches:
+        res.update(x[lo:hi, None], y[lo:hi], forget=forget)
+    mean, var = conjugate(x, y, 0.5, 0.0, 0.5, forget, batches)
+    assert res.posterior.mean[0] == pytest.approx(mean, rel=1e-10)
+    assert res.posterior.var[0] == pytest.approx(var, rel=1e-10)
+    assert res.options["rows_absorbed"] == n and res.state is None
+
+
+def test_an_update_touches_only_its_columns_and_allocates_nothing_of_size_d(rng):
+    d = 1 << 20
+    A = sp.random_array((2_000, d), density=20 / d, rng=rng, format="csr")
+    y = (A @ rng.normal(size=d) > 0).astype(float)
+    res = RegressionResult.prior("probit", "cep1", d, dict(PRIOR, fit_intercept=True))
+    res.update(A[:1_000], y[:1_000])
+    before_mean, before_var = res.posterior.mean.copy(), res.posterior.var.copy()
+    row = A[1_000:1_001]
+    res.update(row, y[1_000:1_001])  # (compiled here)
+    touched = np.zeros(d, bool)
+    touched[row.indices] = True
+    assert np.array_equal(res.posterior.mean[~touched], before_mean[~touched])
+    assert np.array_equal(res.posterior.var[~touched], before_var[~touched])
+    assert not np.array_equal(res.posterior.mean[touched], before_mean[touched])
+    tracemalloc.start()
+    res.update(A[1_001:1_002], y[1_001:1_002])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 * d / 20, peak  # (one array of d floats is 8 MB)
+
+
+def test_forgetting_is_applied_lazily_and_is_seen_when_the_posterior_is_read(rng):
+    d = 50
+    A = sp.csr_array(np.eye(d)[:10])  # rows touch columns 0..9 only
+    y = np.ones(10)
+    res = RegressionResult.prior("probit", "cep1", d, PRIOR)
+    res.update(sp.csr_array(np.eye(d)[40:41] * 3.0), np.ones(1))  # column 40 learns something
+    T40 = 1.0 / res.posterior.var[40]
+    N40 = res.posterior.mean[40] * T40
+    res.update(A, y, forget=0.05)  # 10 rows later, column 40 (untouched) has decayed
+    k = 0.95**10
+    assert 1.0 / res.posterior.var[40] == pytest.approx(k * T40 + (1 - k) * 1.0, rel=1e-12)
+    assert res.posterior.mean[40] / res.posterior.var[40] == pytest.approx(k * N40, rel=1e-12)
+
+
+def test_forgetting_tracks_a_drifting_click_rate(rng):
+    """A click rate that jumps halfway: with forgetting the last tenth of the stream is
+    predicted better than without (the log loss of each batch before it is absorbed)."""
+    n, d = 20_000, 20
+    X = sp.random_array((n, d), density=0.25, rng=rng, format="csr")
+    X.data[:] = 1.0
+    w = rng.normal(size=d)
+    f = np.where(np.arange(n) < n // 2, X @ w, -(X @ w)) - 1.0
+    y = (rng.random(n) < 1 / (1 + np.exp(-f))).astype(float)
+    losses = {}
+    for forget in (0.0, 1e-3):
+        est = BayesianLogisticClassifier(forget=forget)
+        loss = []
+        for lo in range(0, n, 500):
+            if lo:
+                p = np.clip(est.predict_proba(X[lo : lo + 500])[:, 1], 1e-12, 1 - 1e-12)
+                yy = y[lo : lo + 500]
+                loss.append(-np.mean(yy * np.log(p) + (1 - yy) * np.log1p(-p)))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", fastcep.ConvergenceWarning)
+                est.partial_fit(X[lo : lo + 500], y[lo : lo + 500], classes=[0.0, 1.0])
+        losses[forget] = np.mean(loss[-4:])
+    assert losses[1e-3] < losses[0.0] - 0.02, losses
+
+
+def test_partial_fit_reaches_the_batch_fit_s_predictions(rng):
+    n, d = 6_000, 40
+    X = sp.random_array((n, d), density=0.2, rng=rng, format="csr")
+    y = np.where(X @ rng.normal(size=d) + 0.5 * rng.normal(size=n) > 0, "yes", "no")
+    online = BayesianProbitClassifier()
+    for lo in range(0, n, 1_000):
+        online.partial_fit(X[lo : lo + 1_000], y[lo : lo + 1_000], classes=["no", "yes"])
+    batch = BayesianProbitClassifier().fit(X, y)
+    assert online.classes_.tolist() == ["no", "yes"]
+    p_on, p_batch = online.predict_proba(X)[:, 1], batch.predict_proba(X)[:, 1]
+    assert np.corrcoef(p_on, p_batch)[0, 1] > 0.99
+    assert abs(online.score(X, y) - batch.score(X, y)) < 0.02
+    assert online.coef_ is online.result_.posterior.mean  # (nothing of size d copied per call)
+
+
+def test_bad_batches_are_refused_by_name(rng):
+    X = rng.normal(size=(20, 3))
+    y = (X[:, 0] > 0).astype(int)
+    est = BayesianProbitClassifier()
+    with pytest.raises(ValueError, match="first call needs classes"):
+        est.partial_fit(X, y)
+    with pytest.raises(ValueError, match="two labels"):
+        est.partial_fit(X, y, classes=[0, 1, 2])
+    est.partial_fit(X, y, classes=[0, 1])
+    with pytest.raises(ValueError, match="3 features"):
+        est.partial_fit(X[:, :2], y)
+    with pytest.raises(ValueError, match=r"labels outside the classes \[0, 1\]: \[7\] at rows \[4\]"):
+        est.partial_fit(X[:5], np.array([0, 1, 0, 1, 7]))
+    with pytest.raises(ValueError, match="differs from classes_"):
+        est.partial_fit(X, y, classes=[0, 2])
+    res = fastcep.fit(X, y)
+    with pytest.raises(ValueError, match="with 3 columns"):
+        res.update(X[:, :2], y)
+    with pytest.raises(ValueError, match="forget"):
+        res.update(X, y, forget=1.0)
+    nan = X.copy()
+    nan[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"finite.*\[3\]"):
+        res.update(nan, y)
+    with pytest.raises(ValueError, match="'lp' fit cannot absorb rows"):
+        fastcep.fit(X, y, method="lp").update(X, y)
