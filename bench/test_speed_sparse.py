@@ -9,17 +9,23 @@
 - **Click-log scale**: one sweep at 1,000,000 rows x 2^20 columns, 20 nonzeros a row (the dense
   site store would be 16 TB), site updates per second; and the peak memory of a whole default fit
   of 200,000 such rows against the size of its input.
+- **Online updates**: a stream of 200,000 such rows (2^20 columns) absorbed by ``res.update`` in
+  batches of 1,000, rows per second, against a batch fit of the same rows; and one-row updates.
 Each benchmark runs three sweeps (compile, leave the flat start) before it is timed.
 """
+
+import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import fastcep
 from fastcep._quadrature import gauss_hermite
 from fastcep.glm import sparse as SP
 from fastcep.glm.engine import FLAT_PRECISION, LOGISTIC_NODES
 from fastcep.glm.learn import GENERIC_NODES
+from fastcep.glm.result import RegressionResult
 from fastcep.kernels import chunk_rows
 from fastcep.kernels.glm import schedules as S
 from fastcep.kernels.glm import sparse as K
@@ -145,3 +151,58 @@ def test_peak_memory_of_a_sparse_fit(benchmark):
     benchmark.extra_info["fit_peak_added_MB"] = added / 1e6
     benchmark.extra_info["added_per_input_byte"] = added / input_bytes
     print(f"\ninput {input_bytes / 1e6:.1f} MB, the fit adds {added / 1e6:.1f} MB at its peak")
+
+
+ONLINE_ROWS, ONLINE_BATCH = 200_000, 1_000
+#: sweeps of the batch fit at most (sequential: the schedule that settles on such rows, README)
+BATCH_SWEEPS = 200
+PRIOR = dict(prior_var=1.0, fit_intercept=True, intercept_var=100.0, tol=1e-5, n_threads=None)
+
+
+@pytest.fixture(scope="module")
+def stream():
+    A, s = rows(ONLINE_ROWS + 20_000, 1 << 20, 3)
+    return A[:ONLINE_ROWS], s[:ONLINE_ROWS], A[ONLINE_ROWS:], s[ONLINE_ROWS:]
+
+
+def _absorb_all(A, s, batch, max_iter=None):
+    res = RegressionResult.prior("probit", "cep1", A.shape[1], PRIOR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastcep.ConvergenceWarning)
+        for lo in range(0, A.shape[0], batch):
+            res.update(A[lo : lo + batch], s[lo : lo + batch], max_iter=max_iter)
+    return res
+
+
+@pytest.mark.parametrize("max_iter", [None, 1], ids=["default", "one-sweep"])
+def test_online_pass_in_batches(benchmark, stream, max_iter):
+    """The default (sweeps until tol, at most 50) and one sweep a batch (plain ADF)."""
+    A, s, A_test, s_test = stream
+    _absorb_all(A[:5_000], s[:5_000], ONLINE_BATCH)  # (compile)
+    res = benchmark.pedantic(_absorb_all, args=(A, s, ONLINE_BATCH, max_iter), rounds=3)
+    benchmark.extra_info["rows_per_s"] = A.shape[0] / benchmark.stats.stats.median
+    benchmark.extra_info["sweeps_per_batch"] = res.n_iter / (A.shape[0] / ONLINE_BATCH)
+    benchmark.extra_info["held_out_auc"] = res.auc(A_test, s_test)
+    benchmark.extra_info["held_out_log_lik"] = res.log_likelihood(A_test, s_test)
+    print(f"\nonline: {benchmark.extra_info}")
+
+
+def test_batch_fit_of_the_same_rows(benchmark, stream):
+    A, s, A_test, s_test = stream
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastcep.ConvergenceWarning)
+        kwargs = dict(model="probit", schedule="sequential", max_iter=BATCH_SWEEPS)
+        res = benchmark.pedantic(fastcep.fit, args=(A, s), kwargs=kwargs, rounds=1)
+    benchmark.extra_info["converged"] = res.converged
+    benchmark.extra_info["rows_per_s"] = A.shape[0] / benchmark.stats.stats.median
+    benchmark.extra_info["sweeps"] = res.n_iter
+    benchmark.extra_info["held_out_auc"] = res.auc(A_test, s_test)
+    benchmark.extra_info["held_out_log_lik"] = res.log_likelihood(A_test, s_test)
+    print(f"\nbatch: {benchmark.extra_info}")
+
+
+def test_online_one_row_updates(benchmark, stream):
+    A, s, _, _ = stream
+    benchmark.pedantic(_absorb_all, args=(A[:2_000], s[:2_000], 1), rounds=3)
+    benchmark.extra_info["rows_per_s"] = 2_000 / benchmark.stats.stats.median
+    print(f"\none row at a time: {benchmark.extra_info}")

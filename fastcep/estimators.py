@@ -13,6 +13,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without scikit-l
 
 from ._options import defaults
 from .api import fit
+from .glm.online import FORGET
 from .glm.result import RegressionResult
 
 #: the estimators' defaults: ``fastcep.fit``'s, from the option table (``fastcep._options``)
@@ -45,7 +46,7 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
         schedule=DEFAULTS["schedule"],
         n_nodes=DEFAULTS["n_nodes"],
         n_threads=DEFAULTS["n_threads"],
-        forget=0.0,
+        forget=FORGET,
     ):
         self.method = method
         self.prior_var = prior_var

@@ -326,10 +326,14 @@ def test_the_docstrings_document_every_option():
 
 
 def test_the_estimators_take_the_table_defaults():
+    """... and ``forget``, partial_fit's and not fit's, the default of ``RegressionResult.update``."""
     pytest.importorskip("sklearn")
+    from fastcep.glm import online
+
     table = O.defaults("regression", "cep1")
     for cls in (fastcep.BayesianProbitClassifier, fastcep.BayesianLogisticClassifier):
         params = cls().get_params()
+        assert params.pop("forget") == online.FORGET
         assert params == {name: table[name] for name in params}
 
 

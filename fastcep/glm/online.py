@@ -26,6 +26,8 @@ from .learn import GENERIC_NODES
 
 #: sweeps of a batch at most (``RegressionResult.update``'s default ``max_iter``)
 UPDATE_SWEEPS = 50
+#: the default forgetting per row (``RegressionResult.update``, the classifiers' ``partial_fit``)
+FORGET = 0.0
 
 
 class Online:

@@ -139,7 +139,7 @@ class RegressionResult:
         return self._posterior
 
     def update(
-        self, X, y, offset=None, forget=0.0, max_iter=None, tol=None, damping=1.0, schedule="sequential"
+        self, X, y, offset=None, forget=None, max_iter=None, tol=None, damping=1.0, schedule="sequential"
     ):  # fmt: skip
         """Absorb a batch of rows into this posterior, in place (assumed density filtering with
         CEP): the posterior so far is the batch's prior, the batch's sites (one per nonzero) are
@@ -156,7 +156,7 @@ class RegressionResult:
             Labels or values, as the fit took them (its classes, for labels given as classes).
         offset : array (n,) or None
             A known term of each row's f, as ``fit``'s.
-        forget : float in [0, 1)
+        forget : float in [0, 1), or None (0.0, ``online.FORGET``)
             Forgetting per row seen: the natural parameters move toward the prior, T <- (1 - f)
             T + f T0 (N likewise) for each row, so that a drifting rate is tracked. Applied
             lazily, per weight, when a batch touches it or the posterior is read; (1 - f)^n for a
@@ -181,7 +181,11 @@ class RegressionResult:
         if self.likelihood.learned:
             names = self.likelihood.learned
             raise ValueError(f"{func}: the likelihood's parameters {names} must have values to absorb rows")
-        forget = V.check_float(forget, "forget", func, 0.0, 1.0, high_open=True)
+        forget = (
+            online.FORGET
+            if forget is None
+            else V.check_float(forget, "forget", func, 0.0, 1.0, high_open=True)
+        )
         max_iter = online.UPDATE_SWEEPS if max_iter is None else V.check_int(max_iter, "max_iter", func, 1)
         tol = self.options.get("tol", 1e-5) if tol is None else V.check_float(tol, "tol", func, 0.0)
         damping = V.check_float(damping, "damping", func, 0.0, 1.0, low_open=True)
