@@ -150,7 +150,10 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
     coef_var_ = property(lambda self: self.result_.posterior.var, doc="Posterior variances of the weights.")
     intercept_ = property(lambda self: _intercept(self.result_)[0], doc="The intercept's posterior mean.")
     intercept_var_ = property(lambda self: _intercept(self.result_)[1], doc="The intercept's variance.")
-    n_iter_ = property(lambda self: self.result_.n_iter, doc="Sweeps run.")
+    n_iter_ = property(
+        lambda self: self.result_.n_iter + self.result_.options.get("update_sweeps", 0),
+        doc="Sweeps run: the fit's and every partial_fit batch's.",
+    )
 
     def predict_proba(self, X):
         """Class probabilities, shape (n, n_classes), columns ordered as ``classes_``."""

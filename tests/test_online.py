@@ -47,6 +47,20 @@ def test_batches_of_a_conjugate_model_give_the_exact_posterior(rng, forget, size
     assert res.posterior.mean[0] == pytest.approx(mean, rel=1e-10)
     assert res.posterior.var[0] == pytest.approx(var, rel=1e-10)
     assert res.options["rows_absorbed"] == n and res.state is None
+    assert res.n_iter == 0 and res.options["update_sweeps"] >= len(batches)
+
+
+def test_an_updated_result_saves_and_loads(rng, tmp_path):
+    A = sp.random_array((300, 40), density=0.2, rng=rng, format="csr")
+    y = (A @ rng.normal(size=40) > 0).astype(float)
+    res = fastcep.fit(A, y)
+    n_iter = res.n_iter
+    res.update(A[:50], y[:50], forget=1e-3)
+    assert res.n_iter == n_iter == res.trace.change.size
+    fastcep.save(res, tmp_path / "m.h5")
+    back = fastcep.load(tmp_path / "m.h5")
+    assert np.array_equal(back.posterior.mean, res.posterior.mean)
+    np.testing.assert_allclose(back.predict_proba(A[:20]), res.predict_proba(A[:20]), rtol=1e-13)
 
 
 def test_an_update_touches_only_its_columns_and_allocates_nothing_of_size_d(rng):

@@ -167,8 +167,8 @@ class RegressionResult:
 
         Returns
         -------
-        self (updated; ``n_iter`` counts the sweeps of every update, ``options["rows_absorbed"]``
-        the rows)
+        self (updated; ``options["update_sweeps"]`` counts the sweeps of every update and
+        ``options["rows_absorbed"]`` the rows; ``n_iter`` and ``trace`` stay the fit's)
         """
         from . import online
 
@@ -213,7 +213,8 @@ class RegressionResult:
                 A, s, off, self.likelihood, self.method, schedule, damping, max_iter, tol
             )
         self._write_back(cols)
-        self.n_iter += sweeps
+        # (n_iter and the trace stay the fit's: a saved model holds both, and they must agree)
+        self.options["update_sweeps"] = self.options.get("update_sweeps", 0) + sweeps
         self.options["rows_absorbed"] = self.options.get("rows_absorbed", 0) + X.shape[0]
         self.state = None  # (the sites of the batches are dropped)
         if not converged:
