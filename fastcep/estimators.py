@@ -15,12 +15,29 @@ from ._options import defaults
 from .api import fit
 from .glm.online import FORGET
 from .glm.result import RegressionResult
+from .likelihoods import resolve as resolve_likelihood
 
 #: the estimators' defaults: ``fastcep.fit``'s, from the option table (``fastcep._options``)
 DEFAULTS = defaults("regression", "cep1")
 #: the scipy.sparse formats X may come in (methods "cep1", "cep2" and "ep" fit them without
 #: making them dense; ``fastcep.fit``)
 SPARSE = ("csr", "csc", "coo")
+
+
+#: the estimators' parameters that go to ``fastcep.fit`` (the classifiers add schedule, n_nodes)
+FIT_OPTIONS = (
+    "method", "prior_var", "fit_intercept", "intercept_var", "damping", "max_iter", "tol", "n_threads",
+)  # fmt: skip
+
+
+def _options_of(est, *names):
+    """{name: the estimator's parameter} for the given names."""
+    return {name: getattr(est, name) for name in names}
+
+
+def _stream_options(est):
+    """The options of a stream that ``partial_fit`` starts from the prior (``RegressionResult.prior``)."""
+    return _options_of(est, "prior_var", "fit_intercept", "intercept_var", "tol", "n_threads")
 
 
 def _intercept(result):
@@ -85,21 +102,8 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"Only binary classification is supported. The type of the target is {y_type}.")
         self.classes_ = np.unique(y)
         target = (y == self.classes_[-1]) if self.classes_.size == 2 else np.zeros(len(y), bool)
-        self.result_ = fit(
-            X,
-            target,
-            model=self._model,
-            method=self.method,
-            prior_var=self.prior_var,
-            fit_intercept=self.fit_intercept,
-            intercept_var=self.intercept_var,
-            damping=self.damping,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            schedule=self.schedule,
-            n_nodes=self.n_nodes,
-            n_threads=self.n_threads,
-        )
+        options = _options_of(self, *FIT_OPTIONS, "schedule", "n_nodes")
+        self.result_ = fit(X, target, model=self._model, **options)
         return self
 
     def partial_fit(self, X, y, classes=None):
@@ -137,11 +141,7 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
             )
         if first:
             self.classes_ = known
-            options = dict(
-                prior_var=self.prior_var, fit_intercept=self.fit_intercept, intercept_var=self.intercept_var,
-                tol=self.tol, n_threads=self.n_threads,
-            )  # fmt: skip
-            self.result_ = RegressionResult.prior(self._model, self.method, X.shape[1], options)
+            self.result_ = RegressionResult.prior(self._model, self.method, X.shape[1], _stream_options(self))
         self.result_.update(X, y == self.classes_[-1], forget=self.forget)
         return self
 
@@ -211,6 +211,8 @@ class BayesianRegressor(RegressorMixin, BaseEstimator):
     method : {"cep1", "cep2", "ep"}, default "cep1"
     prior_var, fit_intercept, intercept_var, damping, max_iter, tol, n_threads
         As ``fastcep.fit``, with its defaults (the option table).
+    forget : float, default 0.0
+        ``partial_fit``'s forgetting per row (``RegressionResult.update``).
 
     Fitted attributes: ``coef_``, ``coef_var_`` (posterior means and variances), ``intercept_``,
     ``intercept_var_`` (0.0 without one), ``likelihood_`` (the likelihood, learned parameters
@@ -229,6 +231,7 @@ class BayesianRegressor(RegressorMixin, BaseEstimator):
         max_iter=DEFAULTS["max_iter"],
         tol=DEFAULTS["tol"],
         n_threads=DEFAULTS["n_threads"],
+        forget=FORGET,
     ):
         self.likelihood = likelihood
         self.method = method
@@ -239,6 +242,7 @@ class BayesianRegressor(RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
         self.n_threads = n_threads
+        self.forget = forget
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -255,19 +259,7 @@ class BayesianRegressor(RegressorMixin, BaseEstimator):
         X, y = validate_data(
             self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=1, accept_sparse=SPARSE
         )
-        self.result_ = fit(
-            X,
-            y,
-            model=self.likelihood,
-            method=self.method,
-            prior_var=self.prior_var,
-            fit_intercept=self.fit_intercept,
-            intercept_var=self.intercept_var,
-            damping=self.damping,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            n_threads=self.n_threads,
-        )
+        self.result_ = self._fit(X, y)
         if self.result_.likelihood.binary:
             raise ValueError(
                 "BayesianRegressor: the likelihood is binary; use BayesianProbitClassifier or "
@@ -280,6 +272,47 @@ class BayesianRegressor(RegressorMixin, BaseEstimator):
         self.intercept_var_ = b.var if b is not None else 0.0
         self.likelihood_ = self.result_.likelihood
         self.n_iter_ = self.result_.n_iter
+        return self
+
+    def _fit(self, X, y):
+        """``fastcep.fit`` of checked X, y with this estimator's options."""
+        return fit(X, y, model=self.likelihood, **_options_of(self, *FIT_OPTIONS))
+
+    def partial_fit(self, X, y):
+        """Absorb a batch of rows into the posterior (assumed density filtering with CEP,
+        ``RegressionResult.update``, with this estimator's ``forget`` per row); the first call
+        starts from the prior and fixes X's width. A likelihood's parameters to be learned
+        (the default Gaussian's variance) are learned from the first batch, which is fitted as
+        ``fit`` does, and kept for the later ones: an online update does not learn them.
+
+        Returns
+        -------
+        self
+        """
+        first = not hasattr(self, "result_")
+        kw = dict(dtype=np.float64, y_numeric=True, ensure_min_samples=1, accept_sparse=SPARSE, reset=first)
+        X, y = validate_data(self, X, y, **kw)
+        if first:
+            likelihood = resolve_likelihood(self.likelihood, "partial_fit")
+            if likelihood.binary:
+                raise ValueError(
+                    "BayesianRegressor: the likelihood is binary; use BayesianProbitClassifier or "
+                    "BayesianLogisticClassifier."
+                )
+            if likelihood.learned:  # (the first batch learns them, as fit does; the later ones keep them)
+                result = self._fit(X, y)
+            else:
+                result = RegressionResult.prior(likelihood, self.method, X.shape[1], _stream_options(self))
+                result.update(X, y, forget=self.forget)
+        else:
+            result = self.result_
+            result.update(X, y, forget=self.forget)
+        self.result_ = result
+        self.coef_ = result.posterior.mean
+        self.coef_var_ = result.posterior.var
+        self.intercept_, self.intercept_var_ = _intercept(result)
+        self.likelihood_ = result.likelihood
+        self.n_iter_ = result.n_iter + result.options.get("update_sweeps", 0)
         return self
 
     def predict(self, X, return_std=False):

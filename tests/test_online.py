@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 import fastcep
-from fastcep.estimators import BayesianLogisticClassifier, BayesianProbitClassifier
+from fastcep.estimators import BayesianLogisticClassifier, BayesianProbitClassifier, BayesianRegressor
 from fastcep.glm.result import RegressionResult
 from fastcep.likelihoods import Gaussian
 
@@ -164,3 +164,24 @@ def test_bad_batches_are_refused_by_name(rng):
         res.update(nan, y)
     with pytest.raises(ValueError, match="'lp' fit cannot absorb rows"):
         fastcep.fit(X, y, method="lp").update(X, y)
+
+
+def test_the_regressor_absorbs_batches_of_counts(rng):
+    """A Poisson stream absorbed by partial_fit reaches the batch fit's predictions."""
+    n, d = 4_000, 8
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    y = rng.poisson(np.exp(X @ rng.normal(size=d) + 0.5)).astype(float)
+    online = BayesianRegressor(likelihood="poisson")
+    for lo in range(0, n, 500):
+        online.partial_fit(X[lo : lo + 500], y[lo : lo + 500])
+    batch = BayesianRegressor(likelihood="poisson").fit(X, y)
+    assert np.corrcoef(online.predict(X), batch.predict(X))[0, 1] > 0.99
+    assert online.n_iter_ >= n // 500 and online.coef_ is online.result_.posterior.mean
+    # a variance to be learned: the first batch learns it, as fit does, and the next keep it
+    gauss = BayesianRegressor().partial_fit(X[:500], X[:500] @ np.ones(d) + 0.3 * rng.normal(size=500))
+    var = gauss.likelihood_.var
+    assert 0.05 < var < 0.2 and gauss.result_.converged
+    gauss.partial_fit(X[500:1000], X[500:1000] @ np.ones(d) + 0.3 * rng.normal(size=500))
+    assert gauss.likelihood_.var == var and gauss.result_.options["rows_absorbed"] == 500
+    with pytest.raises(ValueError, match="8 features"):
+        online.partial_fit(X[:5, :3], y[:5])
