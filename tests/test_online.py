@@ -162,6 +162,12 @@ def test_bad_batches_are_refused_by_name(rng):
     nan[3, 1] = np.nan
     with pytest.raises(ValueError, match=r"finite.*\[3\]"):
         res.update(nan, y)
+    # a batch that cannot be absorbed leaves the posterior as it was
+    before = res.posterior.mean.copy(), res.posterior.var.copy(), res.intercept
+    with pytest.raises(ValueError, match="squares overflow"):
+        res.update(X * 1e200, y, forget=0.1)
+    assert np.array_equal(res.posterior.mean, before[0]) and np.array_equal(res.posterior.var, before[1])
+    assert res.intercept == before[2] and "rows_absorbed" not in res.options
     with pytest.raises(ValueError, match="'lp' fit cannot absorb rows"):
         fastcep.fit(X, y, method="lp").update(X, y)
 

@@ -41,12 +41,19 @@ class Online:
         self.forget = 0.0
         self.pending = False  #: some weight has not been moved by the rows seen since it was
 
+    def forgotten(self, cols, rows):
+        """(T, N) of the weights ``cols`` moved toward the prior for the rows seen since each was
+        last moved, up to ``rows`` rows in all (new arrays; the state is not changed)."""
+        T, N = self.T[cols], self.N[cols]
+        if self.forget > 0.0:
+            keep = (1.0 - self.forget) ** (rows - self.seen[cols]).astype(np.float64)
+            T = keep * T + (1.0 - keep) * self.T0[cols]
+            N = keep * N + (1.0 - keep) * self.N0[cols]
+        return T, N
+
     def bring_up_to_date(self, cols):
         """Forgetting of the weights ``cols`` for the rows seen since each was last moved."""
-        if self.forget > 0.0:
-            keep = (1.0 - self.forget) ** (self.rows - self.seen[cols]).astype(np.float64)
-            self.T[cols] = keep * self.T[cols] + (1.0 - keep) * self.T0[cols]
-            self.N[cols] = keep * self.N[cols] + (1.0 - keep) * self.N0[cols]
+        self.T[cols], self.N[cols] = self.forgotten(cols, self.rows)
         self.seen[cols] = self.rows
 
     def set_forget(self, forget):
@@ -69,13 +76,11 @@ class Online:
         Returns (the touched columns, sweeps run, whether the batch met tol, skipped messages)."""
         n = A.shape[0]
         cols, local = np.unique(A.indices, return_inverse=True)
-        self.rows += n
-        self.pending = self.forget > 0.0
-        self.bring_up_to_date(cols)
+        rows = self.rows + n  # (the state changes only once the batch is absorbed)
+        prior_T, prior_N = self.forgotten(cols, rows)
         batch = sp.csr_array((A.data, local.astype(np.int64), A.indptr), shape=(n, cols.size))
         code = SP.row_code(likelihood.name, method, likelihood.binary and offset.size == 0)
         nodes, weights = gauss_hermite(LOGISTIC_NODES if code in (3, 4) else GENERIC_NODES)
-        prior_T, prior_N = self.T[cols], self.N[cols]
         problem, state, scratch = SP.layout(batch, s, prior_T, nodes, weights, code, offset, prior_N)
         state.tau[:] = FLAT_PRECISION
         state.nu[:] = 0.0
@@ -89,9 +94,17 @@ class Online:
                 raise FloatingPointError(
                     f"update: the batch's posterior is not finite after sweep {it}; check the scale of X"
                 )
+            if skipped >= state.tau.shape[0] > 0:  # (nothing moved: no evidence of convergence)
+                raise FloatingPointError(
+                    f"update: every message of the batch was refused in sweep {it} (tilted moments not "
+                    "finite); check the scale of X and y"
+                )
             if change / damping < tol:
                 converged = True
                 break
         self.T[cols] = state.T
         self.N[cols] = state.N
+        self.seen[cols] = rows
+        self.rows = rows
+        self.pending = self.pending or self.forget > 0.0
         return cols, it, converged, int(skipped)
