@@ -285,16 +285,18 @@ def _check_scale(X, func):
         )
 
 
-def _schedules(likelihood):
+def _schedules(likelihood, drivers=S, sites=lambda problem: problem.X.size):
     """The sweep of each schedule for a likelihood (chosen once per fit), its drivers as the
-    likelihood asks for them (``Likelihood.driver``: a Custom one's are uncached)."""
-    par, ser = likelihood.driver(S.parallel_step), likelihood.driver(S.parallel_step_serial)
+    likelihood asks for them (``Likelihood.driver``: a Custom one's are uncached). ``drivers``:
+    the module of the dense drivers (``schedules``) or of the sparse ones (``kernels.glm.sparse``);
+    ``sites(problem)``: the messages of a sweep, below SERIAL_SITES run without threads."""
+    par, ser = likelihood.driver(drivers.parallel_step), likelihood.driver(drivers.parallel_step_serial)
 
     def step_parallel(problem, lik, state, scratch, rho, key):
-        small = problem.X.shape[0] * problem.X.shape[1] < SERIAL_SITES
+        small = sites(problem) < SERIAL_SITES
         return (ser if small else par)(problem, lik, state, scratch, rho, key)
 
-    return {"parallel": step_parallel, "sequential": likelihood.driver(S.sequential_step)}
+    return {"parallel": step_parallel, "sequential": likelihood.driver(drivers.sequential_step)}
 
 
 #: the schedules (their sweeps: ``_schedules``)
@@ -461,13 +463,13 @@ def fit_regression(
             SPK.rebuild(problem, state, scratch)
 
         def change_since():
-            return SPK.change_since(state, scratch)
+            return S.change_since(state, scratch)
 
         def site_change(nu_old):  # (the paper's rule: per row, the sum over its sites)
             return float(np.sum((nu - nu_old) ** 2)) / n
 
         reset()
-        sweep = SP.schedules(likelihood, SERIAL_SITES)[schedule]
+        sweep = _schedules(likelihood, SPK, lambda problem: problem.data.shape[0])[schedule]
         kjit = None
     else:
         if init_state is not None:

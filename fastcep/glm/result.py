@@ -202,9 +202,7 @@ class RegressionResult:
         off = check_offset(offset, X.shape[0], func)
         if self.center is not None:  # (the centred fit's rows: dense)
             X = (X.toarray() if V.is_sparse(X) else X) - self.center
-        A = sp.csr_array(X) if not V.is_sparse(X) else X
-        A.eliminate_zeros()
-        A = A.astype(np.float64)
+        A = X if V.is_sparse(X) else sp.csr_array(X)  # (checked: float64, no explicit zeros)
         bias = self.centered_intercept if self.center is not None else self.intercept
         if bias is not None:
             A = SP.with_intercept_column(A)

@@ -98,18 +98,6 @@ def layout(A, s, prior_T, nodes, weights, code, offset, prior_N=None):
     return problem, state, K.SparseScratch.allocate(problem)
 
 
-def schedules(likelihood, serial_sites):
-    """The sparse sweep of each schedule, as ``engine._schedules`` gives the dense ones: the
-    parallel one serial below ``serial_sites`` sites."""
-    par, ser = likelihood.driver(K.parallel_step), likelihood.driver(K.parallel_step_serial)
-
-    def step_parallel(problem, lik, state, scratch, rho, key):
-        small = problem.data.shape[0] < serial_sites
-        return (ser if small else par)(problem, lik, state, scratch, rho, key)
-
-    return {"parallel": step_parallel, "sequential": likelihood.driver(K.sequential_step)}
-
-
 def moments(A, mu, v):
     """(A @ mu, A^2 @ v): each sparse row's mean and variance of x.w under the factorised
     posterior."""

@@ -28,7 +28,7 @@ from ..special import finite
 from .generic import site_message, tilted_curvature
 from .logistic import logistic_cep_site
 from .probit import probit_cep_site
-from .schedules import _renamed
+from .schedules import _renamed, begin_sweep
 from .sweep import posterior_change
 
 #: the row codes of a sparse problem: the generic rows' (``schedules.GENERIC_CODES``), and the
@@ -281,14 +281,6 @@ def reduce_columns(problem, state):
         set_column(problem, state, m)
 
 
-@njit(**LEAF)
-def begin_sweep(state, scratch):
-    """Keep the posterior moments before a sweep (for the change it makes)."""
-    for m in range(state.mu.shape[0]):
-        scratch.mu_old[m] = state.mu[m]
-        scratch.v_old[m] = state.v[m]
-
-
 def _parallel_step(problem, lik, state, scratch, rho, key):
     """One damped parallel sweep: chunks of rows in parallel (each writes only its rows' sites),
     then the posterior reduced column by column; returns (change, skipped). key: unused (the
@@ -327,12 +319,6 @@ def sequential_step(problem, lik, state, scratch, rho, key):
 def rebuild(problem, state, scratch):
     """The posterior of ``state`` from its sites (``reduce_column`` per column)."""
     reduce_columns(problem, state)
-
-
-@njit(**SERIAL)
-def change_since(state, scratch):
-    """The change of the posterior since the start of the last step (``posterior_change``)."""
-    return posterior_change(state.mu, state.v, scratch.mu_old, scratch.v_old)
 
 
 @njit(**PARALLEL_CACHED)
