@@ -1,5 +1,6 @@
 """Data loaders, converters and generators of fastcep (installed as ``fastcep.data_tools``)."""
 
+from .clicks import ClickLog, iter_click_log, make_click_log
 from .dblp import DBLP_SHAPE, build_dblp_training, dblp_test_auc, dblp_training_set, load_dblp
 from .simulate import make_regression_simulation
 from .tensors import (
@@ -15,6 +16,9 @@ from .uci import UCI_DATASETS, load_uci, uci_splits
 
 __all__ = [
     "ALOG_EXACT_COUNTS",
+    "ClickLog",
+    "iter_click_log",
+    "make_click_log",
     "load_alog_counts",
     "DBLP_SHAPE",
     "build_dblp_training",

@@ -176,3 +176,65 @@ def test_alog_counts_are_the_files_values_undone():
         digits(small[small > 0] - 1) != digits(small[small > 0])
     )
     assert train.values.max() > 1e6  # (heavy tails: up to about 2.5e7)
+
+
+def test_click_log_shape_rate_truth_and_seed():
+    from fastcep.data_tools import make_click_log
+
+    log = make_click_log(30_000, fields=8, bits=12, seed=3)
+    X = log.X
+    assert X.shape == (30_000, 4096) and X.format == "csr" and X.has_sorted_indices
+    # one nonzero per field, summed where two fields hash to one column
+    np.testing.assert_array_equal(np.asarray(X.sum(axis=1)).ravel(), 8.0)
+    assert set(np.unique(X.data)) <= {1.0, 2.0, 3.0}
+    # the truth: p = expit(bias + x.w), the labels drawn from it, the rate near the one asked for
+    np.testing.assert_allclose(log.p, 1.0 / (1.0 + np.exp(-(log.bias + X @ log.weights))), rtol=1e-12)
+    assert abs(log.p.mean() - 0.05) < 0.01 and abs(log.y.mean() - log.p.mean()) < 0.005
+    np.testing.assert_array_equal(log.weights, log.weights_end)
+    again = make_click_log(30_000, fields=8, bits=12, seed=3)
+    assert (again.X != X).nnz == 0 and np.array_equal(again.y, log.y)
+    assert not np.array_equal(make_click_log(30_000, fields=8, bits=12, seed=4).y, log.y)
+
+
+def test_click_log_popularity_is_zipf():
+    from fastcep.data_tools import make_click_log
+
+    log = make_click_log(20_000, fields=1, bits=20, seed=0, zipf=1.1)
+    counts = np.sort(np.bincount(log.X.indices)[np.unique(log.X.indices)])[::-1]
+    # the field has 10 values: the most popular is drawn (1/1)**-1.1 / (2)**-1.1 = 2.14 times
+    # the second's rate
+    assert counts.size == 10 and abs(counts[0] / counts[1] - 2.0**1.1) < 0.15
+
+
+def test_click_log_blocks_are_the_log_and_drift_turns_the_weights():
+    import scipy.sparse as sp
+
+    from fastcep.data_tools import iter_click_log, make_click_log
+
+    log = make_click_log(150_000, fields=4, bits=10, drift=1.0, seed=2)
+    blocks = list(iter_click_log(150_000, fields=4, bits=10, drift=1.0, seed=2, rows=40_000))
+    assert [b.X.shape[0] for b in blocks] == [40_000, 40_000, 40_000, 30_000]
+    assert (sp.vstack([b.X for b in blocks]) != log.X).nnz == 0
+    np.testing.assert_array_equal(np.concatenate([b.p for b in blocks]), log.p)
+    # the first row is priced by the start's weights, the last by the end's (a quarter turn)
+    for row, w in ((0, log.weights), (-1, log.weights_end)):
+        f = log.bias + log.X[[row]] @ w
+        np.testing.assert_allclose(log.p[row], 1.0 / (1.0 + np.exp(-f[0])), rtol=1e-12)
+    assert abs(np.corrcoef(log.weights, log.weights_end)[0, 1]) < 0.1
+
+
+@pytest.mark.parametrize(
+    "kw, word",
+    [
+        ({"n": 0}, "'n'"),
+        ({"bits": 31}, "'bits'"),
+        ({"drift": -1.0}, "'drift'"),
+        ({"click_rate": 1.0}, "'click_rate'"),
+    ],
+)
+def test_click_log_bad_arguments(kw, word):
+    from fastcep.data_tools import make_click_log
+
+    args = {"n": 10, **kw}
+    with pytest.raises(ValueError, match=word):
+        make_click_log(**args)
