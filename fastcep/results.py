@@ -14,6 +14,13 @@ class GaussianPosterior(NamedTuple):
     var: np.ndarray  #: (d,) posterior variances
 
 
+class WeightDraws(NamedTuple):
+    """Draws of a regression's weights from its posterior (``RegressionResult.sample_weights``)."""
+
+    weights: np.ndarray  #: (n_draws, d) draws of w
+    intercept: np.ndarray | None  #: (n_draws,) draws of the intercept b on the user's scale, or None
+
+
 class RegressionSites(NamedTuple):
     """Site messages of fully factorised regression, in natural parameters."""
 

@@ -14,7 +14,7 @@ from ..kernels.glm import sparse as sparse_kernels
 from ..likelihoods import check_offset, log1p_prediction
 from ..likelihoods import resolve as resolve_likelihood
 from ..metrics import auc as _auc
-from ..results import GaussianPosterior
+from ..results import GaussianPosterior, WeightDraws
 from . import sparse as SP
 from .sparse import moments as sparse_moments
 
@@ -345,19 +345,88 @@ class RegressionResult:
         mean = X @ mu + b[0]
         return mean + off if off.size else mean, np.einsum("ij,ij,j->i", X, X, v) + b[1]
 
-    def predict_proba(self, X):
-        """Posterior predictive P(y = 1 | x) for each row of X (binary likelihoods).
+    def sample_weights(self, n, seed=None):
+        """Draws of the weights (and the intercept) from the posterior, for Thompson sampling and
+        for any expectation the predictive does not give.
+
+        The posterior is the fit's factorised Gaussian: w_j ~ N(mean_j, var_j) independently, the
+        intercept independent of them on the scale it was fitted on. A centred fit's intercept
+        b_c is drawn, and the draw of b on the user's scale is b_c - center.w (so that x.w + b is
+        the fitted (x - center).w + b_c, draw by draw).
 
         Parameters
         ----------
-        X : array of shape (n_new, d)
+        n : int
+            Draws.
+        seed : None, int or Generator
 
         Returns
         -------
-        ndarray of float64, shape (n_new,)
+        WeightDraws
+            ``weights`` (n, d) float64 and ``intercept`` (n,) float64, or None without one.
+        """
+        func = "sample_weights"
+        n = V.check_int(n, "n", func, low=1)
+        return self._draws(n, V.check_seed(seed, func), None)
+
+    def _draws(self, n, rng, columns):
+        """``WeightDraws`` of the weights at ``columns`` (an index array; None: all), then of the
+        intercept; a centred fit draws every column (b = b_c - center.w needs them all)."""
+        mu, v = self.posterior
+        if columns is not None:
+            mu, v = mu[columns], v[columns]
+        W = mu + np.sqrt(v) * rng.standard_normal((n, mu.size))
+        b = None
+        if self.intercept is not None:
+            fitted = self.centered_intercept if self.centered_intercept is not None else self.intercept
+            b = fitted.mean + np.sqrt(fitted.var) * rng.standard_normal(n)
+            if self.centered_intercept is not None:
+                b = b - W @ self.center
+        return WeightDraws(W, b)
+
+    def predict_proba(self, X, draws=None, seed=None):
+        """Posterior predictive P(y = 1 | x) for each row of X (binary likelihoods), or with
+        ``draws`` the probabilities P(y = 1 | x, w) under draws of the weights from the posterior
+        (Thompson sampling: pick the row whose drawn probability is largest).
+
+        Parameters
+        ----------
+        X : array of shape (n_new, d), dense or scipy.sparse
+        draws : int or None
+            None: the predictive, averaged over the posterior. An int: that many draws of (w, b),
+            shared by all rows (a draw is one model: the rows' probabilities under it are
+            jointly drawn). For sparse rows of an uncentred fit only the weights of the columns
+            the rows hold are drawn.
+        seed : None, int or Generator
+            The draws' random numbers (``draws`` only).
+
+        Returns
+        -------
+        ndarray of float64, shape (n_new,), or (draws, n_new) with ``draws``
         """
         self._binary_only("predict_proba")
-        return self._predictive(X)[0]
+        if draws is None:
+            return self._predictive(X)[0]
+        func = "predict_proba"
+        draws = V.check_int(draws, "draws", func, low=1)
+        rng = V.check_seed(seed, func)
+        X = V.check_rows(X, "X", func, n_cols=self.posterior.mean.size)
+        if V.is_sparse(X) and self.centered_intercept is None:
+            columns = np.unique(X.indices)
+            X = sp.csr_array((X.data, np.searchsorted(columns, X.indices), X.indptr), (X.shape[0], columns.size))
+            W, b = self._draws(draws, rng, columns)
+        else:
+            W, b = self._draws(draws, rng, None)
+        f = np.asarray((X @ W.T).T, dtype=np.float64)
+        if b is not None:
+            f += b[:, None]
+        f = np.ascontiguousarray(f).reshape(-1)
+        p = np.empty(f.size)
+        with num_threads(self.options.get("n_threads")):
+            nodes, weights = gauss_hermite(PREDICTIVE_NODES)
+            link = self.likelihood.driver(sparse_kernels.predictive_from_moments)
+            link(self.likelihood.kernel(), f, np.zeros(f.size), nodes, weights, p, np.empty(0), np.empty(0))
+        return p.reshape(draws, -1)
 
     def predict(self, X, return_var=False, offset=None, scale=None):
         """Binary likelihoods: the most probable label for each row of X, shape (n_new,): 0 or 1
