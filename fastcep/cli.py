@@ -2,7 +2,9 @@
 
 ``fastcep demo``: fit Bayesian probit and logistic regression with CEP-1, CEP-2 and EP on the
 paper's simulated data and on a UCI set, and print a comparison table.
-``fastcep convert SRC.txt DST.h5``: a text tensor (``i,j,k,value`` a line) to an HDF5 tensor file.
+``fastcep convert SRC.txt DST.h5``: a text tensor (``i,j,k,value`` a line) to an HDF5 tensor file;
+svmlight text, or a CSV table whose categorical columns are hashed (``--target COL --hash COL
+...``), to a sparse-row HDF5 file (``fastcep.io.csr``).
 ``fastcep info FILE``: what an HDF5 tensor, model or checkpoint file holds.
 ``fastcep fit TENSOR.h5 -o MODEL.h5``: batch CEP on an HDF5 tensor, writes a model file.
 ``fastcep stream TENSOR.h5 -o MODEL.h5``: ADF-CEP with checkpoints and ``--resume``.
@@ -13,7 +15,9 @@ positive rate (binary).
 logistic, gaussian, poisson, negbin, student_t) on a CSV file or HDF5 table (``fastcep.io.table``),
 writes a regression model file (``fastcep.io.glm_model``); ``fastcep glm evaluate MODEL.h5 DATA``:
 its test metrics (binary: as ``evaluate``; values: RMSE, test log-likelihood, mean deviance, and
-for counts the RMSE on the log scale).
+for counts the RMSE on the log scale). Both also take labelled sparse rows: svmlight text or a
+sparse-row HDF5 file. ``fastcep glm stream ROWS -o MODEL.h5``: one online pass over such a file
+(batches read ahead, rows/s in the progress line, ``--checkpoint`` and ``--resume``).
 
 ``--json`` prints machine-readable output, ``--quiet`` silences progress and notes, ``--plot
 FILE.png`` draws the fit's convergence (``fit``, ``stream``, ``glm fit``) or the predictions
@@ -156,9 +160,54 @@ def _convert_words(text):
     return text
 
 
+def _convert_rows(args, kind):
+    """``convert`` of svmlight text or a hashed CSV table to a sparse-row file."""
+    from .io.csr import svmlight_to_csr
+    from .io.hashed import hash_csv_to_csr
+
+    _check_output(args.dst, "dst", [args.src], "fastcep-csr", args.force)
+    t0 = time.perf_counter()
+    if kind == "svmlight":
+        if args.target or args.hash:
+            raise UserError(
+                "--target and --hash are for a CSV table; an svmlight file's label is its first field"
+            )
+        base = 0 if args.index_base is None else args.index_base
+        n, d, nnz = svmlight_to_csr(args.src, args.dst, args.width, base)
+    else:
+        if not args.target:
+            raise UserError(
+                f"{args.src!r} is a table: give --target COL (the label) and --hash COL ... to hash"
+            )
+        delim = {"comma": ",", "tab": "\t", "auto": ","}.get(args.delimiter, args.delimiter)
+        width = args.width or (1 << args.hash_bits)
+        n, d, nnz = hash_csv_to_csr(args.src, args.dst, args.target, args.hash or [], width, delim)
+    secs = time.perf_counter() - t0
+    payload = {
+        "file": args.dst,
+        "format": "fastcep-csr",
+        "rows": n,
+        "n_features": d,
+        "nnz": nnz,
+        "seconds": secs,
+    }
+    _out(args, payload, f"wrote {args.dst}: {n} rows, {d} columns, {nnz} nonzeros ({secs:.1f} s)")
+    return 0
+
+
 def cmd_convert(args):
     from .io import TensorReader, text_to_tensor
+    from .io.kinds import file_kind
 
+    kind = file_kind(args.src)
+    if kind == "svmlight" or (kind == "table" and (args.target or args.hash)):
+        return _convert_rows(args, kind)
+    if args.target or args.hash or args.width:
+        raise UserError(
+            f"--target, --hash and --width convert svmlight text or a CSV table to sparse rows; "
+            f"{args.src!r} is {_KIND_WORDS.get(kind, kind)}"
+        )
+    args.index_base = 1 if args.index_base is None else args.index_base
     _check_output(args.dst, "dst", [args.src], "fastcep-tensor", args.force)
     delim = {"comma": ",", "tab": "\t", "space": " ", "auto": None}.get(args.delimiter, args.delimiter)
     if delim is not None and len(delim) != 1:
@@ -206,7 +255,7 @@ _COMES_FROM = {
     "glm-model": "a regression model file comes from `fastcep glm fit`",
     "table": "regression data is a CSV file with a header row of column names, or an HDF5 file of "
     "one 1-D dataset per column",
-    None: "`fastcep info` describes fastcep's tensor, model and checkpoint files",
+    None: "`fastcep info` describes fastcep's tensor, sparse-row, model and checkpoint files",
 }
 
 
@@ -231,6 +280,11 @@ def _fix(path, wanted):
         return (
             f"it is a stream checkpoint: continue its stream with `fastcep stream TENSOR.h5 -o MODEL.h5 "
             f"--checkpoint {p} --resume` and the stream's options"
+        )
+    if kind in ("fastcep-csr", "svmlight"):
+        return (
+            f"it holds labelled sparse rows: regression data for `fastcep glm fit {p} -o MODEL.h5` or "
+            f"`fastcep glm stream {p} -o MODEL.h5`"
         )
     if kind == "numbers" and wanted == "table":
         return "its first line holds numbers, not column names: add a header row"
@@ -319,6 +373,8 @@ _KIND_WORDS = {
     "fastcep-cp-model": "a fastcep CP model",
     "fastcep-glm-model": "a fastcep regression model",
     "fastcep-stream-checkpoint": "a fastcep stream checkpoint",
+    "fastcep-csr": "fastcep sparse rows",
+    "svmlight": "svmlight text (sparse rows)",
     "png": "a PNG image",
 }
 _PNG = b"\x89PNG\r\n\x1a\n"
@@ -513,17 +569,33 @@ def cmd_info(args):
             "model": res.model,
             "method": res.method,
             "target": m.target,
-            "features": list(m.features),
+            "features": None if m.features is None else list(m.features),
+            "n_features": res.posterior.mean.size,
             "intercept": res.intercept is not None,
             "iterations": res.n_iter,
             "converged": res.converged,
             "stop_reason": res.stop_reason,
+            "rows_absorbed": res.options.get("rows_absorbed", 0),
         }
+        online = f", then {info['rows_absorbed']:,} rows absorbed online" if info["rows_absorbed"] else ""
         text = (
             f"{args.file}: {res.model} regression ({res.method}) of {m.target or 'a target'} on "
-            f"{len(m.features)} feature{'s' if len(m.features) != 1 else ''}"
+            f"{res.posterior.mean.size} feature{'s' if res.posterior.mean.size != 1 else ''}"
+            f"{'' if m.features is not None else ' (unnamed columns)'}"
             f"{' and an intercept' if res.intercept is not None else ''}, "
-            f"{res.n_iter} iterations ({res.stop_reason})"
+            f"{res.n_iter} iterations ({res.stop_reason}){online}"
+        )
+    elif fmt == "fastcep-csr":
+        from .io.csr import CSRReader
+
+        with CSRReader(args.file) as r:
+            info = {
+                "file": args.file, "format": fmt, "rows": r.n, "n_features": r.n_features, "nnz": r.nnz,
+                "source": r.source,
+            }  # fmt: skip
+        text = (
+            f"{args.file}: sparse rows, {r.n} rows x {r.n_features} columns, {r.nnz} nonzeros "
+            f"({r.nnz / r.n:.1f} a row){f', from {r.source}' if r.source else ''}"
         )
     elif fmt == "fastcep-stream-checkpoint":
         from .io import read_checkpoint
@@ -700,6 +772,54 @@ def _glm_data(path, target, features, delimiter, binary=True):
     return tuple(features), X, y
 
 
+#: the kinds of file that hold labelled sparse rows (``fastcep.io.svmlight``, ``fastcep.io.csr``)
+ROWS_KINDS = ("svmlight", "fastcep-csr")
+
+
+def _is_rows(path):
+    from .io.kinds import file_kind
+
+    return file_kind(path) in ROWS_KINDS
+
+
+def _glm_rows(args, binary, width=None):
+    """``(None, X, y)`` of a file of labelled sparse rows (svmlight or sparse-row HDF5): X CSR of
+    ``width`` columns (a model's; None: the file's or --n-features), y 0/1 for a ``binary``
+    likelihood (from 0/1 or -1/1; an error names the line or row of another label)."""
+    import scipy.sparse as sp
+
+    from .glm.stream import binary_labels
+    from .io.csr import CSRReader
+    from .io.kinds import file_kind
+    from .io.svmlight import read_svmlight
+
+    if getattr(args, "features", None):
+        raise UserError(
+            "--features names a table's columns; sparse rows have none (their columns are numbers)"
+        )
+    n_features = width if width is not None else getattr(args, "width", None)
+    if file_kind(args.data) == "svmlight":
+        part = read_svmlight(args.data, n_features, args.index_base)
+    else:
+        with CSRReader(args.data) as r:
+            part = r.read()
+        if n_features is not None and r.n_features > n_features:
+            beyond = np.flatnonzero(part.X.indices >= n_features)
+            if beyond.size:
+                row = int(np.searchsorted(part.X.indptr, beyond[0], side="right") - 1)
+                raise UserError(
+                    f"{args.data!r}, row {row}: column {int(part.X.indices[beyond[0]])} is beyond the "
+                    f"model's {n_features} columns"
+                )
+        if n_features is not None:
+            X = part.X
+            part = part._replace(
+                X=sp.csr_array((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
+            )
+    y = binary_labels(part, args.data, f"glm {args.glm_command}") if binary else part.y
+    return None, part.X, y
+
+
 def cmd_glm_fit(args):
     from .api import fit
     from .io import save_glm_model
@@ -707,7 +827,13 @@ def cmd_glm_fit(args):
     _check_output(args.output, "-o", [args.data], "fastcep-glm-model", args.force)
     _check_plot(args, [args.data, args.output])
     binary = resolve_likelihood(args.model).binary
-    features, X, y = _glm_data(args.data, args.target, args.features, args.delimiter, binary)
+    if _is_rows(args.data):
+        features, X, y = _glm_rows(args, binary)
+        args.target = args.target or "label"
+    elif args.target is None:
+        raise UserError(f"{args.data!r} is a table: give --target COL, the column to regress")
+    else:
+        features, X, y = _glm_data(args.data, args.target, args.features, args.delimiter, binary)
     t0 = time.perf_counter()
     res = fit(
         X, y, model=args.model, method=args.method, n_threads=args.threads, progress=not args.quiet,
@@ -720,7 +846,8 @@ def cmd_glm_fit(args):
         "model": res.model,
         "method": res.method,
         "target": args.target,
-        "features": list(features),
+        "features": None if features is None else list(features),
+        "n_features": X.shape[1],
         "rows": len(y),
         "intercept": res.intercept is not None,
         "iterations": res.n_iter,
@@ -729,8 +856,8 @@ def cmd_glm_fit(args):
         "seconds": secs,
     }
     text = (
-        f"wrote {args.output}: {res.model}/{res.method} on {len(y)} rows, {len(features)} feature"
-        f"{'s' if len(features) != 1 else ''}"
+        f"wrote {args.output}: {res.model}/{res.method} on {len(y)} rows, {X.shape[1]} feature"
+        f"{'s' if X.shape[1] != 1 else ''}"
         f"{' and an intercept' if res.intercept is not None else ''}, {res.n_iter} iterations "
         f"({res.stop_reason}), {secs:.1f} s"
     )
@@ -741,11 +868,19 @@ def cmd_glm_evaluate(args):
     _check_plot(args, [args.model, args.data])
     model = _load_glm_model(args.model)
     target = args.target or model.target
-    if not target:
+    if not target and not _is_rows(args.data):
         raise UserError(f"{args.model!r} names no target column: give --target COL")
     res = model.result
     binary = res.likelihood.binary
-    _, X, labels = _glm_data(args.data, target, list(model.features), args.delimiter, binary)
+    if _is_rows(args.data):
+        _, X, labels = _glm_rows(args, binary, res.posterior.mean.size)
+    elif model.features is None:
+        raise UserError(
+            f"{args.model!r} was fitted on sparse rows (its columns have no names): evaluate it on svmlight "
+            "text or a sparse-row HDF5 file"
+        )
+    else:
+        _, X, labels = _glm_data(args.data, target, list(model.features), args.delimiter, binary)
     if not binary:
         return _glm_evaluate_values(args, res, X, labels, target)
     p = res.predict_proba(X)
@@ -757,6 +892,36 @@ def cmd_glm_evaluate(args):
     if plotted is not None:
         payload["plot"] = plotted
         text += f"\nwrote {plotted}"
+    _out(args, payload, text)
+    return 0
+
+
+def cmd_glm_stream(args):
+    from .glm.stream import stream_file
+    from .io import save_glm_model
+
+    _check_output(args.output, "-o", [args.data], "fastcep-glm-model", args.force)
+    if args.checkpoint is not None:
+        _check_output(args.checkpoint, "--checkpoint", [args.data, args.output], "fastcep-glm-model", True)
+    init = None if args.init is None else _load_glm_model(args.init).result
+    opts = dict(forget=args.forget, max_iter=args.max_iter, tol=args.tol, prior_var=args.prior_var)
+    res = stream_file(
+        args.data, args.model, args.method, batch_rows=args.batch_rows, intercept_var=args.intercept_var,
+        fit_intercept=args.fit_intercept, n_features=args.width, index_base=args.index_base, init=init,
+        checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every, resume=args.resume,
+        progress=not args.quiet, n_threads=args.threads, **opts,
+    )  # fmt: skip
+    save_glm_model(res, args.output, target="label")
+    info = res.options["stream"]
+    payload = {
+        "model_file": args.output, "model": res.model, "method": res.method, "rows": info["rows"],
+        "n_features": res.posterior.mean.size, "batches_at_max_iter": info["stopped_at_max_iter"],
+        "seconds": info["seconds"], "rows_per_second": info["rows"] / max(info["seconds"], 1e-9),
+    }  # fmt: skip
+    text = (
+        f"wrote {args.output}: {res.model}/{res.method} streamed over {info['rows']:,} rows, "
+        f"{payload['n_features']} columns, {payload['rows_per_second']:,.0f} rows/s"
+    )
     _out(args, payload, text)
     return 0
 
@@ -830,10 +995,28 @@ def build_parser():
     d.add_argument("--quiet", action="store_true", help="no notes on stderr")
     d.set_defaults(func=cmd_demo)
 
-    c = sub.add_parser("convert", help="text tensor (i,j,k,value a line) -> HDF5 tensor file")
-    c.add_argument("src", help="text tensor file")
-    c.add_argument("dst", help="HDF5 tensor file to write")
-    c.add_argument("--index-base", type=int, choices=(0, 1), default=1, help="of the text file (default 1)")
+    c = sub.add_parser(
+        "convert",
+        help="text tensor (i,j,k,value a line) -> HDF5 tensor file; svmlight text or a CSV table "
+        "(--target, --hash) -> sparse-row HDF5 file",
+    )
+    c.add_argument("src", help="text tensor, svmlight text or CSV table")
+    c.add_argument("dst", help="HDF5 file to write")
+    c.add_argument(
+        "--index-base", type=int, choices=(0, 1), default=None,
+        help="of the text file (default: 1 for a tensor; 0 for svmlight, whose column k is index k)",
+    )  # fmt: skip
+    c.add_argument(
+        "--width", type=int, default=None, help="sparse rows: the columns (default: from the data)"
+    )
+    c.add_argument(
+        "--target", default=None, help="a CSV table's label column, for sparse rows (default: none)"
+    )
+    c.add_argument(
+        "--hash", nargs="+", metavar="COL", default=None,
+        help="a CSV table's categorical columns, hashed (FeatureHasher; the rest: numbers; default: none)",
+    )  # fmt: skip
+    c.add_argument("--hash-bits", type=int, default=20, help="hashed width 2**BITS (default %(default)s)")
     c.add_argument("--delimiter", default="auto", help="comma, tab, space, auto (default) or a character")
     c.add_argument("--shape", default=None, help="tensor shape, e.g. 200,100,200 (default: from the data)")
     c.add_argument("--binary", action="store_true", help="values must be 0 or 1")
@@ -919,14 +1102,27 @@ def build_parser():
 
     def data_args(q):
         q.add_argument("--delimiter", default=",", help="field separator of a CSV file (default %(default)r)")
+        q.add_argument(
+            "--index-base", type=int, choices=(0, 1), default=0,
+            help="svmlight text: what its first column is called (default 0: column k is index k)",
+        )  # fmt: skip
+
+    def width_arg(q):
+        q.add_argument(
+            "--width", type=int, default=None,
+            help="svmlight text: the columns (default: its largest index + 1)",
+        )  # fmt: skip
 
     gf = gsub.add_parser("fit", help="fit a regression model; writes a regression model file")
     gf.add_argument(
-        "data", help="CSV file with a header row, or HDF5 file of one 1-D dataset per column in its root"
+        "data",
+        help="CSV file with a header row, HDF5 file of one 1-D dataset per column in its root, svmlight "
+        "text or a sparse-row HDF5 file (fastcep convert)",
     )
     gf.add_argument(
-        "--target", required=True,
-        help="the target column (required): binary labels 0/1 or -1/1, or values the --model takes",
+        "--target", default=None,
+        help="the target column of a table: binary labels 0/1 or -1/1, or values the --model takes "
+        "(default: none, which only sparse rows take: they carry their label)",
     )  # fmt: skip
     gf.add_argument(
         "--features", nargs="+", metavar="COL", default=None,
@@ -948,15 +1144,59 @@ def build_parser():
     option(gf, "stopping", "regression")
     option(gf, "seed", "regression", type=int, default=O.defaults("regression", "cep1")["seed"])
     data_args(gf)
+    width_arg(gf)
     gf.set_defaults(func=cmd_glm_fit, verb="glm fit")
 
     ge = gsub.add_parser("evaluate", help="test metrics of a regression model file on data")
     ge.add_argument("model", help="regression model file (from 'fastcep glm fit')")
-    ge.add_argument("data", help="CSV file or HDF5 table holding the model's feature columns and the target")
+    ge.add_argument(
+        "data",
+        help="CSV file or HDF5 table holding the model's feature columns and the target, or sparse rows "
+        "(svmlight text, a sparse-row HDF5 file) of the model's width",
+    )
     ge.add_argument("--target", default=None, help="the target column (default: the model's target)")
     json_and_plot(ge, "the metrics", "calibration and ROC")
     data_args(ge)
     ge.set_defaults(func=cmd_glm_evaluate, verb="glm evaluate")
+
+    gs = gsub.add_parser(
+        "stream",
+        help="one online pass over sparse rows (svmlight, sparse-row HDF5); writes a regression model",
+    )
+    gs.add_argument("data", help="svmlight text or a sparse-row HDF5 file (fastcep convert)")
+    gs.add_argument("-o", "--output", required=True, help="regression model file to write (HDF5; required)")
+    gs.add_argument("--model", default="probit", choices=names, help="the likelihood (default %(default)s)")
+    stream_methods = ("cep1", "cep2", "ep")
+    gs.add_argument(
+        "--method", default="cep1", choices=stream_methods, help="the method (default %(default)s)"
+    )
+    gs.add_argument("--batch-rows", type=int, default=10_000, help="rows a batch (default %(default)s)")
+    gs.add_argument("--forget", type=float, default=0.0, help="forgetting per row, in [0, 1) (default 0.0)")
+    gs.add_argument("--max-iter", type=int, default=None, help="sweeps of a batch at most (default: 50)")
+    gs.add_argument("--tol", type=float, default=1e-5, help="a batch's stop rule (default %(default)s)")
+    gs.add_argument("--prior-var", type=float, default=1.0, help="the weights' prior variance (default 1.0)")
+    gs.add_argument("--intercept-var", type=float, default=100.0, help="the intercept's (default 100.0)")
+    gs.add_argument(
+        "--fit-intercept", action=argparse.BooleanOptionalAction, default=True,
+        help="fit an intercept (default: True)",
+    )  # fmt: skip
+    gs.add_argument(
+        "--init", metavar="MODEL.h5", help="start from this regression model (default: the prior)"
+    )
+    gs.add_argument(
+        "--checkpoint", help="write the model here every --checkpoint-every batches (default: none)"
+    )
+    gs.add_argument(
+        "--checkpoint-every", type=int, default=100, help="batches a checkpoint (default %(default)s)"
+    )
+    gs.add_argument("--resume", action="store_true", help="go on from --checkpoint if it exists")
+    gs.add_argument("--threads", type=int, default=None, help=O.cli_help("n_threads", "regression"))
+    gs.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    gs.add_argument("--json", action="store_true", help="print the result as JSON")
+    _force_arg(gs)
+    data_args(gs)
+    width_arg(gs)
+    gs.set_defaults(func=cmd_glm_stream, verb="glm stream")
     return p
 
 

@@ -294,3 +294,101 @@ def test_an_output_that_is_another_kind_of_file_is_refused_unless_forced(data, c
     ]:
         assert f"the output ({flag}) " in _bad(capsys, *argv, "--quiet" if argv[0] != "convert" else "--json")
     assert "label" in (tmp / "train.csv").read_text()
+
+
+@pytest.fixture
+def rows(tmp_path, monkeypatch):
+    """A click log as svmlight text, its first 2,000 rows for training, the rest for testing."""
+    from fastcep.data_tools import make_click_log
+
+    log = make_click_log(3_000, fields=5, bits=9, seed=1)
+    for name, part in (("train.svm", slice(0, 2_000)), ("test.svm", slice(2_000, 3_000))):
+        X = log.X[part]
+        with open(tmp_path / name, "w") as fh:
+            for i in range(X.shape[0]):
+                cols = X.indices[X.indptr[i] : X.indptr[i + 1]]
+                vals = X.data[X.indptr[i] : X.indptr[i + 1]]
+                fh.write(
+                    f"{log.y[part][i]} "
+                    + " ".join(f"{j}:{v:g}" for j, v in zip(cols, vals, strict=True))
+                    + "\n"
+                )
+    monkeypatch.chdir(tmp_path)
+    return tmp_path, log
+
+
+def test_sparse_rows_convert_fit_evaluate_and_stream(rows, capsys):
+    tmp, log = rows
+    code, out, _ = run(capsys, "convert", "train.svm", "train.h5", "--width", "512", "--json")
+    assert code == 0 and json.loads(out) | {"seconds": 0} == {
+        "file": "train.h5", "format": "fastcep-csr", "rows": 2_000, "n_features": 512,
+        "nnz": int(log.X[:2_000].nnz), "seconds": 0,
+    }  # fmt: skip
+    code, out, _ = run(capsys, "info", "train.h5")
+    assert code == 0 and "sparse rows, 2000 rows x 512 columns" in out
+    # the text and its HDF5 copy fit to one model
+    for data, model in (("train.svm", "a.h5"), ("train.h5", "b.h5")):
+        argv = ["glm", "fit", data, "-o", model, "--schedule", "sequential", "--width", "512", "--quiet"]
+        assert run(capsys, *argv)[0] == 0
+    a, b = load_glm_model("a.h5"), load_glm_model("b.h5")
+    np.testing.assert_array_equal(a.result.posterior.mean, b.result.posterior.mean)
+    assert a.features is None and a.result.posterior.mean.size == 512
+    code, out, _ = run(capsys, "glm", "evaluate", "a.h5", "test.svm", "--json")
+    m = json.loads(out)
+    res = fastcep.fit(log.X[:2_000, :512], log.y[:2_000], schedule="sequential")
+    assert m["rows"] == 1_000 and m["auc"] == pytest.approx(
+        res.auc(log.X[2_000:, :512], log.y[2_000:]), abs=1e-12
+    )
+    # the online pass, with a checkpoint that a second run resumes from (nothing left to do)
+    argv = [
+        "glm",
+        "stream",
+        "train.h5",
+        "-o",
+        "s.h5",
+        "--batch-rows",
+        "300",
+        "--checkpoint",
+        "ck.h5",
+        "--json",
+    ]
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and json.loads(out)["rows"] == 2_000 and "rows/s" in err
+    code, out, _ = run(capsys, *argv, "--resume", "--force")
+    assert code == 0 and json.loads(out)["rows"] == 2_000
+    streamed = fastcep.load("s.h5")
+    assert streamed.options["rows_absorbed"] == 2_000
+    code, out, _ = run(capsys, "info", "s.h5")
+    assert "then 2,000 rows absorbed online" in out
+
+
+def test_sparse_rows_errors(rows, capsys):
+    tmp, _ = rows
+    assert run(capsys, "glm", "fit", "train.svm", "-o", "a.h5", "--schedule", "sequential", "--quiet")[0] == 0
+    (tmp / "bad.svm").write_text("1 3:1\n2 4:1\n")
+    err = _bad(capsys, "glm", "evaluate", "a.h5", "bad.svm")
+    assert "'bad.svm', line 2: the label 2 is not a binary label (0/1 or -1/1)" in err
+    (tmp / "wide.svm").write_text("1 3:1\n0 100000:1\n")
+    err = _bad(capsys, "glm", "evaluate", "a.h5", "wide.svm")
+    assert "line 2: index 100000 is beyond the" in err
+    (tmp / "t.csv").write_text("label,x\n1,2\n")
+    err = _bad(capsys, "glm", "evaluate", "a.h5", "t.csv")
+    assert "was fitted on sparse rows" in err
+    err = _bad(capsys, "glm", "fit", "t.csv", "-o", "c.h5")
+    assert "is a table: give --target COL" in err
+    err = _bad(capsys, "glm", "fit", "train.svm", "-o", "c.h5", "--features", "x")
+    assert "--features names a table's columns" in err
+    err = _bad(capsys, "convert", "t.csv", "t.h5", "--width", "8")
+    assert "--target, --hash and --width convert" in err
+    err = _bad(capsys, "fit", "a.h5", "-o", "m.h5", "--model", "cp", "--rank", "2")
+    assert "it is a regression model file" in err
+
+
+def test_convert_hashes_a_csv_table(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text("click,site,hour\n1,a.com,3\n0,b.com,4\n")
+    code, out, _ = run(
+        capsys, "convert", "t.csv", "t.h5", "--target", "click", "--hash", "site", "--hash-bits", "8"
+    )
+    assert code == 0 and "2 rows, 256 columns, 4 nonzeros" in out
+    assert fastcep.io.csr.read_csr("t.h5").y.tolist() == [1.0, 0.0]

@@ -63,7 +63,9 @@ def test_draws_repeat_with_their_seed(uncentred_data):
     np.testing.assert_array_equal(a.weights, b.weights)
     np.testing.assert_array_equal(a.intercept, b.intercept)
     assert not np.array_equal(a.weights, res.sample_weights(3, seed=8).weights)
-    np.testing.assert_array_equal(res.predict_proba(X, draws=2, seed=0), res.predict_proba(X, draws=2, seed=0))
+    np.testing.assert_array_equal(
+        res.predict_proba(X, draws=2, seed=0), res.predict_proba(X, draws=2, seed=0)
+    )
 
 
 def test_sparse_rows_draw_only_their_columns():

@@ -35,7 +35,7 @@ def test_a_model_file_predicts_as_the_fit(fitted, tmp_path):
     np.testing.assert_array_equal(got.trace.change, res.trace.change)
     assert got.options["damping"] == res.options["damping"] and got.state is None
     with h5py.File(tmp_path / "m.h5") as f:
-        assert f.attrs["format"] == "fastcep-glm-model" and f.attrs["format_version"] == 3
+        assert f.attrs["format"] == "fastcep-glm-model" and f.attrs["format_version"] == 4
         assert json.loads(f.attrs["likelihood"]) == {"link": "logistic"}
         assert sorted(f["posterior"]) == ["mean", "var"] and sorted(f["intercept"]) == ["mean", "var"]
         # a centred fit keeps its centre and its fitted intercept, b_c
@@ -97,7 +97,7 @@ def _set(name, value):
     "edit, message",
     [
         (lambda f: f.attrs.__setitem__("format", "fastcep-cp-model"), "format attribute is 'fastcep-cp-mo"),
-        (lambda f: f.attrs.__setitem__("format_version", 4), "format version 4, this fastcep reads 3"),
+        (lambda f: f.attrs.__setitem__("format_version", 5), "format version 5, this fastcep reads 4"),
         (lambda f: f.attrs.__setitem__("likelihood", '{"link": "probit"}'), "its likelihood's parameters"),
         (lambda f: f.attrs.__setitem__("likelihood", '{"var": 1.0}'), "its likelihood's parameters"),
         (lambda f: f.attrs.__setitem__("model", "cauchit"), "unknown model 'cauchit'"),
@@ -107,7 +107,9 @@ def _set(name, value):
         (_set("posterior/var", np.array([0.1, 0.2])), "3 features but posterior arrays of shapes"),
         (_set("intercept/var", -1.0), "the intercept's variance is not positive"),
         (_set("intercept/mean", np.inf), "the intercept holds non-finite numbers"),
-        (lambda f: f.__delitem__("features"), "missing or unreadable content"),
+        (lambda f: f.__delitem__("posterior/mean"), "missing or unreadable content"),
+        # (a version 3 file always names its features)
+        (lambda f: (f.__delitem__("features"), f.attrs.__setitem__("format_version", 3)), "unreadable"),
         (_set("features", np.array(["a", "a", "b"], dtype=object)), "its feature names repeat"),
     ],
 )  # fmt: skip

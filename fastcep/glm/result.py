@@ -235,14 +235,19 @@ class RegressionResult:
         from .online import Online
 
         mean, var = self._posterior
-        prior_var = np.asarray(self.options.get("prior_var", 1.0), dtype=np.float64)
-        prior_var = np.broadcast_to(prior_var, mean.shape)
-        T, N, T0 = 1.0 / var, mean / var, 1.0 / prior_var
+        T, N = 1.0 / var, mean / var
         if bias is not None:
             T = np.append(T, 1.0 / bias.var)
             N = np.append(N, bias.mean / bias.var)
+        return Online(T, N, *self._prior_natural(bias is not None))
+
+    def _prior_natural(self, with_bias):
+        """(T0, N0) of the prior of the weights (and the intercept's last, ``with_bias``)."""
+        d = self._posterior.mean.size
+        T0 = 1.0 / np.broadcast_to(np.asarray(self.options.get("prior_var", 1.0), dtype=np.float64), (d,))
+        if with_bias:
             T0 = np.append(T0, 1.0 / self.options.get("intercept_var", 100.0))
-        return Online(T, N, T0, np.zeros_like(T))
+        return T0, np.zeros_like(T0)
 
     def _write_back(self, cols):
         """The posterior means and variances of the weights ``cols`` (intercept's index: d) from
@@ -413,7 +418,8 @@ class RegressionResult:
         X = V.check_rows(X, "X", func, n_cols=self.posterior.mean.size)
         if V.is_sparse(X) and self.centered_intercept is None:
             columns = np.unique(X.indices)
-            X = sp.csr_array((X.data, np.searchsorted(columns, X.indices), X.indptr), (X.shape[0], columns.size))
+            local = np.searchsorted(columns, X.indices)
+            X = sp.csr_array((X.data, local, X.indptr), shape=(X.shape[0], columns.size))
             W, b = self._draws(draws, rng, columns)
         else:
             W, b = self._draws(draws, rng, None)

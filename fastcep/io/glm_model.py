@@ -1,21 +1,26 @@
 """Regression model files: a fitted Bayesian regression (any built-in likelihood) and the names of its
 features (``save_glm_model``, ``load_glm_model``; written by ``fastcep glm fit``).
 
-Layout (format version 3). Root attributes: ``format`` ("fastcep-glm-model"), ``format_version``
+Layout (format version 4). Root attributes: ``format`` ("fastcep-glm-model"), ``format_version``
 (2), ``model`` (the likelihood's name: "probit", "logistic", "gaussian", "poisson", "negbin",
 "student_t"), ``likelihood`` (its parameters, JSON, learned ones filled in), ``method``,
 ``target`` (the target column's name, "" if unknown), ``n_iter``, ``converged``, ``stop_reason``
 and ``options`` (the fit's options, JSON).
-Datasets: ``features`` (d,) UTF-8 strings, the feature names in the order of the weights;
+Datasets: ``features`` (d,) UTF-8 strings, the feature names in the order of the weights (absent
+when the columns have no names, as a model of svmlight or hashed data: version 4);
 ``posterior/mean`` and ``posterior/var`` (d,) float64, the factorised Gaussian posterior of the
 weights; ``intercept/mean`` and ``intercept/var`` (scalars), present only for a fit with an
 intercept: the fitted intercept, which for a centred fit (version 3) is b_c, the intercept at the
 features' mean, beside ``center`` (d,) float64, the features' training means (absent for a fit
 not centred; ``RegressionResult.center``); ``trace/<column>`` (n_iter,), the fit's trace
-(``fastcep._loop.TRACE_FIELDS``). The file is written to a temporary file beside the target and
-renamed over it (``fastcep.io.files.atomic_h5``). ``load_glm_model`` checks the format, the
-version, the model and method names, the shapes, that every number is finite and every variance
-positive.
+(``fastcep._loop.TRACE_FIELDS``); ``online/T``, ``online/N`` and ``online/seen`` (d, or d + 1 with the
+intercept's last), with attributes ``rows``, ``forget`` and ``pending``, present only for a result
+that has absorbed rows (``RegressionResult.update``): the natural parameters it absorbs into and
+the lazy forgetting's bookkeeping, so that a loaded result goes on absorbing rows bit for bit as
+the saved one would (a stream's checkpoint, version 4). The file is written to a temporary file
+beside the target and renamed over it (``fastcep.io.files.atomic_h5``). ``load_glm_model`` checks
+the format, the version, the model and method names, the shapes, that every number is finite and
+every variance positive.
 """
 
 import json
@@ -33,10 +38,10 @@ from ..results import GaussianPosterior
 from .files import FileFormatError, atomic_h5, bad_file, json_default, open_h5, sign, verify
 
 GLM_MODEL_FORMAT = "fastcep-glm-model"
-GLM_MODEL_FORMAT_VERSION = 3
+GLM_MODEL_FORMAT_VERSION = 4
 #: versions this fastcep reads (1: binary likelihoods only, no ``likelihood`` attribute; 2: no
-#: ``center``, every fit un-centred)
-READABLE_VERSIONS = (1, 2, 3)
+#: ``center``, every fit un-centred; 3: the feature names always present)
+READABLE_VERSIONS = (1, 2, 3, 4)
 #: the kind named in the errors ("... is not a valid fastcep regression model file: ...")
 KIND = "regression model"
 
@@ -45,19 +50,21 @@ class GLMModel(NamedTuple):
     """What a regression model file holds."""
 
     result: RegressionResult  #: the posterior, for predictions (its ``state`` is None)
-    features: tuple  #: (d,) the feature names, in the order of the weights
+    features: tuple | None  #: (d,) the feature names, in the order of the weights; None: unnamed
     target: str  #: the label column's name ("" if unknown)
 
 
-def save_glm_model(result, path, features, target=""):
+def save_glm_model(result, path, features=None, target=""):
     """Write a regression ``result`` and its feature names to ``path`` (HDF5, atomically).
 
     Parameters
     ----------
     result : RegressionResult
     path : str or PathLike
-    features : sequence of str
-        One distinct name per weight, in the order of the columns of X.
+    features : sequence of str, optional
+        One distinct name per weight, in the order of the columns of X; None: the columns are
+        known by their positions (svmlight and hashed data, where a million names would only
+        cost room).
     target : str
         The name of the label column (what ``fastcep glm evaluate`` reads by default).
     """
@@ -68,9 +75,9 @@ def save_glm_model(result, path, features, target=""):
             "save_glm_model: a Custom likelihood cannot be written (its log-density is code); keep the "
             "result, or save its posterior arrays (result.posterior) yourself."
         )
-    features = tuple(str(name) for name in features)
+    features = None if features is None else tuple(str(name) for name in features)
     d = result.posterior.mean.size
-    if len(features) != d or len(set(features)) != d:
+    if features is not None and (len(features) != d or len(set(features)) != d):
         raise ValueError(
             f"save_glm_model: 'features' must hold {d} distinct names, one per weight. Got {len(features)}"
             f" ({len(set(features))} distinct) instead."
@@ -87,7 +94,8 @@ def save_glm_model(result, path, features, target=""):
         f.attrs["converged"] = bool(result.converged)
         f.attrs["stop_reason"] = result.stop_reason
         f.attrs["options"] = json.dumps(result.options, default=json_default)
-        f.create_dataset("features", data=np.array(features, dtype=object), dtype=h5py.string_dtype())
+        if features is not None:
+            f.create_dataset("features", data=np.array(features, dtype=object), dtype=h5py.string_dtype())
         g = f.create_group("posterior")
         g.create_dataset("mean", data=np.asarray(result.posterior.mean, dtype=np.float64))
         g.create_dataset("var", data=np.asarray(result.posterior.var, dtype=np.float64))
@@ -101,6 +109,16 @@ def save_glm_model(result, path, features, target=""):
         g = f.create_group("trace")
         for name in TRACE_FIELDS:
             g.create_dataset(name, data=np.asarray(getattr(result.trace, name)))
+        online = result._online
+        if online is not None:
+            g = f.create_group("online")
+            for name in ("T", "N", "seen"):
+                g.create_dataset(name, data=getattr(online, name))
+            g.attrs["rows"], g.attrs["forget"], g.attrs["pending"] = (
+                online.rows,
+                online.forget,
+                online.pending,
+            )
         sign(f)
 
     atomic_h5(path, write)
@@ -170,8 +188,10 @@ def _read(f, path):
     return dict(
         model=str(f.attrs["model"]),
         method=str(f.attrs["method"]),
-        features=tuple(
-            v.decode() if isinstance(v, bytes) else str(v) for v in np.atleast_1d(f["features"][()])
+        features=(
+            tuple(v.decode() if isinstance(v, bytes) else str(v) for v in np.atleast_1d(f["features"][()]))
+            if "features" in f or version < 4
+            else None
         ),
         mean=np.asarray(f["posterior/mean"][()], dtype=np.float64),
         var=np.asarray(f["posterior/var"][()], dtype=np.float64),
@@ -188,22 +208,28 @@ def _read(f, path):
         converged=bool(f.attrs["converged"]),
         stop_reason=str(f.attrs["stop_reason"]),
         params=json.loads(f.attrs["likelihood"]) if version >= 2 else {},
+        online=(
+            {name: np.asarray(f["online"][name][()]) for name in ("T", "N", "seen")}
+            | {key: f["online"].attrs[key][()] for key in ("rows", "forget", "pending")}
+            if "online" in f
+            else None
+        ),
     )
 
 
 def _model(path, model, method, features, mean, var, intercept, center, options, n_iter, trace, target,
-           converged, stop_reason, params):  # fmt: skip
+           converged, stop_reason, params, online):  # fmt: skip
     """The ``GLMModel`` of a file's fields (``_read``), each checked."""
     models, methods = O.choices("model", "regression"), O.choices("method", "regression")
     known = [m for m in models if m in SHORTHANDS]
     _check(path, model in known, f"unknown model {model!r} (this fastcep knows {', '.join(known)})")
     likelihood = _likelihood(path, model, params)
     _check(path, method in methods, f"unknown method {method!r} (this fastcep knows {', '.join(methods)})")
-    d = len(features)
-    _check(path, len(set(features)) == d, "its feature names repeat")
+    d = len(features) if features is not None else mean.shape[0]
+    _check(path, features is None or len(set(features)) == d, "its feature names repeat")
     _check(
         path,
-        mean.shape == (d,) and var.shape == (d,),
+        mean.ndim == 1 and mean.shape == (d,) and var.shape == (d,),
         f"{d} features but posterior arrays of shapes {mean.shape} and {var.shape}",
     )
     _check(
@@ -225,4 +251,32 @@ def _model(path, model, method, features, mean, var, intercept, center, options,
         model, method, post, n_iter, converged, stop_reason, trace, None, options, b, likelihood, center,
         features, target,
     )  # fmt: skip
+    if online is not None:
+        result._online = _online(path, result, online)
     return GLMModel(result, features, target)
+
+
+def _online(path, result, held):
+    """The online state of a model file (``online`` group), checked against its posterior."""
+    from ..glm.online import Online
+
+    size = result.posterior.mean.size + (result.intercept is not None)
+    T, N, seen = held["T"], held["N"], held["seen"]
+    ok = all(a.shape == (size,) for a in (T, N, seen)) and seen.dtype.kind in "iu"
+    _check(path, ok, f"its online state is not three arrays of length {size}")
+    _check(
+        path,
+        bool(np.all(np.isfinite(T)) and np.all(T > 0.0) and np.all(np.isfinite(N))),
+        "its online state is not finite and positive",
+    )
+    rows, forget = int(held["rows"]), float(held["forget"])
+    _check(
+        path,
+        0.0 <= forget < 1.0 and rows >= 0 and bool(np.all((seen >= 0) & (seen <= rows))),
+        "its online bookkeeping is out of range",
+    )
+    on = Online(
+        T.astype(np.float64), N.astype(np.float64), *result._prior_natural(result.intercept is not None)
+    )
+    on.seen, on.rows, on.forget, on.pending = seen.astype(np.int64), rows, forget, bool(held["pending"])
+    return on

@@ -12,7 +12,10 @@ _FIELD = re.compile(r"[,\t; ]+")
 
 
 def _text_kind(text):
-    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = next((ln for ln in text.splitlines() if ln.split("#", 1)[0].strip()), "")
+    words = line.split("#", 1)[0].split()
+    if len(words) >= 2 and ":" not in words[0] and all(w.count(":") == 1 for w in words[1:]):
+        return "svmlight"
     fields = [f for f in _FIELD.split(line.strip()) if f]
     numbers = 0
     for field in fields:
@@ -32,12 +35,12 @@ def file_kind(path):
     Returns
     -------
     str
-        "missing", "folder", "empty", "numbers" (UTF-8 text whose first line is numbers: a text
-        tensor, say), "table" (UTF-8 text whose first line is comma or tab separated fields, not
-        all numbers: a CSV header), "text" (other text), "binary" (neither text nor HDF5), "hdf5"
-        (HDF5 without a fastcep format
-        attribute), "unreadable", or the fastcep format attribute ("fastcep-tensor",
-        "fastcep-cp-model", "fastcep-glm-model", "fastcep-stream-checkpoint", ...).
+        "missing", "folder", "empty", "svmlight" (text whose first row is ``label index:value
+        ...``), "numbers" (UTF-8 text whose first line is numbers: a text tensor, say), "table"
+        (UTF-8 text whose first line is comma or tab separated fields, not all numbers: a CSV
+        header), "text" (other text), "binary" (neither text nor HDF5), "hdf5" (HDF5 without a
+        fastcep format attribute), "unreadable", or the fastcep format attribute
+        ("fastcep-tensor", "fastcep-cp-model", "fastcep-glm-model", "fastcep-csr", ...).
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -51,7 +54,7 @@ def file_kind(path):
             return fmt if isinstance(fmt, str) and fmt.startswith("fastcep-") else "hdf5"
         with open(path, "rb") as fh:
             head = fh.read(_HEAD)
-    except OSError:
+    except (OSError, KeyError, RuntimeError, ValueError):  # (a damaged HDF5 file fails anywhere in h5py)
         return "unreadable"
     if not head:
         return "empty"

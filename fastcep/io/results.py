@@ -37,15 +37,14 @@ def save(result, path, features=None, target=""):
         be written).
     path : str or PathLike
     features : sequence of str, optional
-        Regression only: one distinct name per weight, in the order of X's columns (default
-        "x0", "x1", ...; kept in the file, ``res.features`` after ``load``).
+        Regression only: one distinct name per weight, in the order of X's columns, kept in the
+        file (``res.features`` after ``load``); default: the result's own names, or none (the
+        columns known by their positions, ``res.features`` None).
     target : str
         Regression only: the name of the label column ("" if unknown).
     """
     if isinstance(result, RegressionResult):
-        if features is None:
-            features = result.features or [f"x{j}" for j in range(result.posterior.mean.size)]
-        save_glm_model(result, path, features, target)
+        save_glm_model(result, path, result.features if features is None else features, target)
     elif isinstance(result, CPResult):
         if features is not None or target:
             raise ValueError(

@@ -1,13 +1,13 @@
 """Where a stream's entries come from: arrays in memory, or an HDF5 tensor file read block by
 block (the next block read by a background thread while the current one is computed)."""
 
+import contextlib
 import os
-import queue
-import threading
 
 import numpy as np
 
 from .. import _validation as V
+from ..io.prefetch import read_ahead
 from ..io.tensor import TensorReader
 from ..tensor.layout import check_coords, check_values, entries_digest
 from ..tensor.likelihoods import block_errors
@@ -73,38 +73,22 @@ class FileSource:
         first_row = start_batch * batch_size
         first_block = int(np.searchsorted(starts, first_row, side="right") - 1)
         todo = list(range(first_block, n_blocks))
-        q = queue.Queue(maxsize=2)
-        stop = threading.Event()
 
-        def read_ahead():
-            try:
-                for pos in todo:
-                    if stop.is_set():
-                        return
-                    b = int(block_order[pos])
-                    coords, values = self.reader.read(b * self.block_rows, (b + 1) * self.block_rows)
-                    if within is not None:
-                        p = np.random.default_rng(within[pos]).permutation(len(values))
-                        coords, values = coords[p], values[p]
-                    q.put((pos, coords, values))
-                q.put(None)
-            except BaseException as exc:  # handed to the consumer
-                q.put(exc)
+        def read():
+            for pos in todo:
+                b = int(block_order[pos])
+                coords, values = self.reader.read(b * self.block_rows, (b + 1) * self.block_rows)
+                if within is not None:
+                    p = np.random.default_rng(within[pos]).permutation(len(values))
+                    coords, values = coords[p], values[p]
+                yield pos, coords, values
 
-        thread = threading.Thread(target=read_ahead, daemon=True)
-        thread.start()
-        try:
-            buf_c, buf_v = [], []
-            have = 0
-            row = int(starts[first_block])  # stream position of the next buffered row
-            b = start_batch
-            while True:
-                item = q.get()
-                if isinstance(item, BaseException):
-                    raise item
-                if item is None:
-                    break
-                pos, coords, values = item
+        buf_c, buf_v = [], []
+        have = 0
+        row = int(starts[first_block])  # stream position of the next buffered row
+        b = start_batch
+        with contextlib.closing(read_ahead(read())) as blocks:  # (closed: the reading thread stops)
+            for _, coords, values in blocks:
                 if row < first_row:  # drop the rows of the first block that were already done
                     skip = first_row - row
                     coords, values = coords[skip:], values[skip:]
@@ -118,16 +102,9 @@ class FileSource:
                     row += batch_size
                     b += 1
                     buf_c, buf_v, have = [c[batch_size:]], [v[batch_size:]], len(v) - batch_size
-            if have:
-                c, v = np.concatenate(buf_c), np.concatenate(buf_v)
-                yield b, self._checked(c, v, row), v
-        finally:
-            stop.set()
-            while thread.is_alive():
-                try:
-                    q.get_nowait()
-                except queue.Empty:
-                    thread.join(0.01)
+        if have:
+            c, v = np.concatenate(buf_c), np.concatenate(buf_v)
+            yield b, self._checked(c, v, row), v
 
     def _checked(self, coords, values, row):
         if not self.check_values:

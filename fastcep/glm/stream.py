@@ -1,0 +1,217 @@
+"""The online pass over a file of labelled sparse rows (svmlight text or a sparse-row HDF5 file):
+batches read ahead by a background thread, absorbed one by one (``RegressionResult.update``),
+with rows/s in the progress line, checkpoints and resume (``fastcep glm stream``)."""
+
+import contextlib
+import hashlib
+import os
+import time
+import warnings
+
+import numpy as np
+
+from .. import _validation as V
+from .._loop import ConvergenceWarning, ProgressLine, _outside_the_package
+from ..io.csr import CSRReader
+from ..io.files import FileFormatError
+from ..io.kinds import file_kind
+from ..io.prefetch import read_ahead
+from ..io.svmlight import bad_line, iter_svmlight
+from ..likelihoods import resolve as resolve_likelihood
+from .result import RegressionResult
+
+#: rows a batch holds by default
+BATCH_ROWS = 10_000
+#: bytes at each end of the file its identity is taken from
+IDENTITY_BYTES = 1 << 20
+
+
+def identity(path):
+    """What a checkpoint is bound to: the file's size and a digest of its first and last MiB
+    (cheap for any length; a file rewritten in place with the same size and ends would pass)."""
+    h = hashlib.sha256()
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        h.update(fh.read(IDENTITY_BYTES))
+        fh.seek(max(size - IDENTITY_BYTES, 0))
+        h.update(fh.read(IDENTITY_BYTES))
+    return f"{size}:{h.hexdigest()}"
+
+
+def open_rows(path, batch_rows, n_features=None, index_base=0, func="stream_file"):
+    """``(width, n_rows or None, blocks(start_row))`` of a file of labelled sparse rows:
+    svmlight text (``n_features`` needed, else the file is read once for its largest index) or a
+    sparse-row HDF5 file; ``blocks`` yields ``SparseRows`` of ``batch_rows`` from a row on."""
+    path = os.fspath(path)
+    kind = file_kind(path)
+    if kind == "missing":
+        raise FileNotFoundError(f"{func}: no such file {path!r}.")
+    if kind == "fastcep-csr":
+        with CSRReader(path) as r:
+            width, n = r.n_features, r.n
+        if n_features is not None and n_features != width:
+            raise ValueError(f"{func}: {path!r} has {width} columns, not n_features={n_features}.")
+
+        def csr_blocks(start):
+            with CSRReader(path) as r:
+                yield from r.blocks(batch_rows, start)
+
+        return width, n, csr_blocks
+    if kind in ("svmlight", "numbers", "text"):  # (a file of labels only reads as numbers)
+        if n_features is None:
+            n_features = 1
+            for part in iter_svmlight(path, index_base=index_base):
+                n_features = max(n_features, part.X.shape[1])
+
+        def text_blocks(start):
+            for part in iter_svmlight(path, batch_rows, n_features, index_base):
+                end = part.first + part.y.size
+                if end > start:
+                    skip = max(start - part.first, 0)
+                    yield part._replace(
+                        first=part.first + skip, X=part.X[skip:], y=part.y[skip:], lines=part.lines[skip:]
+                    )
+
+        return n_features, None, text_blocks
+    raise FileFormatError(
+        f"{func}: {path!r} is not svmlight text or a sparse-row HDF5 file (its kind is {kind!r}); convert "
+        "a table with `fastcep convert`"
+    )
+
+
+def binary_labels(part, path, func):
+    """A block's labels as 0/1 (float), from 0/1 or -1/1; an error names the first row or line
+    holding another value."""
+    y = part.y
+    bad = np.flatnonzero((y != 0.0) & (y != 1.0) & (y != -1.0))
+    if bad.size:
+        k = int(bad[0])
+        why = f"the label {y[k]:g} is not a binary label (0/1 or -1/1)"
+        if part.lines is not None:
+            raise bad_line(path, int(part.lines[k]), why)
+        raise ValueError(f"{func}: {os.fspath(path)!r}, row {part.first + k}: {why}.")
+    return (y > 0.0).astype(np.float64)
+
+
+def stream_file(
+    path, model="probit", method="cep1", *, batch_rows=BATCH_ROWS, forget=0.0, max_iter=None, tol=1e-5,
+    prior_var=1.0, fit_intercept=True, intercept_var=100.0, n_features=None, index_base=0, init=None,
+    checkpoint=None, checkpoint_every=100, resume=False, progress=False, n_threads=None,
+):  # fmt: skip
+    """One online pass over a file of labelled sparse rows: each batch is absorbed into the
+    posterior (assumed density filtering with CEP, ``RegressionResult.update``), so memory is
+    bounded by a batch whatever the file's length.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        svmlight / libsvm text, or a sparse-row HDF5 file (``fastcep convert``).
+    model, method : str
+        A built-in likelihood's name ("probit", "logistic", "poisson", ...) and "cep1", "cep2"
+        or "ep". Binary labels are 0/1 or -1/1.
+    batch_rows : int
+        Rows a batch.
+    forget, max_iter, tol
+        As ``RegressionResult.update`` (per row forgetting; sweeps and stop rule of a batch).
+    prior_var, fit_intercept, intercept_var
+        The prior the stream starts from (unless ``init``).
+    n_features : int, optional
+        The width; svmlight text without it is read once for its largest index.
+    index_base : {0, 1}
+        Of svmlight text.
+    init : RegressionResult, optional
+        A posterior to start from (a batch fit, a loaded model); it is updated in place.
+    checkpoint : str or PathLike, optional
+        A regression model file written every ``checkpoint_every`` batches and at the end (a
+        model that ``glm evaluate`` reads, and that a stream resumes from bit for bit).
+    resume : bool
+        Start from ``checkpoint`` if it exists (else afresh): its rows are skipped, and the file,
+        batch size and forgetting must be the checkpoint's; the stream then ends with the bits of
+        an uninterrupted one.
+    progress : bool
+        A progress line on stderr: rows, rows/s, batches.
+
+    Returns
+    -------
+    RegressionResult
+        ``options["stream"]``: the file's identity, the batch size, the forgetting, the rows
+        streamed, the batches whose sweeps stopped at ``max_iter`` and the seconds.
+    """
+    from ..io.glm_model import load_glm_model, save_glm_model
+
+    func = "stream_file"
+    batch_rows = V.check_int(batch_rows, "batch_rows", func, low=1)
+    forget = V.check_float(forget, "forget", func, 0.0, 1.0, high_open=True)
+    checkpoint_every = V.check_int(checkpoint_every, "checkpoint_every", func, low=1)
+    if resume and checkpoint is None:
+        raise ValueError(f"{func}: resume=True needs the checkpoint to resume from (checkpoint=path).")
+    likelihood = resolve_likelihood(model, func)
+    if likelihood.learned:
+        raise ValueError(
+            f"{func}: the likelihood's parameters {likelihood.learned} must have values in a stream (an "
+            "online update does not learn them); give them, or fit a first batch and pass it as init"
+        )
+    width, n_rows, blocks = open_rows(path, batch_rows, n_features, index_base, func)
+    source = {"file": identity(path), "batch_rows": batch_rows, "forget": forget}
+    if resume and os.path.exists(checkpoint):  # (resume=True without a checkpoint yet: a fresh start)
+        res = load_glm_model(checkpoint).result
+        held = res.options.get("stream")
+        if not isinstance(held, dict) or any(held.get(k) != v for k, v in source.items()):
+            raise ValueError(
+                f"{func}: the checkpoint {os.fspath(checkpoint)!r} is of another stream (file, batch_rows or "
+                f"forget differ: {held} against {source}); start afresh without resume"
+            )
+    elif init is not None:
+        if not isinstance(init, RegressionResult):
+            raise TypeError(f"{func}: init must be a RegressionResult, got {type(init).__name__}.")
+        res = init
+    else:
+        opts = dict(prior_var=prior_var, fit_intercept=fit_intercept, intercept_var=intercept_var, tol=tol)
+        res = RegressionResult.prior(likelihood, method, width, dict(opts, n_threads=n_threads))
+    if res.posterior.mean.size != width:
+        raise ValueError(
+            f"{func}: {os.fspath(path)!r} has {width} columns, the posterior {res.posterior.mean.size}."
+        )
+    stream = dict(res.options.get("stream") or {}, **source) if resume else dict(source)
+    stream.setdefault("rows", 0)
+    stream.setdefault("stopped_at_max_iter", 0)
+    res.options["stream"] = stream
+    start = stream["rows"]
+    line = ProgressLine("glm stream") if progress else None
+    t0, rows, batch = time.perf_counter(), 0, 0
+    with contextlib.closing(read_ahead(blocks(start))) as parts:  # (closed: the reading thread stops)
+        for part in parts:
+            y = binary_labels(part, path, func) if res.likelihood.binary else part.y
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                res.update(part.X, y, forget=forget, max_iter=max_iter, tol=tol)
+            for w in caught:  # (a batch stopped at max_iter: counted, and said once at the end)
+                if issubclass(w.category, ConvergenceWarning):
+                    stream["stopped_at_max_iter"] += 1
+                else:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            rows += part.y.size
+            stream["rows"] += part.y.size
+            batch += 1
+            if checkpoint is not None and batch % checkpoint_every == 0:
+                save_glm_model(res, checkpoint)
+            if line is not None:
+                secs = time.perf_counter() - t0
+                of = f" of {n_rows - start:,}" if n_rows is not None else ""
+                line.update(f"{rows:,}{of} rows, {rows / max(secs, 1e-9):,.0f} rows/s, {batch} batches")
+    if rows == 0 and start == 0:
+        raise FileFormatError(f"{func}: {os.fspath(path)!r} holds no rows.")
+    if checkpoint is not None:
+        save_glm_model(res, checkpoint)
+    secs = time.perf_counter() - t0
+    stream["seconds"] = stream.get("seconds", 0.0) + secs
+    if line is not None:
+        line.close(f"{rows:,} rows in {secs:.1f} s, {rows / max(secs, 1e-9):,.0f} rows/s, {batch} batches")
+    if stream["stopped_at_max_iter"]:
+        warnings.warn(
+            f"{func}: the sweeps of {stream['stopped_at_max_iter']} batches stopped at max_iter before their "
+            "change fell below tol (each such batch is absorbed as it stands); raise max_iter",
+            ConvergenceWarning,
+            stacklevel=_outside_the_package(),
+        )
+    return res

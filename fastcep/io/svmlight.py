@@ -1,0 +1,225 @@
+"""svmlight / libsvm text: sparse rows with a label, the format of RCV1 and of public click logs.
+
+One row a line: ``label index:value index:value ... [# comment]``, fields separated by spaces or
+tabs. The label is a number; indices are integers (column ``index - index_base``, default base 0:
+a 1-based file keeps its column numbers and leaves column 0 empty, which costs nothing), values
+are numbers. Blank lines and lines holding only a comment are skipped; ``qid:`` fields (ranking
+data) are refused. Within a row, indices may come in any order and repeat: they are sorted and
+a repeated column's values are summed, as scipy does, and a warning says how many rows had one.
+Explicit zeros are dropped.
+
+``iter_svmlight`` reads a file in blocks of rows (memory bounded by a block), ``read_svmlight``
+all of it. Every error names the file, the line and what to do. Numbers are parsed by numpy's
+(and Python's) own conversions, so a value is the double nearest its text.
+"""
+
+import os
+import warnings
+from itertools import islice
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import check_int
+from .files import FileFormatError
+
+#: rows parsed at once
+SVMLIGHT_BLOCK_ROWS = 1 << 16
+#: the largest index a file may hold (beyond it a float64 no longer holds every integer)
+MAX_INDEX = 2**53
+_SPACE = np.zeros(256, dtype=bool)
+_SPACE[[ord(" "), ord("\t"), ord("\r"), ord("\n"), ord("\v"), ord("\f")]] = True
+
+
+class SparseRows(NamedTuple):
+    """A block of labelled sparse rows."""
+
+    first: int  #: 0-based row number of the block's first row
+    X: object  #: scipy.sparse.csr_array (m, width) float64, sorted indices, no duplicates
+    y: np.ndarray  #: (m,) float64 labels
+    lines: np.ndarray | None  #: (m,) int64 1-based line numbers of the rows (text files), or None
+
+
+def bad_line(path, line, why, fix=""):
+    """The one error form of a text file's line."""
+    return FileFormatError(f"{os.fspath(path)!r}, line {line}: {why}{'; ' + fix if fix else ''}.")
+
+
+def _first_bad(path, line, text, index_base):
+    """Find what is wrong in one line (the slow path, after the block's fast parse failed)."""
+    body = text.split(b"#", 1)[0].split()
+    label = body[0].decode("utf-8", "replace")
+    try:
+        float(label)
+    except ValueError:
+        return bad_line(path, line, f"the label {label!r} is not a number", "a line is 'label index:value'")
+    for field in body[1:]:
+        word = field.decode("utf-8", "replace")
+        parts = word.split(":")
+        if parts[0] == "qid":
+            return bad_line(path, line, f"{word!r} is a query id (ranking data)", "remove the qid: fields")
+        if len(parts) != 2 or not parts[0] or not parts[1]:
+            what = "a missing value" if len(parts) == 2 and not parts[1] else "not index:value"
+            return bad_line(path, line, f"the field {word!r} is {what}", "a feature is written index:value")
+        try:
+            index = float(parts[0])
+        except ValueError:
+            return bad_line(path, line, f"the index {parts[0]!r} is not an integer")
+        try:
+            value = float(parts[1])
+        except ValueError:
+            return bad_line(path, line, f"the value {parts[1]!r} of index {parts[0]} is not a number")
+        if index != int(index) or "." in parts[0] or "e" in parts[0].lower():
+            return bad_line(path, line, f"the index {parts[0]!r} is not an integer")
+        if index < index_base:
+            low = "negative" if index < 0 else f"below the index base {index_base}"
+            fix = "indices are 0-based here; a 1-based file needs index_base=1" if index_base == 0 else ""
+            return bad_line(path, line, f"the index {parts[0]} is {low}", fix or "indices count from 1")
+        if index >= MAX_INDEX:
+            return bad_line(path, line, f"the index {parts[0]} is beyond 2**53")
+        if not np.isfinite(value):
+            return bad_line(path, line, f"the value {parts[1]!r} of index {parts[0]} is not finite")
+    if not np.isfinite(float(label)):
+        return bad_line(path, line, f"the label {label!r} is not finite")
+    return None
+
+
+def _parse(path, block, first_line, first_row, index_base, width):
+    """A block of (line number, bytes) as ``SparseRows`` (``width``: the columns, None: the
+    block's largest index + 1); raises naming the first bad line."""
+    lines, texts = [], []
+    for number, raw in block:
+        text = raw.split(b"#", 1)[0] if b"#" in raw else raw
+        if text.strip():
+            lines.append(number)
+            texts.append(text)
+    m = len(texts)
+    labels_text, features = [], []
+    for text in texts:
+        head = text.split(None, 1)
+        labels_text.append(head[0])
+        features.append(head[1] if len(head) > 1 else b"")
+    counts = np.fromiter((f.count(b":") for f in features), dtype=np.int64, count=m)
+    fields = np.fromiter((len(f.split()) for f in features), dtype=np.int64, count=m)
+    joined = b" ".join(features)
+    wrong = np.flatnonzero((fields != counts) | np.fromiter((b":" in t for t in labels_text), bool, m))
+    if not wrong.size and _two_colons(joined):
+        wrong = np.flatnonzero([_two_colons(f) for f in features])
+    numbers = np.empty(0)
+    if not wrong.size and joined.strip():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # (numpy's "could not be read to its end": the count says it)
+                numbers = np.fromstring(joined.replace(b":", b" "), sep=" ")
+        except ValueError:  # (a field that is not a number: found by the slow path)
+            numbers = np.empty(0)
+    try:
+        labels = np.array([float(t) for t in labels_text], dtype=np.float64)
+    except ValueError:
+        labels = None
+    nnz = int(counts.sum())
+    if wrong.size or labels is None or numbers.size != 2 * nnz:
+        for k in wrong if wrong.size else range(m):
+            err = _first_bad(path, lines[k], texts[k], index_base)
+            if err is not None:
+                raise err
+        raise bad_line(path, lines[0], "cannot be read as svmlight")  # (not reached: a line is found)
+    index, value = numbers[0::2], numbers[1::2]
+    row = np.repeat(np.arange(m), counts)
+    bad = np.flatnonzero(
+        (index != np.floor(index)) | (index < index_base) | (index >= MAX_INDEX) | ~np.isfinite(value)
+    )
+    bad_labels = np.flatnonzero(~np.isfinite(labels))
+    if bad.size or bad_labels.size:
+        k = min(int(row[bad[0]]) if bad.size else m, int(bad_labels[0]) if bad_labels.size else m)
+        raise _first_bad(path, lines[k], texts[k], index_base)
+    cols = (index - index_base).astype(np.int64)
+    if width is not None and cols.size and cols.max() >= width:
+        k = int(row[np.argmax(cols >= width)])
+        index = int(cols[np.argmax(cols >= width)]) + index_base
+        span = f"indices {index_base}..{width - 1 + index_base}"
+        why = f"index {index} is beyond the {width} columns asked for ({span})"
+        raise bad_line(path, lines[k], why, "a model's rows must fit its width")
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    shape = (m, width if width is not None else (int(cols.max()) + 1 if cols.size else 0))
+    X = sp.csr_array((value, cols, indptr), shape=shape)
+    before = np.diff(X.indptr)
+    X.sum_duplicates()  # (sorts the indices too)
+    repeats = np.flatnonzero(np.diff(X.indptr) != before)
+    X.eliminate_zeros()
+    if repeats.size:
+        warnings.warn(
+            f"{os.fspath(path)!r}: {repeats.size} row{'s' if repeats.size > 1 else ''} hold a column "
+            f"twice (first: line {lines[repeats[0]]}); their values are summed, as scipy does",
+            UserWarning,
+            stacklevel=4,
+        )
+    return SparseRows(first_row, X, labels, np.asarray(lines, dtype=np.int64))
+
+
+def _two_colons(text):
+    """True if a field of ``text`` holds two colons (a colon, then another before any space)."""
+    b = np.frombuffer(text, dtype=np.uint8)
+    colon = np.flatnonzero(b == ord(":"))
+    if colon.size < 2:
+        return False
+    spaces = np.flatnonzero(_SPACE[b])
+    before = np.searchsorted(spaces, colon)  # (spaces before each colon)
+    return bool(np.any(before[1:] == before[:-1]))
+
+
+def iter_svmlight(path, rows=SVMLIGHT_BLOCK_ROWS, n_features=None, index_base=0):
+    """Read an svmlight / libsvm file in blocks of rows.
+
+    Parameters
+    ----------
+    path : str or PathLike
+    rows : int
+        Rows (non-blank lines) per block; memory is bounded by a block.
+    n_features : int, optional
+        The width of every block; an index beyond it is an error naming its line. None: each
+        block is as wide as its largest index + 1 (``read_svmlight`` widens them to the file's).
+    index_base : {0, 1}
+        What the file's first column is called.
+
+    Yields
+    ------
+    SparseRows
+    """
+    func = "iter_svmlight"
+    rows = check_int(rows, "rows", func, low=1)
+    if n_features is not None:
+        n_features = check_int(n_features, "n_features", func, low=1)
+    if index_base not in (0, 1):
+        raise ValueError(f"The 'index_base' parameter of {func} must be 0 or 1. Got {index_base!r} instead.")
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{func}: no such file {path!r}.")
+    first_row = 0
+    with open(path, "rb") as fh:
+        numbered = enumerate(fh, start=1)
+        while True:
+            block = list(islice(numbered, rows))
+            if not block:
+                break
+            part = _parse(path, block, block[0][0], first_row, index_base, n_features)
+            if part.y.size:
+                first_row += part.y.size
+                yield part
+
+
+def read_svmlight(path, n_features=None, index_base=0):
+    """A whole svmlight / libsvm file as ``SparseRows`` (``iter_svmlight``'s blocks joined, as
+    wide as ``n_features`` or the file's largest index + 1)."""
+    parts = list(iter_svmlight(path, n_features=n_features, index_base=index_base))
+    if not parts:
+        raise FileFormatError(f"{os.fspath(path)!r} holds no rows (an svmlight line is 'label index:value').")
+    width = n_features if n_features is not None else max(p.X.shape[1] for p in parts)
+    X = sp.vstack([_widened(p.X, width) for p in parts], format="csr")
+    y = np.concatenate([p.y for p in parts])
+    return SparseRows(0, X, y, np.concatenate([p.lines for p in parts]))
+
+
+def _widened(X, width):
+    return sp.csr_array((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
