@@ -191,3 +191,22 @@ def test_the_regressor_absorbs_batches_of_counts(rng):
     assert gauss.likelihood_.var == var and gauss.result_.options["rows_absorbed"] == 500
     with pytest.raises(ValueError, match="8 features"):
         online.partial_fit(X[:5, :3], y[:5])
+
+
+def test_a_one_row_update_settles_where_the_fit_does():
+    """A row's sites move together: undamped, the sites of one informative probit row swing between
+    two states for ever (CEP-1 and CEP-2), and the update stopped at max_iter where it happened to
+    be. The default damping ("auto", the fit's rule) settles at the batch fit's fixed point."""
+    world = np.random.default_rng([0, 0])
+    world.standard_normal(10)
+    x = world.standard_normal((10, 10))[9:10] * (3.0 / np.sqrt(10.0))
+    y = np.array([0.0])
+    for method in ("cep1", "cep2"):
+        res = RegressionResult.prior("probit", method, 10, dict(PRIOR, tol=1e-10))
+        res.update(x, y, max_iter=500)  # (a ConvergenceWarning is an error here)
+        fit = fastcep.fit(x, y, method=method, fit_intercept=False, tol=1e-10)
+        np.testing.assert_allclose(res.posterior.mean, fit.posterior.mean, rtol=0, atol=1e-8)
+        np.testing.assert_allclose(res.posterior.var, fit.posterior.var, rtol=1e-8)
+        swinging = RegressionResult.prior("probit", method, 10, dict(PRIOR, tol=1e-10))
+        with pytest.warns(fastcep.ConvergenceWarning, match="stopped at max_iter=500"):
+            swinging.update(x, y, max_iter=500, damping=1.0)

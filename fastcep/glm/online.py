@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from .._quadrature import gauss_hermite
 from ..kernels.glm import sparse as K
 from . import sparse as SP
-from .engine import FLAT_PRECISION, LOGISTIC_NODES
+from .engine import FLAT_PRECISION, LOGISTIC_NODES, _Damping
 from .learn import GENERIC_NODES
 
 #: sweeps of a batch at most (``RegressionResult.update``'s default ``max_iter``)
@@ -82,24 +82,36 @@ class Online:
         code = SP.row_code(likelihood.name, method, likelihood.binary and offset.size == 0)
         nodes, weights = gauss_hermite(LOGISTIC_NODES if code in (3, 4) else GENERIC_NODES)
         problem, state, scratch = SP.layout(batch, s, prior_T, nodes, weights, code, offset, prior_N)
-        state.tau[:] = FLAT_PRECISION
-        state.nu[:] = 0.0
-        K.rebuild(problem, state, scratch)
+
+        def start():  # (flat messages: the batch's posterior is its prior)
+            state.tau[:] = FLAT_PRECISION
+            state.nu[:] = 0.0
+            K.rebuild(problem, state, scratch)
+
+        start()
         lik = likelihood.kernel()
         step = likelihood.driver(K.sequential_step if schedule == "sequential" else K.parallel_step_serial)
+        damp = _Damping(damping)
         converged, skipped, it = False, 0, 0
         for it in range(1, max_iter + 1):
-            change, skipped = step(problem, lik, state, scratch, damping, np.uint64(0))
+            change, skipped = step(problem, lik, state, scratch, damp.rho, np.uint64(0))
             if not np.isfinite(change):
                 raise FloatingPointError(
                     f"update: the batch's posterior is not finite after sweep {it}; check the scale of X"
                 )
             if skipped >= state.tau.shape[0] > 0:  # (nothing moved: no evidence of convergence)
-                raise FloatingPointError(
-                    f"update: every message of the batch was refused in sweep {it} (tilted moments not "
-                    "finite); check the scale of X and y"
-                )
-            if change / damping < tol:
+                if not damp.undamped:
+                    raise FloatingPointError(
+                        f"update: every message of the batch was refused in sweep {it} at damping {damp.rho} "
+                        "(tilted moments not finite); check the scale of X and y"
+                    )
+                damp.diverged(it)  # (the undamped start: again from flat messages, damped)
+                start()
+                continue
+            if damp.update(change, state.mu - scratch.mu_old):  # (the undamped start diverged)
+                start()
+                continue
+            if change / damp.rho < tol:
                 converged = True
                 break
         self.T[cols] = state.T

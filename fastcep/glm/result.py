@@ -139,12 +139,14 @@ class RegressionResult:
         return self._posterior
 
     def update(
-        self, X, y, offset=None, forget=None, max_iter=None, tol=None, damping=1.0, schedule="sequential"
+        self, X, y, offset=None, forget=None, max_iter=None, tol=None, damping="auto", schedule="sequential"
     ):  # fmt: skip
         """Absorb a batch of rows into this posterior, in place (assumed density filtering with
         CEP): the posterior so far is the batch's prior, the batch's sites (one per nonzero) are
         fitted by up to ``max_iter`` sweeps of the fit's method (``schedule`` "sequential", the
-        default, or "parallel"; ``damping`` 1.0) until they change by less than ``tol``,
+        default, or "parallel"; ``damping`` "auto", the fit's rule, or a number in (0, 1]: a
+        row's sites move together, and undamped they can swing between two states for ever)
+        until they change by less than ``tol``,
         absorbed and dropped, so memory does not grow with the stream. Only the weights of the
         batch's nonzero columns, and the intercept, are touched: an update costs O(nnz log nnz)
         and allocates nothing of the size of d (a centred fit's rows, x - center, are dense).
@@ -188,7 +190,8 @@ class RegressionResult:
         )
         max_iter = online.UPDATE_SWEEPS if max_iter is None else V.check_int(max_iter, "max_iter", func, 1)
         tol = self.options.get("tol", 1e-5) if tol is None else V.check_float(tol, "tol", func, 0.0)
-        damping = V.check_float(damping, "damping", func, 0.0, 1.0, low_open=True)
+        if damping != "auto":
+            damping = V.check_float(damping, "damping", func, 0.0, 1.0, low_open=True)
         V.check_choice(schedule, "schedule", func, ("sequential", "parallel"))
         d = self._posterior.mean.size
         X = V.check_rows(X, "X", func, n_cols=d)
@@ -223,7 +226,7 @@ class RegressionResult:
 
             warnings.warn(
                 f"{func}: the batch's sweeps stopped at max_iter={max_iter} before its change fell below "
-                f"tol={tol}; raise max_iter, or damp (damping=0.5)",
+                f"tol={tol}; raise max_iter, or damp more (damping=0.1)",
                 ConvergenceWarning,
                 stacklevel=_outside_the_package(),
             )
