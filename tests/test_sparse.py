@@ -243,3 +243,34 @@ def test_bad_sparse_input_is_named(rng):
     # a row far beyond float64's squares is predicted at the limit, as a dense one is
     big = sp.csr_array(np.array([[1e200, 0, 0, 0, 0, 0, 0, 0, -3e199]]))
     np.testing.assert_allclose(res.predict_proba(big), res.predict_proba(big.toarray()), rtol=1e-12)
+
+
+def test_column_order_is_the_stable_sort_of_the_columns(rng):
+    """The counting sort of the sites by column is the permutation of a stable argsort (empty
+    rows and columns, int32 and int64 indices)."""
+    from fastcep.kernels.glm.sparse import column_order
+
+    for dtype in (np.int32, np.int64):
+        X = sp.random_array((300, 50), density=0.05, rng=rng, format="csr")
+        X = sp.vstack([X, sp.csr_array((2, 50))], format="csr")  # (empty rows)
+        indices = X.indices.astype(dtype)
+        col_ptr, col_site, col_row = column_order(indices, X.shape[0], 53, X.indptr)
+        order = np.argsort(indices, kind="stable")
+        np.testing.assert_array_equal(col_site, order)
+        np.testing.assert_array_equal(col_row, np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[order])
+        counts = np.bincount(indices, minlength=53)
+        np.testing.assert_array_equal(col_ptr, np.concatenate([[0], np.cumsum(counts)]))
+
+
+def test_distinct_columns_are_numpy_s_unique(rng):
+    """The scan of a batch's columns (large batches of an online update) is ``np.unique`` with
+    its inverse, and leaves its scratch map as it found it."""
+    from fastcep.kernels.glm.sparse import distinct_columns
+
+    slot = np.full(1000, -1, dtype=np.int64)
+    for indices in (rng.integers(0, 1000, 5000), np.array([999, 0, 999, 5]), np.zeros(0, dtype=np.int64)):
+        cols, inverse = distinct_columns(indices, slot)
+        want, want_inverse = np.unique(indices, return_inverse=True)
+        np.testing.assert_array_equal(cols, want)
+        np.testing.assert_array_equal(inverse, want_inverse)
+        assert np.all(slot == -1)

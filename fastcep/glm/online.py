@@ -28,6 +28,10 @@ from .learn import GENERIC_NODES
 UPDATE_SWEEPS = 50
 #: the default forgetting per row (``RegressionResult.update``, the classifiers' ``partial_fit``)
 FORGET = 0.0
+#: a batch of at least d / DENSE_BATCH nonzeros finds its columns by a scan of a map of all d
+#: columns (``distinct_columns``, O(nnz + d)) instead of a sort (O(nnz log nnz)); smaller batches,
+#: a row say, never touch anything of size d
+DENSE_BATCH = 8
 
 
 class Online:
@@ -40,6 +44,7 @@ class Online:
         self.rows = 0  #: rows seen
         self.forget = 0.0
         self.pending = False  #: some weight has not been moved by the rows seen since it was
+        self.slot = None  #: (d,) int64 scratch map of ``distinct_columns``, made by the first large batch
 
     def forgotten(self, cols, rows):
         """(T, N) of the weights ``cols`` moved toward the prior for the rows seen since each was
@@ -75,7 +80,13 @@ class Online:
         whose prior is the current posterior of the columns they touch; absorb the result.
         Returns (the touched columns, sweeps run, whether the batch met tol, skipped messages)."""
         n = A.shape[0]
-        cols, local = np.unique(A.indices, return_inverse=True)
+        d = self.T.shape[0]
+        if A.nnz * DENSE_BATCH >= d:
+            if self.slot is None:
+                self.slot = np.full(d, -1, dtype=np.int64)
+            cols, local = K.distinct_columns(A.indices, self.slot)
+        else:
+            cols, local = np.unique(A.indices, return_inverse=True)
         rows = self.rows + n  # (the state changes only once the batch is absorbed)
         prior_T, prior_N = self.forgotten(cols, rows)
         batch = sp.csr_array((A.data, local.astype(np.int64), A.indptr), shape=(n, cols.size))

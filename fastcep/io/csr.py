@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_int
-from .files import AtomicH5, bad_file, open_h5
+from .files import AtomicH5, H5Owner, bad_file, open_h5
 from .svmlight import SparseRows
 
 CSR_FORMAT = "fastcep-csr"
@@ -127,7 +127,7 @@ def write_csr(path, X, y, n_features=None, source=""):
     return w.n, w.n_features
 
 
-class CSRReader:
+class CSRReader(H5Owner):
     """An open sparse-row file; reads rows by ranges (``read``) or blocks (``blocks``), checked.
 
     Attributes: ``n`` (rows), ``n_features``, ``nnz``, ``source``. Use as a context manager or
@@ -174,16 +174,6 @@ class CSRReader:
             )
         if f["indices"].dtype.kind not in "iu" or f["indptr"].dtype.kind not in "iu":
             raise self._bad("its indptr and indices are not integers")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def close(self):
-        self._file.close()
 
     def __repr__(self):
         return f"CSRReader({self.path!r}, n={self.n}, n_features={self.n_features}, nnz={self.nnz})"

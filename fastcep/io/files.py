@@ -60,6 +60,20 @@ def open_h5(path, kind, func):
         raise bad_file(kind, path, f"cannot be opened as HDF5 ({exc})") from exc
 
 
+class H5Owner:
+    """The owner of an open ``h5py.File`` (``self._file``): a context manager that closes it."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        self._file.close()
+
+
 def _alive(pid):
     try:
         os.kill(pid, 0)

@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 
 from .._validation import param_error
-from .files import AtomicH5, bad_file
+from .files import AtomicH5, H5Owner, bad_file
 
 TENSOR_FORMAT = "fastcep-tensor"
 TENSOR_FORMAT_VERSION = 1
@@ -159,7 +159,7 @@ def write_tensor(path, coords, values, shape=None, binary=False, chunk_rows=TENS
     return w.shape
 
 
-class TensorReader:
+class TensorReader(H5Owner):
     """An open HDF5 tensor file; reads blocks aligned to its chunking (never the whole file).
 
     Attributes: ``shape``, ``n``, ``n_modes``, ``binary``, ``chunk_rows``. ``read(start, stop)``
@@ -232,16 +232,6 @@ class TensorReader:
             raise bad_file("tensor", self.path, "the tensor has no entries")
         self.n_modes = len(self.shape)
         self.chunk_rows = c.chunks[0] if c.chunks else TENSOR_CHUNK_ROWS
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def close(self):
-        self._file.close()
 
     def __repr__(self):
         return f"TensorReader({self.path!r}, shape={self.shape}, n={self.n}, binary={self.binary})"

@@ -98,12 +98,30 @@ class SparseScratch(NamedTuple):
 def column_order(indices, n, d, indptr):
     """(col_ptr (d + 1,), col_site (nnz,), col_row (nnz,)): the sites grouped by column, rows in
     order within a column (a stable sort of the CSR column indices), and the row of each."""
-    col_site = np.argsort(indices, kind="stable").astype(np.int64)
-    counts = np.bincount(indices, minlength=d)
     col_ptr = np.zeros(d + 1, dtype=np.int64)
-    np.cumsum(counts, out=col_ptr[1:])
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    return col_ptr, col_site, rows[col_site]
+    col_site = np.empty(indices.shape[0], dtype=np.int64)
+    col_row = np.empty(indices.shape[0], dtype=np.int64)
+    counting_sort(indices, np.asarray(indptr, dtype=np.int64), col_ptr, col_site, col_row)
+    return col_ptr, col_site, col_row
+
+
+@njit(**LEAF)
+def counting_sort(indices, indptr, col_ptr, col_site, col_row):
+    """The CSR sites grouped by column in O(nnz + d), each column's sites in CSR order (the
+    permutation of a stable sort of ``indices``): col_ptr (d + 1,) zeros in, the columns'
+    offsets out; col_site and col_row (nnz,) the sites and their rows."""
+    d = col_ptr.shape[0] - 1
+    for k in range(indices.shape[0]):
+        col_ptr[indices[k] + 1] += 1
+    for j in range(d):
+        col_ptr[j + 1] += col_ptr[j]
+    fill = col_ptr[:d].copy()
+    for i in range(indptr.shape[0] - 1):
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            col_site[fill[j]] = k
+            col_row[fill[j]] = i
+            fill[j] += 1
 
 
 @njit(**LEAF)
@@ -354,3 +372,28 @@ def predictive_from_moments(lik, mean, var, nodes, weights, out_p, out_logp, y):
         out_p[i] = math.exp(log_predictive(lik, 1.0, mean[i], var[i], nodes, weights))
         if with_y:
             out_logp[i] = log_predictive(lik, y[i], mean[i], var[i], nodes, weights)
+
+
+@njit(**LEAF)
+def distinct_columns(indices, slot):
+    """The distinct columns of ``indices`` in increasing order (cols (m,)) and each site's place
+    among them (inverse (nnz,)), as ``np.unique(indices, return_inverse=True)``, in O(nnz + d):
+    ``slot`` (d,) int64, all -1 in and out, is the scratch map of column to place."""
+    m = 0
+    for k in range(indices.shape[0]):
+        if slot[indices[k]] < 0:
+            slot[indices[k]] = 0
+            m += 1
+    cols = np.empty(m, dtype=np.int64)
+    m = 0
+    for j in range(slot.shape[0]):
+        if slot[j] == 0:
+            slot[j] = m + 1  # (place + 1: a column at place 0 stays told apart from the unmarked)
+            cols[m] = j
+            m += 1
+    inverse = np.empty(indices.shape[0], dtype=np.int64)
+    for k in range(indices.shape[0]):
+        inverse[k] = slot[indices[k]] - 1
+    for j in cols:
+        slot[j] = -1
+    return cols, inverse
