@@ -4,8 +4,9 @@
 The posterior so far is a batch's prior; the batch's sites, one per nonzero, are fitted by a few
 sweeps of the sparse rows (``kernels.glm.sparse``), absorbed into the posterior and dropped, so
 memory does not grow with the stream. A batch touches only the weights of its nonzero columns
-(and the intercept): its problem is laid out on those columns alone, renumbered, so an update
-costs O(nnz log nnz) and allocates nothing of the size of d.
+(and the intercept): its problem is laid out on those columns alone, renumbered, so a small
+update costs O(nnz log nnz) and allocates nothing of the size of d (a large one, O(nnz + d), with
+a map of the d columns made once: ``DENSE_BATCH``).
 
 Forgetting (``forget`` = f per row seen) moves the natural parameters toward the prior, T <- (1 -
 f) T + f T0 and N likewise, the dynamics of AdPredictor and of a Kalman filter's random walk. It

@@ -148,8 +148,9 @@ class RegressionResult:
         row's sites move together, and undamped they can swing between two states for ever)
         until they change by less than ``tol``,
         absorbed and dropped, so memory does not grow with the stream. Only the weights of the
-        batch's nonzero columns, and the intercept, are touched: an update costs O(nnz log nnz)
-        and allocates nothing of the size of d (a centred fit's rows, x - center, are dense).
+        batch's nonzero columns, and the intercept, are touched: a small update costs
+        O(nnz log nnz) and allocates nothing of the size of d (a centred fit's rows, x - center,
+        are dense; a batch of d / 8 nonzeros or more costs O(nnz + d), ``online.DENSE_BATCH``).
 
         Parameters
         ----------
