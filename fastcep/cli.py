@@ -1172,7 +1172,7 @@ def build_parser():
     )
     gs.add_argument("--batch-rows", type=int, default=10_000, help="rows a batch (default %(default)s)")
     gs.add_argument("--forget", type=float, default=0.0, help="forgetting per row, in [0, 1) (default 0.0)")
-    gs.add_argument("--max-iter", type=int, default=None, help="sweeps of a batch at most (default: 50)")
+    gs.add_argument("--max-iter", type=int, default=None, help="sweeps of a batch at most (default: 200)")
     gs.add_argument("--tol", type=float, default=1e-5, help="a batch's stop rule (default %(default)s)")
     gs.add_argument("--prior-var", type=float, default=1.0, help="the weights' prior variance (default 1.0)")
     gs.add_argument("--intercept-var", type=float, default=100.0, help="the intercept's (default 100.0)")

@@ -109,7 +109,7 @@ def _set(name, value):
         (_set("intercept/mean", np.inf), "the intercept holds non-finite numbers"),
         (lambda f: f.__delitem__("posterior/mean"), "missing or unreadable content"),
         # (a version 3 file always names its features)
-        (lambda f: (f.__delitem__("features"), f.attrs.__setitem__("format_version", 3)), "unreadable"),
+        (lambda f: (f.__delitem__("features"), f.attrs.__setitem__("format_version", 3)), "missing or"),
         (_set("features", np.array(["a", "a", "b"], dtype=object)), "its feature names repeat"),
     ],
 )  # fmt: skip

@@ -26,7 +26,7 @@ from .engine import FLAT_PRECISION, LOGISTIC_NODES, _Damping
 from .learn import GENERIC_NODES
 
 #: sweeps of a batch at most (``RegressionResult.update``'s default ``max_iter``)
-UPDATE_SWEEPS = 50
+UPDATE_SWEEPS = 200
 #: the default forgetting per row (``RegressionResult.update``, the classifiers' ``partial_fit``)
 FORGET = 0.0
 #: a batch of at least d / DENSE_BATCH nonzeros finds its columns by a scan of a map of all d

@@ -117,12 +117,17 @@ class RegressionResult:
         )  # fmt: skip
 
     @classmethod
-    def prior(cls, model, method, d, options):
+    def prior(cls, model, method, d, options=None):
         """The prior as a result, no rows absorbed yet: weights N(0, prior_var), an intercept
         N(0, intercept_var) when ``options["fit_intercept"]``; a stream's start for ``update``
-        (``options``: prior_var, fit_intercept, intercept_var, tol, n_threads)."""
+        (``options``: prior_var, fit_intercept, intercept_var, tol, n_threads; those not given
+        take ``fastcep.fit``'s defaults)."""
+        from .. import _options as O
         from .._loop import Trace
 
+        defaults = O.defaults("regression", method)
+        names = ("prior_var", "fit_intercept", "intercept_var", "tol", "n_threads")
+        options = {**{name: defaults[name] for name in names}, **(options or {})}
         likelihood = resolve_likelihood(model)
         var = np.array(np.broadcast_to(np.asarray(options["prior_var"], dtype=np.float64), (d,)))
         b = GaussianPosterior(0.0, float(options["intercept_var"])) if options["fit_intercept"] else None
@@ -165,7 +170,7 @@ class RegressionResult:
             lazily, per weight, when a batch touches it or the posterior is read; (1 - f)^n for a
             batch of n rows, so the batch size does not change it.
         max_iter, tol : int, float
-            Sweeps of a batch at most (None: 50, ``online.UPDATE_SWEEPS``) and the stop rule's
+            Sweeps of a batch at most (None: 200, ``online.UPDATE_SWEEPS``) and the stop rule's
             tolerance (None: the fit's ``tol``).
 
         Returns
