@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import naive
-from bench.cp_gold import _draw_priors, cp_gibbs, draw_ard, draw_normal_wishart
-from fastcep.tensor.hyper import ARD_A0, ARD_B0, NW_BETA0, NW_W0_INV
+from bench.cp_gold import _draw_priors, cp_gibbs, draw_ard
+from fastcep.tensor.hyper import ARD_A0, ARD_B0
 
 N_DRAWS = 20_000
 #: standard errors allowed: a few dozen moments are compared, each to within Z se
@@ -25,24 +25,6 @@ def _assert_moments(draws, mean, var):
     se_v = np.sqrt(((d**4).mean(axis=0) - v * v) / n)
     assert np.all(np.abs(m - mean) < Z * se_m), (m, mean, se_m)
     assert np.all(np.abs(v - var) < Z * se_v), (v, var, se_v)
-
-
-def test_normal_wishart_draws_have_the_conditional_posterior_moments():
-    rng = np.random.default_rng(3)
-    n, R = 15, 3
-    Uk = rng.standard_normal((n, R)) @ np.array([[1.0, 0.4, 0.0], [0.0, 0.8, -0.3], [0.0, 0.0, 0.5]])
-    Uk += np.array([0.7, -0.3, 1.2])  # a mean away from the hyperprior's
-    mean, beta, W, nu = naive.cp_normal_wishart_update(
-        Uk, np.zeros((n, R, R)), NW_BETA0, R, np.eye(R) / NW_W0_INV
-    )
-    draws = [draw_normal_wishart(rng, Uk) for _ in range(N_DRAWS)]
-    mu = np.array([d[0] for d in draws])
-    Lam = np.array([d[1] for d in draws])
-    # Wishart(W, nu): E = nu W, Var(Lam_ij) = nu (W_ij^2 + W_ii W_jj)
-    dW = np.diag(W)
-    _assert_moments(Lam, nu * W, nu * (W * W + np.outer(dW, dW)))
-    # mu | Lam ~ N(m_N, (beta_N Lam)^-1): E = m_N, Cov = E[Lam^-1] / beta_N = inv(W) / (beta_N (nu - R - 1))
-    _assert_moments(mu, mean, np.diag(np.linalg.inv(W)) / (beta * (nu - R - 1)))
 
 
 def test_ard_draws_have_the_conditional_posterior_moments():
