@@ -902,7 +902,8 @@ def cmd_glm_stream(args):
 
     _check_output(args.output, "-o", [args.data], "fastcep-glm-model", args.force)
     if args.checkpoint is not None:
-        _check_output(args.checkpoint, "--checkpoint", [args.data, args.output], "fastcep-glm-model", True)
+        inputs = [args.data, args.output]
+        _check_output(args.checkpoint, "--checkpoint", inputs, "fastcep-glm-model", args.force)
     init = None if args.init is None else _load_glm_model(args.init).result
     opts = dict(forget=args.forget, max_iter=args.max_iter, tol=args.tol, prior_var=args.prior_var)
     res = stream_file(

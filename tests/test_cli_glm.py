@@ -392,3 +392,11 @@ def test_convert_hashes_a_csv_table(tmp_path, monkeypatch, capsys):
     )
     assert code == 0 and "2 rows, 256 columns, 4 nonzeros" in out
     assert fastcep.io.csr.read_csr("t.h5").y.tolist() == [1.0, 0.0]
+
+
+def test_stream_never_replaces_another_kind_of_file_with_its_checkpoint(rows, capsys):
+    tmp, _ = rows
+    (tmp / "notes.csv").write_text("a,b\n1,2\n")
+    err = _bad(capsys, "glm", "stream", "train.svm", "-o", "s.h5", "--checkpoint", "notes.csv", "--quiet")
+    assert "--checkpoint" in err and "--force" in err
+    assert (tmp / "notes.csv").read_text() == "a,b\n1,2\n"
