@@ -786,12 +786,11 @@ def _glm_rows(args, binary, width=None):
     """``(None, X, y)`` of a file of labelled sparse rows (svmlight or sparse-row HDF5): X CSR of
     ``width`` columns (a model's; None: the file's or --n-features), y 0/1 for a ``binary``
     likelihood (from 0/1 or -1/1; an error names the line or row of another label)."""
-    import scipy.sparse as sp
 
     from .glm.stream import binary_labels
     from .io.csr import CSRReader
     from .io.kinds import file_kind
-    from .io.svmlight import read_svmlight
+    from .io.svmlight import read_svmlight, widened
 
     if getattr(args, "features", None):
         raise UserError(
@@ -812,10 +811,7 @@ def _glm_rows(args, binary, width=None):
                     f"model's {n_features} columns"
                 )
         if n_features is not None:
-            X = part.X
-            part = part._replace(
-                X=sp.csr_array((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
-            )
+            part = part._replace(X=widened(part.X, n_features))
     y = binary_labels(part, args.data, f"glm {args.glm_command}") if binary else part.y
     return None, part.X, y
 

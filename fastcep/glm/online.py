@@ -47,6 +47,14 @@ class Online:
         self.pending = False  #: some weight has not been moved by the rows seen since it was
         self.slot = None  #: (d,) int64 scratch map of ``distinct_columns``, made by the first large batch
 
+    @classmethod
+    def restored(cls, held, T0, N0):
+        """The state ``RegressionResult.online_state`` gave (``held``), under the prior T0, N0."""
+        on = cls(np.asarray(held["T"], dtype=np.float64), np.asarray(held["N"], dtype=np.float64), T0, N0)
+        on.seen, on.rows = np.asarray(held["seen"], dtype=np.int64), int(held["rows"])
+        on.forget, on.pending = float(held["forget"]), bool(held["pending"])
+        return on
+
     def forgotten(self, cols, rows):
         """(T, N) of the weights ``cols`` moved toward the prior for the rows seen since each was
         last moved, up to ``rows`` rows in all (new arrays; the state is not changed)."""

@@ -73,10 +73,11 @@ class RegressionResult:
 
     def __init__(
         self, model, method, posterior, n_iter, converged, stop_reason, trace, state, options, intercept=None,
-        likelihood=None, center=None, features=None, target=None,
+        likelihood=None, center=None, features=None, target=None, online=None,
     ):  # fmt: skip
         """``intercept``: the fitted intercept's posterior, that of b_c when ``center`` (d,) is
-        given (a centred fit), else that of b."""
+        given (a centred fit), else that of b. ``online``: the state of a result that had
+        absorbed rows, as ``online_state`` gives it (a saved result's, to absorb on bit for bit)."""
         self.model = model
         self.likelihood = likelihood if likelihood is not None else resolve_likelihood(model)
         self.method = method
@@ -98,6 +99,10 @@ class RegressionResult:
         self.trace = trace
         self.state = state
         self.options = options
+        if online is not None:
+            from .online import Online
+
+            self._online = Online.restored(online, *self._prior_natural(intercept is not None))
 
     @classmethod
     def of(
@@ -237,6 +242,22 @@ class RegressionResult:
                 stacklevel=_outside_the_package(),
             )
         return self
+
+    def online_state(self):
+        """What an online update absorbs into, for a file to keep (``RegressionResult(...,
+        online=)`` restores it): a dict of T, N (natural parameters, an intercept's last) and seen
+        (int64) arrays and rows, forget, pending; None if no rows were absorbed."""
+        on = self._online
+        if on is None:
+            return None
+        return {
+            "T": on.T,
+            "N": on.N,
+            "seen": on.seen,
+            "rows": on.rows,
+            "forget": on.forget,
+            "pending": on.pending,
+        }
 
     def _online_state(self, bias):
         """The natural parameters of the posterior (weights, then the intercept's if fitted)

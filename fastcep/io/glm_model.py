@@ -109,16 +109,13 @@ def save_glm_model(result, path, features=None, target=""):
         g = f.create_group("trace")
         for name in TRACE_FIELDS:
             g.create_dataset(name, data=np.asarray(getattr(result.trace, name)))
-        online = result._online
+        online = result.online_state()
         if online is not None:
             g = f.create_group("online")
             for name in ("T", "N", "seen"):
-                g.create_dataset(name, data=getattr(online, name))
-            g.attrs["rows"], g.attrs["forget"], g.attrs["pending"] = (
-                online.rows,
-                online.forget,
-                online.pending,
-            )
+                g.create_dataset(name, data=online[name])
+            for name in ("rows", "forget", "pending"):
+                g.attrs[name] = online[name]
         sign(f)
 
     atomic_h5(path, write)
@@ -247,20 +244,17 @@ def _model(path, model, method, features, mean, var, intercept, center, options,
     options["n_threads"] = None  # (the writer's thread count may exceed this machine's)
     post = GaussianPosterior(mean, var)
     b = None if intercept is None else GaussianPosterior(float(intercept[0]), float(intercept[1]))
+    if online is not None:
+        _check_online(path, online, d + (intercept is not None))
     result = RegressionResult(
         model, method, post, n_iter, converged, stop_reason, trace, None, options, b, likelihood, center,
-        features, target,
+        features, target, online,
     )  # fmt: skip
-    if online is not None:
-        result._online = _online(path, result, online)
     return GLMModel(result, features, target)
 
 
-def _online(path, result, held):
-    """The online state of a model file (``online`` group), checked against its posterior."""
-    from ..glm.online import Online
-
-    size = result.posterior.mean.size + (result.intercept is not None)
+def _check_online(path, held, size):
+    """Check the online state of a model file (``online`` group) against its posterior's size."""
     T, N, seen = held["T"], held["N"], held["seen"]
     ok = all(a.shape == (size,) for a in (T, N, seen)) and seen.dtype.kind in "iu"
     _check(path, ok, f"its online state is not three arrays of length {size}")
@@ -275,8 +269,3 @@ def _online(path, result, held):
         0.0 <= forget < 1.0 and rows >= 0 and bool(np.all((seen >= 0) & (seen <= rows))),
         "its online bookkeeping is out of range",
     )
-    on = Online(
-        T.astype(np.float64), N.astype(np.float64), *result._prior_natural(result.intercept is not None)
-    )
-    on.seen, on.rows, on.forget, on.pending = seen.astype(np.int64), rows, forget, bool(held["pending"])
-    return on

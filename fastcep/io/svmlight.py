@@ -216,10 +216,11 @@ def read_svmlight(path, n_features=None, index_base=0):
     if not parts:
         raise FileFormatError(f"{os.fspath(path)!r} holds no rows (an svmlight line is 'label index:value').")
     width = n_features if n_features is not None else max(p.X.shape[1] for p in parts)
-    X = sp.vstack([_widened(p.X, width) for p in parts], format="csr")
+    X = sp.vstack([widened(p.X, width) for p in parts], format="csr")
     y = np.concatenate([p.y for p in parts])
     return SparseRows(0, X, y, np.concatenate([p.lines for p in parts]))
 
 
-def _widened(X, width):
+def widened(X, width):
+    """CSR rows X as ``width`` columns wide (no index of X at or beyond ``width``)."""
     return sp.csr_array((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
