@@ -203,6 +203,10 @@ def _never_cached(sig):
     return bool(NEVER_CACHED) and _mentions(getattr(sig, "args", sig), NEVER_CACHED)
 
 
+#: a kernel could not be written to the cache in this process, and that was said once
+_UNWRITTEN_WARNED = False
+
+
 class KernelCache(caching.FunctionCache):
     """numba's per-function cache, with the rules of the module's text for the kernels' own
     functions; any other function's cache behaves as numba's."""
@@ -237,14 +241,37 @@ class KernelCache(caching.FunctionCache):
         if _never_cached(sig):
             return None
         try:
-            return super().save_overload(sig, data)
-        except DamagedEntry as exc:  # (the index it extends): start the function's files again
-            self._drop(exc)
-            return super().save_overload(sig, data)
+            try:
+                return super().save_overload(sig, data)
+            except DamagedEntry as exc:  # (the index it extends): start the function's files again
+                self._drop(exc)
+                return super().save_overload(sig, data)
+        except OSError as exc:  # (a full disk, a file size limit, a folder gone): keep it in memory
+            self._unwritten(exc)
+            return None
 
     def _qualname(self):
         func = self._py_func
         return f"{func.__module__}.{getattr(func, '__qualname__', func.__name__)}"
+
+    def _unwritten(self, exc):
+        """A kernel compiled but not written (``exc``, an OSError): its entry, which may now name
+        a data file that is missing, is removed, and the first such failure of a process warns."""
+        global _UNWRITTEN_WARNED
+        try:
+            self._cache_file.drop()
+        except OSError:
+            pass
+        if not _UNWRITTEN_WARNED:
+            _UNWRITTEN_WARNED = True
+            warnings.warn(
+                f"fastcep: a compiled kernel ({self._qualname()}) could not be written to the kernel cache "
+                f"({type(exc).__name__}: {exc.strerror or exc}); it is kept in memory, and kernels that "
+                "cannot be written are compiled again in the next process. The cache folder is "
+                f"{KernelCacheLocator.folder}",
+                KernelCacheWarning,
+                stacklevel=2,
+            )
 
     def _drop(self, exc):
         where = exc.args[0] if isinstance(exc, DamagedEntry) and exc.args else self._cache_path

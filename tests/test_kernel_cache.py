@@ -4,6 +4,7 @@ writable folder, damaged entries, and a user's likelihood, whose kernels are nev
 import os
 import pathlib
 import pickle
+import resource
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,30 @@ def test_no_writable_cache_folder_compiles_in_memory_and_warns_once(tmp_path):
     assert out.stderr.count("KernelCacheWarning") == 1, out.stderr
     assert "cannot be written" in out.stderr and str(blocker / "cache") in out.stderr
     assert set(beside.rglob("*.nb?")) == before  # (numba's fallback would write beside the sources)
+
+
+def test_a_kernel_that_cannot_be_written_is_kept_in_memory_and_warns_once(tmp_path):
+    """Before: a full disk or a file size limit while numba wrote a compiled kernel ended the
+    process with "[Errno 27] File too large" from inside the compiler (a fit's ``-o`` never
+    reached its own clear error). Now the kernel is used from memory, its entry is removed, one
+    KernelCacheWarning says so, and a later process with room caches it."""
+    cache = tmp_path / "cache"
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2_000, 2_000))  # (the index fits, the object code not)
+
+    env = dict(os.environ, FASTCEP_CACHE_DIR=str(cache))
+    out = subprocess.run(
+        [sys.executable, "-c", _LEAF_RUN], env=env, capture_output=True, text=True, preexec_fn=small_files
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("KernelCacheWarning") == 1, out.stderr
+    assert "could not be written" in out.stderr and "File too large" in out.stderr, out.stderr
+    folder = pathlib.Path(out.stdout.strip())
+    assert not list(folder.rglob("*special*.nbi")) and not list(folder.rglob("*.tmp.*"))
+    again = _run(_LEAF_RUN, cache)
+    assert again.returncode == 0 and "KernelCacheWarning" not in again.stderr, again.stderr
+    assert list(folder.rglob("*special*.nbc"))
 
 
 def _damage_truncate(path):
