@@ -973,3 +973,57 @@ def sparse_parallel_sweep(tilted, method, indptr, indices, data, y, tau, nu, pri
     tau = np.where(ok, (1 - rho) * tau + rho * new_t, tau)
     nu = np.where(ok, (1 - rho) * nu + rho * new_n, nu)
     return tau, nu, int((~ok).sum())
+
+
+def adf_pass(tilted, method, indptr, indices, data, y, T, N, T0, N0, seen, rows, forget, rho=1.0, site=None):
+    """Assumed density filtering row by row, textbook form. Before row i (row r = rows + i + 1 of
+    the stream) each weight it touches moves toward the prior: T <- k T + (1 - k) T0, N likewise,
+    k = (1 - forget)^(r - seen). The row's tilted distribution is taken under the posterior
+    itself (its sites are not in it yet): EP, the tilted of a = x.w, each weight's new moments by
+    conditioning on a; CEP-1, each weight's conditional tilted with the rest of x.w at its mean.
+    ``site(x, y, tc, nc, b, q)``, if given, is a hand-written CEP-1 site's message instead (b, q:
+    the mean and variance of the rest of x.w). Each site's message (new natural parameters minus
+    the posterior's), damped by rho, is added if finite and positive; a row that would leave a
+    weight improper is refused whole. Returns new arrays (T, N, seen) and the number of messages
+    refused."""
+    T, N, seen = T.astype(float), N.astype(float), seen.copy()
+    refused = 0
+    for i in range(indptr.size - 1):
+        r = rows + i + 1
+        sl = slice(indptr[i], indptr[i + 1])
+        m, x = indices[sl], data[sl]
+        k = (1.0 - forget) ** (r - seen[m])
+        T[m] = k * T[m] + (1 - k) * T0[m]
+        N[m] = k * N[m] + (1 - k) * N0[m]
+        seen[m] = r
+        if x.size == 0:
+            continue
+        vc = 1.0 / T[m]
+        mc = N[m] * vc
+        if method == "ep":
+            _, alpha, beta = tilted(y[i], float(x @ mc), float(x**2 @ vc))
+            mean = mc + x * vc * alpha
+            var = vc - (x * vc) ** 2 * beta
+            t_new, n_new = 1.0 / var - T[m], mean / var - N[m]
+        else:
+            t_new, n_new = np.empty(x.size), np.empty(x.size)
+            for j in range(x.size):
+                b = float(x @ mc) - x[j] * mc[j]
+                if site is not None:
+                    q = float(x**2 @ vc) - x[j] ** 2 * vc[j]
+                    t_new[j], n_new[j] = site(x[j], y[i], T[m[j]], N[m[j]], b, q)
+                    continue
+                _, alpha, beta = tilted(y[i], x[j] * mc[j] + b, x[j] ** 2 * vc[j])
+                mean = mc[j] + x[j] * vc[j] * alpha
+                var = vc[j] - (x[j] * vc[j]) ** 2 * beta
+                t_new[j], n_new[j] = 1.0 / var - T[m[j]], mean / var - N[m[j]]
+        t_new, n_new = rho * t_new, rho * n_new
+        ok = np.isfinite(t_new) & np.isfinite(n_new) & (t_new > 0)
+        t_new, n_new = np.where(ok, t_new, 0.0), np.where(ok, n_new, 0.0)
+        if not np.all(T[m] + t_new > 0):
+            refused += int(np.sum((t_new != 0) | (n_new != 0)))
+            continue
+        T[m] += t_new
+        N[m] += n_new
+        refused += int(np.sum(~ok))
+    return T, N, seen, refused

@@ -7,11 +7,17 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy.special import gammaln, log_expit
 
 import fastcep
+import naive
+from fastcep._quadrature import gauss_hermite
+from fastcep.data_tools import make_click_log
 from fastcep.estimators import BayesianLogisticClassifier, BayesianProbitClassifier, BayesianRegressor
+from fastcep.glm.engine import LOGISTIC_NODES
+from fastcep.glm.online import Online
 from fastcep.glm.result import RegressionResult
-from fastcep.likelihoods import Gaussian
+from fastcep.likelihoods import Gaussian, resolve
 
 NOISE = 0.5
 #: the options of a stream that starts from the prior (``RegressionResult.prior``)
@@ -30,11 +36,13 @@ def conjugate(x, y, T, N, T0, forget, batches):
     return N / T, 1.0 / T
 
 
+@pytest.mark.parametrize("max_iter", [None, 1])
 @pytest.mark.parametrize("forget", [0.0, 0.01])
 @pytest.mark.parametrize("size", [1, 7, 50])
-def test_batches_of_a_conjugate_model_give_the_exact_posterior(rng, forget, size):
+def test_batches_of_a_conjugate_model_give_the_exact_posterior(rng, forget, size, max_iter):
     """One weight under a known-variance Gaussian: each batch's sites are exact, so the stream's
-    posterior is the conjugate one, whatever the batch size, with forgetting per row."""
+    posterior is the conjugate one, whatever the batch size, with forgetting per row. One pass
+    (max_iter=1) absorbs row by row: the conjugate posterior of batches of one row."""
     n = 200
     x = rng.normal(size=n)
     y = 0.8 * x + np.sqrt(NOISE) * rng.normal(size=n)
@@ -42,12 +50,80 @@ def test_batches_of_a_conjugate_model_give_the_exact_posterior(rng, forget, size
     res = RegressionResult.prior(lik, "cep1", 1, dict(PRIOR, prior_var=2.0, tol=1e-12))
     batches = [(lo, min(n, lo + size)) for lo in range(0, n, size)]
     for lo, hi in batches:
-        res.update(x[lo:hi, None], y[lo:hi], forget=forget)
-    mean, var = conjugate(x, y, 0.5, 0.0, 0.5, forget, batches)
+        res.update(x[lo:hi, None], y[lo:hi], forget=forget, max_iter=max_iter)
+    rows = [(i, i + 1) for i in range(n)] if max_iter == 1 else batches
+    mean, var = conjugate(x, y, 0.5, 0.0, 0.5, forget, rows)
     assert res.posterior.mean[0] == pytest.approx(mean, rel=1e-10)
     assert res.posterior.var[0] == pytest.approx(var, rel=1e-10)
     assert res.options["rows_absorbed"] == n and res.state is None
     assert res.n_iter == 0 and res.options["update_sweeps"] >= len(batches)
+
+
+TILTED = {
+    "probit": naive.probit_tilted,
+    "logistic": lambda y, m, v: naive.tilted_by_grid(lambda y, a: log_expit(y * a), y, m, v),
+    "poisson": lambda y, m, v: naive.tilted_by_grid(lambda y, a: y * a - np.exp(a) - gammaln(y + 1), y, m, v),
+}
+
+
+@pytest.mark.parametrize(
+    "model,method",
+    [("probit", "ep"), ("probit", "cep1"), ("logistic", "cep1"), ("logistic", "ep"), ("poisson", "cep1"),
+     ("poisson", "ep")],
+)  # fmt: skip
+def test_one_pass_is_the_textbook_row_by_row_filter(rng, model, method):
+    """``Online.pass_rows`` (the kernel ``adf_pass``: the probit's and the logistic's hand-written
+    CEP sites, the generic rows otherwise) against tests/naive.py's row-by-row filter with the
+    textbook sites, from a posterior away from the prior, with forgetting and damping."""
+    n, d = 80, 12
+    A = sp.random_array((n, d), density=0.3, rng=rng, format="csr")
+    A.data = rng.normal(size=A.nnz)
+    A = sp.csr_array(A.toarray() * (np.arange(n) % 9 != 4)[:, None])  # (some rows empty)
+    f = A @ rng.normal(size=d)
+    y = rng.poisson(np.exp(0.4 * f)).astype(float) if model == "poisson" else np.where(f > 0, 1.0, -1.0)
+    T0, N0 = np.full(d, 2.0), np.zeros(d)
+    T, N = np.exp(rng.uniform(0.5, 1.5, d)), rng.normal(0, 0.5, d)
+    seen = rng.integers(0, 5, d)
+    on = Online(T.copy(), N.copy(), T0, N0)
+    on.seen[:], on.rows, on.forget = seen, 5, 0.02
+    mean, var = np.full(d - 1, np.nan), np.full(d - 1, np.nan)  # (the last column: an intercept's)
+    lik = resolve(model)
+    refused = on.pass_rows(A, y, np.empty(0), lik, method, 0.8, mean, var)
+    site = None
+    if (model, method) == ("probit", "cep1"):
+        site = lambda x, s, tc, nc, b, q: naive.probit_cep_site(x, s, tc, nc, b, q, False)  # noqa: E731
+    elif (model, method) == ("logistic", "cep1"):
+        nodes, weights = gauss_hermite(LOGISTIC_NODES)
+        site = lambda x, s, tc, nc, b, q: naive.logistic_cep_site(x, s, tc, nc, b, q, False, nodes, weights)  # noqa: E731
+    T_ref, N_ref, seen_ref, refused_ref = naive.adf_pass(
+        TILTED[model], method, A.indptr, A.indices, A.data, y, T, N, T0, N0, seen, 5, 0.02, rho=0.8, site=site
+    )
+    # (the generic rows' 40-node quadrature agrees with the fine grid to about 1e-7 a message,
+    # test_sparse.py; a filter carries each row's error into the next rows' cavities)
+    rtol = 2e-6 if site is None and model != "probit" else 1e-11
+    np.testing.assert_allclose(on.T, T_ref, rtol=rtol)
+    np.testing.assert_allclose(on.N, N_ref, rtol=rtol, atol=1e-12)
+    assert np.array_equal(on.seen, seen_ref) and on.rows == 5 + n and refused == refused_ref
+    touched = np.bincount(A.indices, minlength=d)[: d - 1] > 0
+    assert np.array_equal(mean[touched], on.N[: d - 1][touched] / on.T[: d - 1][touched])
+    assert np.all(np.isnan(mean[~touched]))
+
+
+def test_one_pass_gives_the_same_bits_for_any_batching():
+    """One pass (max_iter=1) absorbs row by row, forgetting included: batches of 1, 13 and all
+    the rows give the same posterior, bit for bit, with or without an intercept."""
+    log = make_click_log(600, fields=6, bits=9, seed=3)
+    for intercept in (False, True):
+        out = []
+        for size in (1, 13, 600):
+            res = RegressionResult.prior("probit", "ep", log.X.shape[1], dict(PRIOR, fit_intercept=intercept))
+            for lo in range(0, 600, size):
+                res.update(log.X[lo : lo + size], log.y[lo : lo + size], max_iter=1, forget=1e-3)
+            out.append(res)
+        for res in out[1:]:
+            assert np.array_equal(res.posterior.mean, out[0].posterior.mean)
+            assert np.array_equal(res.posterior.var, out[0].posterior.var)
+            assert res.intercept == out[0].intercept
 
 
 def test_an_updated_result_saves_and_loads(rng, tmp_path):

@@ -46,6 +46,7 @@ class Online:
         self.forget = 0.0
         self.pending = False  #: some weight has not been moved by the rows seen since it was
         self.slot = None  #: (d,) int64 scratch map of ``distinct_columns``, made by the first large batch
+        self.work = None  #: (mu, v) (d,) scratch of ``pass_rows``, made by its first call
 
     @classmethod
     def restored(cls, held, T0, N0):
@@ -74,6 +75,8 @@ class Online:
         """A new forgetting rate: the weights are first brought up to date at the old one."""
         if forget != self.forget:
             self.sync()
+            if self.forget == 0.0:  # (all up to date: ``pass_rows`` counts no rows without forgetting)
+                self.seen[:] = self.rows
             self.forget = forget
 
     def sync(self):
@@ -83,6 +86,40 @@ class Online:
         self.bring_up_to_date(np.arange(self.T.shape[0]))
         self.pending = False
         return True
+
+    def pass_rows(self, A, s, offset, likelihood, method, rho, mean, var):
+        """One pass of assumed density filtering over the rows of A (CSR, n x d with the
+        intercept's column), values s: each row's sites fitted once against the posterior the
+        rows before it left and absorbed at once, forgetting applied row by row
+        (``kernels.glm.sparse.adf_pass``). No batch layout and no columns' search: O(nnz), and
+        the same bits for any batching of the rows. ``mean``, ``var``: a result's posterior
+        moments (d_out,), written for the columns touched. Returns the messages refused."""
+        n = A.shape[0]
+        d = self.T.shape[0]
+        if self.work is None:
+            self.work = (np.empty(d), np.empty(d))
+        code = SP.row_code(likelihood.name, method, likelihood.binary and offset.size == 0)
+        nodes, weights = gauss_hermite(LOGISTIC_NODES if code in (3, 4) else GENERIC_NODES)
+        indptr = np.ascontiguousarray(A.indptr, dtype=np.int64)
+        indices = np.ascontiguousarray(A.indices, dtype=np.int64)
+        data = np.ascontiguousarray(A.data, dtype=np.float64)
+        empty, none = np.empty(0), np.empty(0, dtype=np.int64)
+        problem = K.SparseProblem(
+            indptr, indices, data, s, empty, empty, nodes, weights, code, 1, none, none, none, offset
+        )  # fmt: skip
+        nnz = data.shape[0]
+        state = K.SparseState(np.zeros(nnz), np.zeros(nnz), self.T, self.N, *self.work)
+        pass_ = likelihood.driver(K.adf_pass)
+        forgetting = (self.T0, self.N0, self.seen, self.rows, self.forget)
+        refused = pass_(likelihood.kernel(), problem, state, rho, *forgetting, mean, var)
+        self.rows += n  # (the rows are seen, and their forgetting applied, even if refused)
+        self.pending = self.pending or self.forget > 0.0
+        if nnz and refused >= nnz:
+            raise FloatingPointError(
+                f"update: every message of the {n} rows was refused (tilted moments not finite, or a weight "
+                "left improper); check the scale of X and y"
+            )
+        return int(refused)
 
     def absorb(self, A, s, offset, likelihood, method, schedule, damping, max_iter, tol):
         """Fit the batch A (CSR, n x d with the intercept's column), values s, as sparse rows

@@ -333,6 +333,99 @@ def sequential_step(problem, lik, state, scratch, rho, key):
     return posterior_change(state.mu, state.v, scratch.mu_old, scratch.v_old), k
 
 
+@njit(**LEAF)
+def adf_ep_row(lik, problem, state, i, rho):
+    """``ep_row`` of a row whose sites are not in the posterior (assumed density filtering: the
+    cavity is the posterior T, N itself): the damped messages into ``state.tau``, ``state.nu``
+    (0 where refused; ``tau`` holds the cavity variances meanwhile, read in order, where a
+    scratch of size d would cost a cache miss a nonzero). Returns the number of messages
+    refused."""
+    indices, X, off = problem.indices, problem.data, problem.offset
+    tau, nu, T, N, mu, v = state
+    k0, k1 = problem.indptr[i], problem.indptr[i + 1]
+    m_a = off[i] if off.shape[0] != 0 else 0.0
+    v_a = 0.0
+    for k in range(k0, k1):
+        m = indices[k]
+        vc = 1.0 / T[m]
+        tau[k] = vc
+        m_a += X[k] * (N[m] * vc)
+        v_a += X[k] * X[k] * vc
+    alpha = 0.0
+    beta = 0.0
+    if v_a != 0.0:
+        log_z, alpha, beta = tilted(lik, problem.s[i], m_a, v_a, problem.nodes, problem.weights)
+    k_skip = 0
+    for k in range(k0, k1):
+        m = indices[k]
+        xm = X[k]
+        vc = tau[k]
+        t_new, n_new, ok = site_message(lik, T[m], N[m], xm * vc * alpha, xm * xm * vc * beta)
+        tau[k] = rho * t_new if ok else 0.0
+        nu[k] = rho * n_new if ok else 0.0
+        k_skip += 0 if ok else 1
+    return k_skip
+
+
+@njit(**SERIAL)
+def adf_pass(lik, problem, state, rho, prior_T, prior_N, seen, rows, forget, mean, var):
+    """One pass of assumed density filtering over the rows of ``problem`` (CSR, global columns),
+    each row's sites fitted once by the row function of ``problem.code`` against the posterior
+    the rows before it left, and absorbed at once (the sequential schedule's one sweep with no
+    batch layout, no flat start and no rebuild). The posterior is ``state``'s T, N (d,), changed
+    in place; ``state.tau``, ``state.nu`` (nnz,) zeros in, the damped messages applied out (0:
+    refused); ``state.mu``, ``state.v`` (d,) scratch. Forgetting, row by row: before row i
+    (row ``rows + i + 1`` of the stream) each weight it touches moves toward the prior
+    (prior_T, prior_N) by (1 - forget)^k, k the rows since ``seen`` (updated; not read or
+    written without forgetting, ``Online.set_forget``), so that any batching of the rows gives
+    the same bits. mean, var (d_out,): the weights' posterior moments
+    N / T, 1 / T, written for each touched column below d_out (the intercept's, d_out, is not).
+    A row whose messages would leave a weight's posterior improper or not finite is refused
+    whole. Returns the number of messages refused (``tau``, ``nu`` 0 there)."""
+    tau, nu, T, N, mu, v = state
+    indices = problem.indices
+    n = problem.indptr.shape[0] - 1
+    d_out = mean.shape[0]
+    log_keep = math.log1p(-forget) if forget > 0.0 else 0.0
+    moments = problem.code != 2  # (EP's rows read T and N only)
+    refused = 0
+    for i in range(n):
+        r = rows + i + 1
+        k0, k1 = problem.indptr[i], problem.indptr[i + 1]
+        for k in range(k0, k1):
+            m = indices[k]
+            if forget > 0.0:
+                if seen[m] != r:
+                    keep = math.exp((r - seen[m]) * log_keep)
+                    T[m] = keep * T[m] + (1.0 - keep) * prior_T[m]
+                    N[m] = keep * N[m] + (1.0 - keep) * prior_N[m]
+                seen[m] = r
+            if moments:
+                mu[m] = N[m] / T[m]
+                v[m] = 1.0 / T[m]
+        if moments:
+            refused += cep_row(lik, problem, state, i, rho)
+        else:
+            refused += adf_ep_row(lik, problem, state, i, rho)
+        proper = True
+        for k in range(k0, k1):
+            t = T[indices[k]] + tau[k]
+            proper = proper and finite(t) and t > 0.0 and finite(N[indices[k]] + nu[k])
+        for k in range(k0, k1):
+            m = indices[k]
+            if not proper:  # (a row that would leave a weight improper or not finite: refused whole)
+                refused += 1 if tau[k] != 0.0 or nu[k] != 0.0 else 0
+                tau[k] = 0.0
+                nu[k] = 0.0
+                continue
+            T[m] += tau[k]
+            N[m] += nu[k]
+            if m < d_out:
+                mean[m] = N[m] / T[m]
+                var[m] = 1.0 / T[m]
+    return refused
+
+
 @njit(**SERIAL)
 def rebuild(problem, state, scratch):
     """The posterior of ``state`` from its sites (``reduce_column`` per column)."""
