@@ -75,23 +75,9 @@ def check_int(value, name, func, low=None, high=None):
     return v
 
 
-def check_n_threads(value, func):
-    """``None`` (numba's current setting) or 1..NUMBA_NUM_THREADS."""
-    if value is None:
-        return None
-    return check_int(value, "n_threads", func, 1, max_threads())
-
-
 def check_seed(value, func):
     """``None``, an int >= 0 or a ``numpy.random.Generator``; returns a Generator."""
     return rng_from(Seed().check(value, "seed", func))
-
-
-def check_callback(value, func):
-    """``None`` or a callable."""
-    if value is not None and not callable(value):
-        raise param_error("callback", func, "a callable or None", value, TypeError)
-    return value
 
 
 def check_matrix(X, name, func, n_cols=None):

@@ -1,4 +1,4 @@
-"""Laplace propagation for CP models (``kernels.cp_lp``, ``fit(method="lp")``): the messages of one
+"""Laplace propagation for CP models (``kernels.tensor.lp``, ``fit(method="lp")``): the messages of one
 entry against the textbook LP of tests/naive.py (scipy L-BFGS-B mode, dense inverse Hessian),
 exact limits, the policies for indefinite messages, the parallel sweep, and the fit."""
 
@@ -186,7 +186,7 @@ def test_improper_cavity_or_nan_gives_no_message(rng, indefinite):
 
 # ------------------------------------------------------------------ the parallel sweep
 def sweep_state(rng, model, shape, R, n):
-    """Random entries and messages, the posterior they imply (kernels.cp.rebuild_full)."""
+    """Random entries and messages, the posterior they imply (kernels.tensor.posterior.rebuild_full)."""
     coords = np.stack([rng.integers(0, d, n) for d in shape], axis=1)
     y = rng.normal(size=n) if model == "cp_gaussian" else rng.choice([-1.0, 1.0], n)
     Lam = np.stack([np.stack([spd(rng, R, 0.3) for _ in shape]) for _ in range(n)])

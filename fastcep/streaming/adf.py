@@ -11,7 +11,7 @@ posterior and the stream position are written atomically every ``checkpoint_ever
 ``resume=True`` continues from there and ends with the same posterior as an uninterrupted run.
 
 ``method="post"``: POST (Du et al., 2018), streaming variational Bayes (Broderick et al., 2013):
-the same loop, each batch fitted by mean-field VMP (``fastcep.cp_vmp``) with the current posterior
+the same loop, each batch fitted by mean-field VMP (``fastcep.tensor.vmp``) with the current posterior
 as the prior.
 
 A generic model's learned likelihood parameters (``likelihood=`` with a parameter None) are

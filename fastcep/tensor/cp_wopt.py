@@ -32,9 +32,9 @@ from .result import CPResult, FactorState
 
 METHOD = "cp_wopt"
 #: entries per parallel work unit of the residual pass (fixed: results do not depend on threads)
-ENTRY_CHUNK = 1024
+WOPT_ENTRY_CHUNK = 1024
 #: objects per parallel work unit of the gradient pass
-OBJECT_CHUNK = 16
+WOPT_OBJECT_CHUNK = 16
 #: L-BFGS memory (pairs of correction vectors; scipy's default)
 LBFGS_MEMORY = 10
 #: options of the Bayesian fit (``fastcep.tensor.fit_cp``) that have no meaning for a point
@@ -53,8 +53,8 @@ class _Problem:
         n_obj = int(lay.offsets[-1])
         self.lay, self.y, self.R, self.reg, self.n_obj = lay, y, R, reg, n_obj
         self.res = np.empty(n)
-        self.sse = np.empty(-(-n // ENTRY_CHUNK))
-        n_obj_chunks = -(-n_obj // OBJECT_CHUNK)
+        self.sse = np.empty(-(-n // WOPT_ENTRY_CHUNK))
+        n_obj_chunks = -(-n_obj // WOPT_OBJECT_CHUNK)
         self.sq = np.empty(n_obj_chunks)
         self.z = np.empty((n_obj_chunks, R))
         self.x_last = None
@@ -74,8 +74,8 @@ class _Problem:
             lay.obj_mode,
             U,
             self.reg,
-            ENTRY_CHUNK,
-            OBJECT_CHUNK,
+            WOPT_ENTRY_CHUNK,
+            WOPT_OBJECT_CHUNK,
             self.res,
             self.sse,
             self.sq,

@@ -144,7 +144,7 @@ def warm_start(likelihood, y, warmup_snr):
 
 
 def cavity_scratch(n_units, Kmodes, R):
-    """Per-work-unit scratch of ``kernels.cp.sweep_cavity_full`` after ``mat`` and ``vec``: one
+    """Per-work-unit scratch of ``kernels.tensor.cavity.sweep_cavity_full`` after ``mat`` and ``vec``: one
     entry's cavity moments (cp_probit), then the batch's blocks, rows, moments and flags."""
     B = K.CAVITY_BATCH
     return (
@@ -786,7 +786,7 @@ def fit_cp(
         and schedule: each entry's K messages come from the mode of its joint tilted
         distribution over the K embeddings (damped Newton with the exact Hessian, at most 100
         iterations, where the paper used L-BFGS) and the marginal blocks of the inverse Hessian
-        there (``kernels.cp_lp``). cp_gaussian uses E[tau] (the noise posterior mean) in the
+        there (``kernels.tensor.lp``). cp_gaussian uses E[tau] (the noise posterior mean) in the
         likelihood; the noise messages are CEP's (shape 1/2, rate E[(y - f)^2] / 2 under the
         posterior). Full covariances with schedule "parallel" or "block" only (a block
         iteration costs K parallel ones). 20-40 times slower per iteration than CEP-1 (Alog,

@@ -5,7 +5,7 @@ with the previous posterior as the prior, the per-batch fitter of POST (``fastce
 method="post")``). The same Gaussian embedding posteriors as CEP (full R x R covariance per
 object, a Gamma posterior of the noise precision for cp_gaussian) found by coordinate ascent:
 mode by mode, every object of a mode updated exactly given the others (in parallel over
-objects, ``fastcep.kernels.cp_vmp``), then q(tau). Every step maximises the evidence lower bound
+objects, ``fastcep.kernels.tensor.vmp``), then q(tau). Every step maximises the evidence lower bound
 (ELBO) over one block, so ``trace.elbo`` never decreases.
 """
 
@@ -33,7 +33,7 @@ from .layout import check_coords, check_eval_set, check_memory, check_values, ma
 from .result import CPResult, VMPState, second_moments
 
 #: objects per parallel work unit of the mode updates (results do not depend on it)
-OBJECT_CHUNK = 16
+VMP_OBJECT_CHUNK = 16
 
 #: the signature defaults of ``fit_vmp``, from the option table (``fastcep._options``; the
 #: options of ``fit_cp`` that have no meaning for coordinate ascent are ``Refused`` there)
@@ -92,7 +92,7 @@ def fit_vmp(
     the paper's VMP baseline) with truncated-normal q(z_e). One iteration updates the objects of
     mode 1, ..., K in turn (each mode exactly given the others, in parallel over its objects;
     cp_probit: each entry's q(z) just before), then q(tau); the evidence lower bound after it goes
-    to ``trace.elbo`` and never decreases. Formulas in ``fastcep.kernels.cp_vmp``.
+    to ``trace.elbo`` and never decreases. Formulas in ``fastcep.kernels.tensor.vmp``.
 
     Parameters
     ----------
@@ -117,7 +117,7 @@ def fit_vmp(
         Stop when the relative RMS change of the training entries' predictive means over one
         iteration is below tol (as ``fit_cp``).
     init : {"svd", "random"}, default "svd"
-        Initial means: leading singular vectors of each mode's unfolding (``fastcep._cpinit``)
+        Initial means: leading singular vectors of each mode's unfolding (``fastcep.tensor.init``)
         or N(0, init_scale^2) draws (seeded); initial covariances are small (1% of the mean
         square of the initial means). A zero start is a fixed point of the updates.
     init_scale : float >= 0, default 1.0
@@ -285,7 +285,7 @@ class VMPEngine:
         self.Kmodes = lay.gidx.shape[1]
         self.prior_Lam, self.prior_eta, self.a0, self.b0 = prior_Lam, prior_eta, a0, b0
         self.code = K.MODEL_GAUSSIAN if model == "cp_gaussian" else K.MODEL_PROBIT
-        n_obj_chunks = -(-n_obj // OBJECT_CHUNK)
+        n_obj_chunks = -(-n_obj // VMP_OBJECT_CHUNK)
         self.mat = np.empty((n_obj_chunks, K.OBJECT_MATS, R, R))
         self.vec = np.empty((n_obj_chunks, K.OBJECT_VECS, R))
         self.entry_part = np.empty(-(-n // ENTRY_CHUNK))
@@ -297,7 +297,7 @@ class VMPEngine:
         self.E2 = np.empty((n_obj, R, R))
         self.f_old = np.empty(n)
         self.f_new = np.empty(n)
-        K.prior_constants(prior_Lam, prior_eta, self.c0, OBJECT_CHUNK, self.mat, self.vec)
+        K.prior_constants(prior_Lam, prior_eta, self.c0, VMP_OBJECT_CHUNK, self.mat, self.vec)
         if not np.all(np.isfinite(self.c0)):
             raise ValueError(
                 f"{func}: the prior precision of {int(np.sum(~np.isfinite(self.c0)))} object(s) is not "
@@ -330,8 +330,8 @@ class VMPEngine:
             lo, hi = int(lay.offsets[k]), int(lay.offsets[k + 1])
             K.update_mode(
                 self.code, k, lo, hi, lay.ptr, lay.ent, lay.gidx, self.y, self.s, M, S, self.E2,
-                self.prior_Lam, self.prior_eta, self.P_Lam, self.P_eta, self.logdet, self.etau, OBJECT_CHUNK,
-                self.mat, self.vec,
+                self.prior_Lam, self.prior_eta, self.P_Lam, self.P_eta, self.logdet, self.etau,
+                VMP_OBJECT_CHUNK, self.mat, self.vec,
             )  # fmt: skip
             if not np.all(np.isfinite(self.logdet[lo:hi])):
                 bad = int(np.sum(~np.isfinite(self.logdet[lo:hi])))
@@ -352,7 +352,7 @@ class VMPEngine:
             lik -= 0.5 * self.etau * total + _kl_gamma(a, b, self.a0, self.b0)
         else:
             lik = total
-        K.kl_pass(self.prior_Lam, self.prior_eta, self.c0, M, S, self.logdet, OBJECT_CHUNK, self.kl_part)
+        K.kl_pass(self.prior_Lam, self.prior_eta, self.c0, M, S, self.logdet, VMP_OBJECT_CHUNK, self.kl_part)
         self.elbo = lik - math.fsum(self.kl_part.tolist())
         f_new, f_old = self.f_new, self.f_old
         change = float(np.sqrt(np.mean((f_new - f_old) ** 2) / max(np.mean(f_new**2), 1e-300)))

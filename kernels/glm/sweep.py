@@ -21,10 +21,9 @@ are fixed up in a scalar pass.
 
 import math
 
-import numpy as np
 from numba import njit
 
-from .._config import LEAF, LEAF_SUMS, N_WORK
+from .._config import LEAF, LEAF_SUMS
 from ..special import finite
 
 
@@ -145,11 +144,6 @@ def apply_row_change(tau, nu, i, old, T, N, mu, v):
             N[m] += dn
             mu[m] = N[m] / T[m]
             v[m] = 1.0 / T[m]
-
-
-def work_buffers(n_chunks, d):
-    """Scratch space of the row functions: (n_chunks, N_WORK, d)."""
-    return np.empty((n_chunks, N_WORK, d))
 
 
 @njit(**LEAF)

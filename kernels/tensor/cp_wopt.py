@@ -1,7 +1,7 @@
 """CP-WOPT (Acar et al. 2011): objective and gradient of weighted least-squares CP completion.
 
 Objects of all modes are numbered globally (object o = offset[k] + index in mode k, as in
-``kernels.cp``); the factor matrices are stacked into U[n_obj, R] (row o is object o's
+``kernels.tensor``); the factor matrices are stacked into U[n_obj, R] (row o is object o's
 factor row). For observed entries e with global objects gidx[e, 0..K-1] and values y[e]:
 
     f_e = sum_r prod_k U[gidx[e, k], r]                       (the CP reconstruction)

@@ -1,6 +1,6 @@
 """Laplace propagation (LP) messages for Bayesian CP decomposition (the paper's section 5.2 baseline).
 
-Same message store and schedules as CEP (``kernels.cp``; full covariances, parallel or block
+Same message store and schedules as CEP (``kernels.tensor``; full covariances, parallel or block
 schedule); only the way the K messages of an entry are computed differs. Entry e with value y
 touches the objects o_1..o_K; with the cavities N(u_k; Lc_k^{-1} ec_k, Lc_k^{-1}) (posterior
 minus the entry's messages) the tilted distribution over the joint x = (u_1, ..., u_K) in R^{K R} is
@@ -311,7 +311,7 @@ def lp_messages(model, y, s, etau, Lc, ec, x, K, R, indefinite, Lmsg, emsg, ok, 
     mode is positive definite (Cholesky of H_{-k,-k} and of the Schur complement C_kk^{-1}), the
     message is finite and its precision nonzero, and, by ``indefinite``: LP_SKIP, the precision
     is positive semi-definite (Cholesky of Lam* + 1e-9 max |diag Lam*| I, the test of
-    ``kernels.cp.probit_message``); LP_APPLY, no further test; LP_CLIP, a precision that fails
+    ``kernels.tensor.messages.probit_message``); LP_APPLY, no further test; LP_CLIP, a precision that fails
     that test is replaced by its positive semi-definite part V max(w, 0) V^T (``sym_eig``), and
     eta* = Lam+ u_k* + (Lc_k u_k* - ec_k), so that cavity times message still has its mean at the
     mode u_k*. Returns the ``newton_mode`` status.
@@ -450,7 +450,7 @@ def sweep_lp(
 ):  # fmt: skip
     """Damped LP messages of every entry to its objects of modes k_lo..k_hi-1, in parallel (full
     covariances; every cavity from one posterior); with ``with_noise`` also the entry's Gamma
-    noise message, computed exactly as CEP's (``kernels.cp.sweep_full``).
+    noise message, computed exactly as CEP's (``kernels.tensor.schedules.sweep_full``).
 
     (0, K): the parallel schedule. (k, k + 1): one block of the block schedule (the caller then
     rebuilds mode k's objects); every block recomputes the entries' joint modes, so a block

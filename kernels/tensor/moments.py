@@ -24,7 +24,6 @@ __all__ = [
     "cp_value",
     "other_modes_product",
     "other_modes_moments",
-    "other_modes_moments_diag",
     "expected_sq_error",
     "expected_sq_error_diag",
     "object_moments",
@@ -82,13 +81,6 @@ def other_modes_moments(gidx_e, k, M, E2, Ez, Ezz):
         for r in range(R):
             for q in range(R):
                 Ezz[r, q] *= E2[o, r, q]
-
-
-@njit(**LEAF)
-def other_modes_moments_diag(gidx_e, k, M, E2d, Ez, Ezzd):
-    """Diagonal variant: E2d[o] (R,) holds E[u_r^2]; Ezzd = Hadamard of those."""
-    other_modes_product(gidx_e, k, M, Ez)
-    other_modes_product(gidx_e, k, E2d, Ezzd)
 
 
 # ---------------------------------------------------------------- Gaussian noise

@@ -1,6 +1,6 @@
 """Mean-field variational message passing (method "vmp") for Bayesian CP decomposition.
 
-Model as in ``fastcep.kernels.cp`` (objects numbered globally, entry e touches objects
+Model as in ``fastcep.kernels.tensor`` (objects numbered globally, entry e touches objects
 gidx[e, 0..K-1]): f_e = 1.(u_{e,1} o ... o u_{e,K}); prior u_o ~ N(prior_Lam[o]^{-1} prior_eta[o],
 prior_Lam[o]^{-1}). cp_gaussian: y_e ~ N(f_e, 1 / tau), tau ~ Gamma(a0, b0). cp_probit, the
 augmented model of Matchbox and the paper (section 5.2): z_e ~ N(f_e, 1), y_e = 1[z_e > 0],
