@@ -3,7 +3,7 @@ log-likelihood against the predictive it is defined by."""
 
 import numpy as np
 import pytest
-from scipy.stats import norm
+from scipy.stats import norm, rankdata
 
 import fastcep
 from fastcep import metrics
@@ -73,6 +73,17 @@ def test_roc_curve_by_hand_and_its_area_is_the_auc(rng):
     assert np.all(np.diff(fpr) >= 0) and np.all(np.diff(tpr) >= 0)
     with pytest.raises(ValueError, match="both classes"):
         metrics.roc_curve([1, 1], [0.2, 0.3])
+
+
+def test_average_ranks_are_scipy_s(rng):
+    """The AUC's ranks (ties share their average rank) equal scipy.stats.rankdata's, bit for bit."""
+    for x in (
+        rng.normal(size=500),
+        rng.integers(0, 4, 500).astype(float),
+        np.array([3.0]),
+        np.array([2.0, np.inf, 2.0, -np.inf]),
+    ):
+        assert np.array_equal(metrics.average_ranks(x), rankdata(x))
 
 
 def test_gaussian_log_likelihood_by_hand():
