@@ -43,7 +43,13 @@ from .kernels.likelihoods import REGISTRY, is_log_concave
 
 FAMILIES = ("regression", "cp", "stream")
 #: the CP methods of the message engine (``fastcep.tensor.engine.fit_cp``)
-CEP = ("cep1", "cep2", "lp")
+CEP = ("cep1", "lp")
+#: why a CP fit refuses method="cep2"
+NO_CP_CEP2 = (
+    "is not implemented for the CP models: its second-order term needs derivatives of the R x R "
+    "conditional moments with respect to the other modes' embeddings for every message, and the "
+    "paper reports that it is worse than CEP-1 for tensors (section 5.2). Use method='cep1'."
+)
 
 POSITIVE = Real(0.0, low_open=True)
 NON_NEGATIVE = Real(0.0)
@@ -89,7 +95,7 @@ OPTIONS = (
             "see the method parameter above",
         ),
         "cp": Spec(
-            Choice(*CEP, "vmp", "cp_wopt"), "cep1",
+            Choice(*CEP, "vmp", "cp_wopt", refused={"cep2": NO_CP_CEP2}), "cep1",
             "'cep2' is refused (the paper found it worse than CEP-1 for tensors); 'lp' Laplace "
             "propagation, 'vmp' mean-field VMP, 'cp_wopt' CP-WOPT by L-BFGS",
         ),
@@ -572,16 +578,6 @@ def _kjit_is_logistic(func, model, method, o):
         )
 
 
-def _no_cp_cep2(func, model, method, o):
-    if method == "cep2":
-        raise ValueError(
-            f"{func}: method='cep2' is not implemented for model={model!r}: its second-order term "
-            "needs derivatives of the R x R conditional moments with respect to the other modes' "
-            "embeddings for every message, and the paper reports that it is worse than CEP-1 for "
-            "tensors (section 5.2). Use method='cep1'."
-        )
-
-
 def _probit_curvature(func, model, method, o):
     """ "rank1" is a rule of the cp_probit CEP-1 message."""
     value = o.get("probit_curvature", "full")
@@ -731,7 +727,6 @@ RULES = {
     "regression": (_generic_methods, _kjit_is_logistic),
     "cp": (
         _cp_defaults,
-        _no_cp_cep2,
         _generic_cep1_only,
         _probit_curvature,
         _expect_under,

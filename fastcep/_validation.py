@@ -304,12 +304,16 @@ class Int(Constraint):
 
 
 class Choice(Constraint):
-    """One of the given strings; ``what``, if given, replaces "one of ..." in the message."""
+    """One of the given strings; ``what``, if given, replaces "one of ..." in the message.
+    ``refused``: {value: why} for values a user may expect that are not among them (ValueError
+    "func: name=value why")."""
 
-    def __init__(self, *values, what=None):
-        self.values, self.what = values, what
+    def __init__(self, *values, what=None, refused=None):
+        self.values, self.what, self.refused = values, what, refused or {}
 
     def check(self, value, name, func):
+        if isinstance(value, str) and value in self.refused:
+            raise ValueError(f"{func}: {name}={value!r} {self.refused[value]}")
         if self.what is not None and (not isinstance(value, str) or value not in self.values):
             raise param_error(name, func, self.what, value)
         return check_choice(value, name, func, self.values)

@@ -320,7 +320,7 @@ def test_the_docstrings_document_every_option():
     # the CP options' constraints and defaults are in help(fastcep.fit)
     doc = inspect.getdoc(fastcep.fit)
     assert (
-        "cp (methods cep1, cep2, lp): {'posterior', 'cavity'} or None, default None; None: 'cavity' "
+        "cp (methods cep1, lp): {'posterior', 'cavity'} or None, default None; None: 'cavity' "
         "where it applies" in " ".join(doc.split())
     )
 
