@@ -39,6 +39,7 @@ import numpy as np
 from . import __version__
 from . import _options as O
 from ._loop import ConvergenceWarning, end_status
+from .io.formats import CHECKPOINT_FORMAT, CSR_FORMAT, GLM_MODEL_FORMAT, MODEL_FORMAT, TENSOR_FORMAT
 from .likelihoods import resolve as resolve_likelihood
 
 
@@ -165,7 +166,7 @@ def _convert_rows(args, kind):
     from .io.csr import svmlight_to_csr
     from .io.hashed import hash_csv_to_csr
 
-    _check_output(args.dst, "dst", [args.src], "fastcep-csr", args.force)
+    _check_output(args.dst, "dst", [args.src], CSR_FORMAT, args.force)
     t0 = time.perf_counter()
     if kind == "svmlight":
         if args.target or args.hash:
@@ -185,7 +186,7 @@ def _convert_rows(args, kind):
     secs = time.perf_counter() - t0
     payload = {
         "file": args.dst,
-        "format": "fastcep-csr",
+        "format": CSR_FORMAT,
         "rows": n,
         "n_features": d,
         "nnz": nnz,
@@ -208,7 +209,7 @@ def cmd_convert(args):
             f"{args.src!r} is {_KIND_WORDS.get(kind, kind)}"
         )
     args.index_base = 1 if args.index_base is None else args.index_base
-    _check_output(args.dst, "dst", [args.src], "fastcep-tensor", args.force)
+    _check_output(args.dst, "dst", [args.src], TENSOR_FORMAT, args.force)
     delim = {"comma": ",", "tab": "\t", "space": " ", "auto": None}.get(args.delimiter, args.delimiter)
     if delim is not None and len(delim) != 1:
         raise UserError(f"--delimiter must be comma, tab, space, auto or one character; got {delim!r}")
@@ -247,7 +248,7 @@ def cmd_convert(args):
 
 # ----------------------------------------------------------------- files of the wrong kind
 #: the fastcep format of each kind of file a verb asks for
-_FORMAT = {"tensor": "fastcep-tensor", "model": "fastcep-cp-model", "glm-model": "fastcep-glm-model"}
+_FORMAT = {"tensor": TENSOR_FORMAT, "model": MODEL_FORMAT, "glm-model": GLM_MODEL_FORMAT}
 #: where each kind of file comes from (the fix when a file is nothing a verb can use)
 _COMES_FROM = {
     "tensor": "a tensor file comes from `fastcep convert` (a text tensor) or fastcep.write_tensor",
@@ -270,18 +271,18 @@ def _fix(path, wanted):
     ):
         return None
     p = shlex.quote(path)
-    if kind == "fastcep-tensor":
+    if kind == TENSOR_FORMAT:
         return f"it is a tensor file: decompose it with `fastcep fit {p} -o MODEL.h5 --model MODEL --rank R`"
-    if kind == "fastcep-cp-model":
+    if kind == MODEL_FORMAT:
         return f"it is a CP model file: evaluate it with `fastcep evaluate {p} TEST.h5`"
-    if kind == "fastcep-glm-model":
+    if kind == GLM_MODEL_FORMAT:
         return f"it is a regression model file: evaluate it with `fastcep glm evaluate {p} DATA`"
-    if kind == "fastcep-stream-checkpoint":
+    if kind == CHECKPOINT_FORMAT:
         return (
             f"it is a stream checkpoint: continue its stream with `fastcep stream TENSOR.h5 -o MODEL.h5 "
             f"--checkpoint {p} --resume` and the stream's options"
         )
-    if kind in ("fastcep-csr", "svmlight"):
+    if kind in (CSR_FORMAT, "svmlight"):
         return (
             f"it holds labelled sparse rows: regression data for `fastcep glm fit {p} -o MODEL.h5` or "
             f"`fastcep glm stream {p} -o MODEL.h5`"
@@ -369,11 +370,11 @@ _KIND_WORDS = {
     "binary": "a binary file",
     "hdf5": "an HDF5 file that is not fastcep's",
     "unreadable": "a file that cannot be read",
-    "fastcep-tensor": "a fastcep tensor",
-    "fastcep-cp-model": "a fastcep CP model",
-    "fastcep-glm-model": "a fastcep regression model",
-    "fastcep-stream-checkpoint": "a fastcep stream checkpoint",
-    "fastcep-csr": "fastcep sparse rows",
+    TENSOR_FORMAT: "a fastcep tensor",
+    MODEL_FORMAT: "a fastcep CP model",
+    GLM_MODEL_FORMAT: "a fastcep regression model",
+    CHECKPOINT_FORMAT: "a fastcep stream checkpoint",
+    CSR_FORMAT: "fastcep sparse rows",
     "svmlight": "svmlight text (sparse rows)",
     "png": "a PNG image",
 }
@@ -526,7 +527,7 @@ def cmd_info(args):
             fmt = f.attrs.get("format")
     except OSError as exc:
         raise _with_fix(f"{args.file!r} is not an HDF5 file ({exc})", args.file, None) from None
-    if fmt == "fastcep-tensor":
+    if fmt == TENSOR_FORMAT:
         with TensorReader(args.file) as r:
             info = {
                 "file": args.file,
@@ -542,7 +543,7 @@ def cmd_info(args):
             f"({'binary' if info['binary'] else 'real'} values, density {info['density']:.3g}), "
             f"chunks of {info['chunk_rows']} rows"
         )
-    elif fmt == "fastcep-cp-model":
+    elif fmt == MODEL_FORMAT:
         res = _load_cp_model(args.file)
         info = {
             "file": args.file,
@@ -560,7 +561,7 @@ def cmd_info(args):
             f"{args.file}: {res.model} model, rank {res.rank}, shape {'x'.join(map(str, res.shape))}, "
             f"{res.covariance} covariances, {res.n_iter} iterations ({res.stop_reason})"
         )
-    elif fmt == "fastcep-glm-model":
+    elif fmt == GLM_MODEL_FORMAT:
         m = _load_glm_model(args.file)
         res = m.result
         info = {
@@ -585,7 +586,7 @@ def cmd_info(args):
             f"{' and an intercept' if res.intercept is not None else ''}, "
             f"{res.n_iter} iterations ({res.stop_reason}){online}"
         )
-    elif fmt == "fastcep-csr":
+    elif fmt == CSR_FORMAT:
         from .io.csr import CSRReader
 
         with CSRReader(args.file) as r:
@@ -597,7 +598,7 @@ def cmd_info(args):
             f"{args.file}: sparse rows, {r.n} rows x {r.n_features} columns, {r.nnz} nonzeros "
             f"({r.nnz / r.n:.1f} a row){f', from {r.source}' if r.source else ''}"
         )
-    elif fmt == "fastcep-stream-checkpoint":
+    elif fmt == CHECKPOINT_FORMAT:
         from .io import read_checkpoint
 
         state, _ = read_checkpoint(args.file, None)
@@ -656,7 +657,7 @@ def _save_and_report(args, res, secs, unit):
 def cmd_fit(args):
     from .api import fit
 
-    _check_output(args.output, "-o", [args.tensor], "fastcep-cp-model", args.force)
+    _check_output(args.output, "-o", [args.tensor], MODEL_FORMAT, args.force)
     _check_plot(args, [args.tensor, args.output])
     coords, values, shape = _read_tensor(args.tensor, args.max_entries)
     names = ("damping", "max_iter", "tol", "covariance", "schedule", "seed", "prior_var", "prior_mean")
@@ -673,9 +674,9 @@ def cmd_fit(args):
 def cmd_stream(args):
     from .streaming import stream
 
-    _check_output(args.output, "-o", [args.tensor, args.checkpoint], "fastcep-cp-model", args.force)
+    _check_output(args.output, "-o", [args.tensor, args.checkpoint], MODEL_FORMAT, args.force)
     if args.checkpoint is not None and not args.resume:  # (with --resume it is read)
-        _check_output(args.checkpoint, "--checkpoint", [args.tensor], "fastcep-stream-checkpoint", args.force)
+        _check_output(args.checkpoint, "--checkpoint", [args.tensor], CHECKPOINT_FORMAT, args.force)
     _check_plot(args, [args.tensor, args.output, args.checkpoint])
     _check_tensor(args.tensor)
     names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")
@@ -693,7 +694,7 @@ def cmd_stream(args):
 def cmd_evaluate(args):
     from .io import file_kind
 
-    if file_kind(args.model) == "fastcep-tensor" and file_kind(args.tensor) == "fastcep-cp-model":
+    if file_kind(args.model) == TENSOR_FORMAT and file_kind(args.tensor) == MODEL_FORMAT:
         raise UserError(
             f"the model file comes first: `fastcep evaluate {shlex.quote(args.tensor)} "
             f"{shlex.quote(args.model)}`"
@@ -773,7 +774,7 @@ def _glm_data(path, target, features, delimiter, binary=True):
 
 
 #: the kinds of file that hold labelled sparse rows (``fastcep.io.svmlight``, ``fastcep.io.csr``)
-ROWS_KINDS = ("svmlight", "fastcep-csr")
+ROWS_KINDS = ("svmlight", CSR_FORMAT)
 
 
 def _is_rows(path):
@@ -820,7 +821,7 @@ def cmd_glm_fit(args):
     from .api import fit
     from .io import save_glm_model
 
-    _check_output(args.output, "-o", [args.data], "fastcep-glm-model", args.force)
+    _check_output(args.output, "-o", [args.data], GLM_MODEL_FORMAT, args.force)
     _check_plot(args, [args.data, args.output])
     binary = resolve_likelihood(args.model).binary
     if _is_rows(args.data):
@@ -896,10 +897,10 @@ def cmd_glm_stream(args):
     from .glm.stream import stream_file
     from .io import save_glm_model
 
-    _check_output(args.output, "-o", [args.data], "fastcep-glm-model", args.force)
+    _check_output(args.output, "-o", [args.data], GLM_MODEL_FORMAT, args.force)
     if args.checkpoint is not None:
         inputs = [args.data, args.output]
-        _check_output(args.checkpoint, "--checkpoint", inputs, "fastcep-glm-model", args.force)
+        _check_output(args.checkpoint, "--checkpoint", inputs, GLM_MODEL_FORMAT, args.force)
     init = None if args.init is None else _load_glm_model(args.init).result
     opts = dict(forget=args.forget, max_iter=args.max_iter, tol=args.tol, prior_var=args.prior_var)
     res = stream_file(

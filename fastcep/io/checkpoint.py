@@ -22,8 +22,8 @@ import numpy as np
 from ..results import StreamPrior, StreamState
 from ..tensor import hyper as H
 from .files import FileFormatError, atomic_h5, sign, verify
+from .formats import CHECKPOINT_FORMAT
 
-CHECKPOINT_FORMAT = "fastcep-stream-checkpoint"
 #: arrays of the stream state in a checkpoint (the per-batch trace is stored beside them)
 _STATE_ARRAYS = ("P_Lam", "P_eta", "M", "S", "seen", "noise")
 #: version 2: the digests of the contents and of the data; version 3: the learned prior;

@@ -18,9 +18,9 @@ import scipy.sparse as sp
 
 from .._validation import check_int
 from .files import AtomicH5, H5Owner, bad_file, open_h5
+from .formats import CSR_FORMAT
 from .svmlight import SparseRows
 
-CSR_FORMAT = "fastcep-csr"
 CSR_FORMAT_VERSION = 1
 #: rows per HDF5 chunk of ``indptr`` and ``y``; nonzeros per chunk of ``indices`` and ``data``
 CSR_CHUNK_ROWS = 1 << 16

@@ -36,8 +36,8 @@ from ..glm.result import RegressionResult
 from ..likelihoods import SHORTHANDS, Custom
 from ..results import GaussianPosterior
 from .files import FileFormatError, atomic_h5, bad_file, json_default, open_h5, sign, verify
+from .formats import GLM_MODEL_FORMAT
 
-GLM_MODEL_FORMAT = "fastcep-glm-model"
 GLM_MODEL_FORMAT_VERSION = 4
 #: versions this fastcep reads (1: binary likelihoods only, no ``likelihood`` attribute; 2: no
 #: ``center``, every fit un-centred; 3: the feature names always present)

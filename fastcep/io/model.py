@@ -28,8 +28,8 @@ from ..tensor import hyper as H
 from ..tensor.likelihoods import FAST_PATHS, GENERIC
 from ..tensor.result import POINT_METHODS, CPResult
 from .files import atomic_h5, bad_file, json_default, open_h5, sign, verify
+from .formats import MODEL_FORMAT
 
-MODEL_FORMAT = "fastcep-cp-model"
 #: version 2: the trace's columns named for what they hold (``fastcep._loop.TRACE_FIELDS``);
 #: version 3: the digest of the contents (``files.sign``); version 4: the hyper-posterior of a
 #: hierarchical prior (``hyper/``); version 5: the fitted likelihood (``likelihood``)

@@ -16,8 +16,8 @@ import numpy as np
 
 from .._validation import param_error
 from .files import AtomicH5, H5Owner, bad_file
+from .formats import TENSOR_FORMAT
 
-TENSOR_FORMAT = "fastcep-tensor"
 TENSOR_FORMAT_VERSION = 1
 #: rows per HDF5 chunk of a tensor file (coords and values chunked alike along n)
 TENSOR_CHUNK_ROWS = 1 << 16

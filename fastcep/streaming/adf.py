@@ -52,7 +52,7 @@ from ..io.checkpoint import read_checkpoint, write_checkpoint
 from ..io.files import check_output
 from ..likelihoods import Gaussian
 from ..results import StreamState
-from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, _exact_sum, entry_marginals, guarded, warm_start
+from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, entry_marginals, exact_sum, guarded, warm_start
 from ..tensor.layout import (
     check_coords,
     check_memory,
@@ -137,7 +137,7 @@ def first_scale(lik, y, R, K):
     if lik.binary:
         return 2.0
     f = lik.link_values(y)
-    return (_exact_sum(f**2) / len(f) / R) ** (1.0 / (2 * K))
+    return (exact_sum(f**2) / len(f) / R) ** (1.0 / (2 * K))
 
 
 # ---------------------------------------------------------------------------------- the loop
@@ -568,7 +568,7 @@ def _batch_learner(template, likelihood, y, lay, covariance, noise, rows_before,
         start = warm_start(template, y, WARMUP_SNR) if first else None
     return LikelihoodLearner(
         template, y, marginals, gauss_hermite(EXPECTATION_NODES), start=start,
-        prior=(float(noise[0]), float(noise[1])), total=_exact_sum, memory=rows_before,
+        prior=(float(noise[0]), float(noise[1])), total=exact_sum, memory=rows_before,
     )  # fmt: skip
 
 

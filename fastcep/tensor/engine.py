@@ -63,16 +63,16 @@ COLLAPSED = 1e-12
 CP_DEFAULTS = O.defaults("cp", "cep1")
 
 
-def _exact_sum(x):
+def exact_sum(x):
     """Correctly rounded sum: numpy's pairwise SIMD sum can differ in the last bits with the
     array's memory alignment, which made a resumed stream differ from an uninterrupted one."""
     return math.fsum(x.tolist())
 
 
 def _exact_var(x):
-    """Variance from correctly rounded sums (see ``_exact_sum``)."""
-    mean = _exact_sum(x) / len(x)
-    return _exact_sum((x - mean) ** 2) / len(x)
+    """Variance from correctly rounded sums (see ``exact_sum``)."""
+    mean = exact_sum(x) / len(x)
+    return exact_sum((x - mean) ** 2) / len(x)
 
 
 def reference_var(y):
@@ -80,7 +80,7 @@ def reference_var(y):
     constant values, whose variance says nothing of the noise (a precision of 1e301 made the
     embeddings' variances 1e-303), mean(y^2), or 1 for values all 0."""
     var = _exact_var(y)
-    mean2 = _exact_sum(y * y) / len(y)
+    mean2 = exact_sum(y * y) / len(y)
     if var > 1e-12 * mean2:
         return var
     return mean2 if mean2 > 0.0 else 1.0
@@ -282,7 +282,7 @@ class CPEngine:
         # the change is relative to the predictions' mean square, but not below COLLAPSED of the
         # values': predictions that shrink to 0 geometrically (one entry explained as noise) have
         # a constant relative change and would never stop
-        self.f_floor = max(COLLAPSED * _exact_sum(y * y) / max(n, 1), 1e-300)
+        self.f_floor = max(COLLAPSED * exact_sum(y * y) / max(n, 1), 1e-300)
         K.predict_mean(lay.gidx, self.M, self.f_old)
 
     # -------------------------------------------------------------------------------- set-up
@@ -1014,7 +1014,7 @@ def fit_cp(
         if first is None and messages is None and noise_warmup > 0:
             first = warm_start(lik, y, warmup_snr)
         rule = gauss_hermite(EXPECTATION_NODES)
-        learner = LikelihoodLearner(lik, y, marginals, rule, start=first, prior=(a0, b0), total=_exact_sum)
+        learner = LikelihoodLearner(lik, y, marginals, rule, start=first, prior=(a0, b0), total=exact_sum)
     prior_Lam, prior_eta, m0 = default_prior(n_obj, R, covariance, pv, prior_mean, rng)
     hyper = None
     if prior != "fixed":  # (resumed from the state's hyper-posterior when it has one of this kind)
