@@ -158,6 +158,12 @@ def test_an_update_touches_only_its_columns_and_allocates_nothing_of_size_d(rng)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 8 * d / 20, peak  # (one array of d floats is 8 MB)
+    res.update(A[1_002:1_003], y[1_002:1_003], max_iter=1)  # (one pass: its scratch is made once)
+    tracemalloc.start()
+    res.update(A[1_003:1_004], y[1_003:1_004], max_iter=1)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 * d / 20, peak
 
 
 def test_forgetting_is_applied_lazily_and_is_seen_when_the_posterior_is_read(rng):
