@@ -58,3 +58,7 @@ def chunk_rows(d):
 
 #: rows of per-row scratch space (each of length d) that a row function may use
 N_WORK = 14
+#: the binary models' codes in the kernels that take one (``glm.laplace``, ``glm.importance``,
+#: ``glm.vb``)
+PROBIT = 0
+LOGISTIC = 1

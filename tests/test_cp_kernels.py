@@ -372,7 +372,7 @@ def test_noise_chunk_sums(rng):
     n, chunk = 1000, 64
     a, b = rng.random(n), rng.random(n)
     out = np.empty((-(-n // chunk), 2))
-    K.chunk_sums(a, b, chunk, out)
+    K.noise_chunk_sums(a, b, chunk, out)
     assert out[:, 0].sum() == pytest.approx(a.sum(), rel=1e-14)
     assert out[:, 1].sum() == pytest.approx(b.sum(), rel=1e-14)
     # bitwise the same from differently aligned copies of the data (numpy's own sum is not)
@@ -381,7 +381,7 @@ def test_noise_chunk_sums(rng):
         a2, b2 = buf[shift : shift + n], buf[n + 4 + shift : n + 4 + shift + n]
         a2[:], b2[:] = a, b
         out2 = np.empty_like(out)
-        K.chunk_sums(a2, b2, chunk, out2)
+        K.noise_chunk_sums(a2, b2, chunk, out2)
         np.testing.assert_array_equal(out2, out)
 
 

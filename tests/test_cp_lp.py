@@ -11,6 +11,7 @@ import fastcep
 import naive
 from fastcep.data_tools import make_cp_tensor
 from fastcep.kernels import tensor as K
+from fastcep.kernels._config import PROBIT
 from fastcep.kernels.glm import laplace
 from fastcep.kernels.tensor import lp as L
 from fastcep.tensor.engine import ENTRY_CHUNK, OBJECT_CHUNK
@@ -120,8 +121,8 @@ def test_probit_with_certain_other_modes_is_the_one_dimensional_laplace(rng, R):
         x, Lm, em, ok, status = kernel_messages("cp_probit", s, Lc, ec, mc.ravel(), L.LP_SKIP)
         assert status == L.CONVERGED and ok[j]
         Sc = np.linalg.inv(Lc[j])
-        a = laplace.tilted_mode(laplace.PROBIT, s * g @ mc[j], g @ Sc @ g)
-        h1, h2 = laplace.log_lik_derivs(laplace.PROBIT, a)
+        a = laplace.tilted_mode(PROBIT, s * g @ mc[j], g @ Sc @ g)
+        h1, h2 = laplace.log_lik_derivs(PROBIT, a)
         u = mc[j] + s * h1 * Sc @ g
         np.testing.assert_allclose(x[j * R : (j + 1) * R], u, rtol=1e-8, atol=1e-10)
         Lam = -h2 * np.outer(g, g)

@@ -9,9 +9,10 @@ import numpy as np
 
 from .. import _loop
 from .. import _validation as V
+from ..kernels._config import LOGISTIC, PROBIT
 from ..kernels.glm import vb as _vb
 
-MODEL_CODES = {"probit": _vb.PROBIT, "logistic": _vb.LOGISTIC}
+MODEL_CODES = {"probit": PROBIT, "logistic": LOGISTIC}
 
 
 def _check_prior_T(prior_T, d, func):

@@ -377,7 +377,7 @@ class CPEngine:
         """(a0 + sum alpha, b0 + sum beta): fixed-chunk partial sums, then their correctly rounded
         sum; the same whatever the thread count or memory alignment."""
         out = self.noise_chunks
-        K.chunk_sums(self.alpha, self.beta, ENTRY_CHUNK, out)
+        K.noise_chunk_sums(self.alpha, self.beta, ENTRY_CHUNK, out)
         return self.a0 + math.fsum(out[:, 0].tolist()), self.b0 + math.fsum(out[:, 1].tolist())
 
     def _rebuild_full(self, lo, hi):

@@ -46,12 +46,10 @@ import math
 import numpy as np
 from numba import njit
 
-from .._config import LEAF
+from .._config import LEAF, PROBIT
 from ..special import finite, log_ndtr, log_sigmoid
 from .sweep import apply_row_change, damp_site, row_cavity, save_row, signed_message
 
-PROBIT = 0
-LOGISTIC = 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)

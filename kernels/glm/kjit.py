@@ -56,7 +56,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._config import LEAF, PARALLEL_CACHED, SERIAL
+from .._config import LEAF, LOGISTIC, PARALLEL_CACHED, SERIAL
 from ..special import finite, log_sigmoid
 from . import importance
 from .sweep import apply_row_change, damp_site, message_from_moments, row_cavity, save_row
@@ -229,9 +229,7 @@ def _kjit_row(
         else:
             y[0] = math.nan
             y[1] = math.nan
-        k = importance.is_row(
-            importance.LOGISTIC, X, s, i, tau, nu, T, N, rho, n_samples, rkey, pT, pN, c, work
-        )
+        k = importance.is_row(LOGISTIC, X, s, i, tau, nu, T, N, rho, n_samples, rkey, pT, pN, c, work)
     else:
         k = operator_messages(X, s, i, tau, nu, T, N, vc, y[0], y[1], rho, pT, pN, c)
     return k, oracle

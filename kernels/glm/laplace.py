@@ -19,12 +19,10 @@ h' and h'' are phi/Phi and -r (a + r) for probit, sigma(-a) and -sigma(a) sigma(
 
 from numba import njit
 
-from .._config import LEAF
+from .._config import LEAF, PROBIT
 from ..special import finite, inv_mills, sigmoid_pair
 from .sweep import apply_row_change, damp_site, row_cavity, save_row
 
-PROBIT = 0
-LOGISTIC = 1
 #: Newton iterations of the mode search (each at least halves the bracket)
 MAX_NEWTON = 100
 

@@ -30,7 +30,7 @@ import types
 from numba import njit, prange
 from numba.extending import overload
 
-from .._config import LEAF, PARALLEL_CACHED, SERIAL
+from .._config import LEAF, LOGISTIC, PARALLEL_CACHED, PROBIT, SERIAL
 from ..likelihoods import Logistic, Probit
 from ..special import finite
 from . import generic, importance, laplace, logistic, probit
@@ -73,9 +73,9 @@ def _probit_rows(code, problem, lik, state, scratch, order, lo, hi, seq, rho, pT
     if code == 0 or code == 1:
         return probit.cep_rows(*rows, code == 1, pT, pN, c, work, old)
     if code == 6:
-        return laplace.lp_rows(laplace.PROBIT, *rows, pT, pN, c, work, old)
+        return laplace.lp_rows(PROBIT, *rows, pT, pN, c, work, old)
     if code == 8:
-        return importance.is_rows(importance.PROBIT, *rows, problem.n_samples, key, pT, pN, c, work, old)
+        return importance.is_rows(PROBIT, *rows, problem.n_samples, key, pT, pN, c, work, old)
     raise ValueError("run_rows: a row code of another likelihood than the probit")
 
 
@@ -94,9 +94,9 @@ def _logistic_rows(code, problem, lik, state, scratch, order, lo, hi, seq, rho, 
     if code == 5:
         return logistic.ep_rows(*rows, nodes, weights, pT, pN, c, old)
     if code == 7:
-        return laplace.lp_rows(laplace.LOGISTIC, *rows, pT, pN, c, work, old)
+        return laplace.lp_rows(LOGISTIC, *rows, pT, pN, c, work, old)
     if code == 9:
-        return importance.is_rows(importance.LOGISTIC, *rows, problem.n_samples, key, pT, pN, c, work, old)
+        return importance.is_rows(LOGISTIC, *rows, problem.n_samples, key, pT, pN, c, work, old)
     raise ValueError("run_rows: a row code of another likelihood than the logistic")
 
 

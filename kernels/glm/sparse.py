@@ -28,17 +28,15 @@ from ..special import finite
 from .generic import site_message, tilted_curvature
 from .logistic import logistic_cep_site
 from .probit import probit_cep_site
-from .schedules import _renamed, begin_sweep
+from .schedules import GENERIC_CODES, METHOD_CODES, _renamed, begin_sweep
 from .sweep import posterior_change
 
 #: the row codes of a sparse problem: the generic rows' (``schedules.GENERIC_CODES``), and the
 #: hand-written CEP sites of the probit and the logistic (``schedules.METHOD_CODES``)
-SPARSE_CODES = {"cep1": 10, "cep2": 11, "ep": 2}
+SPARSE_CODES = {method: GENERIC_CODES[method] for method in ("cep1", "cep2", "ep")}
 HAND_WRITTEN_CODES = {
-    ("probit", "cep1"): 0,
-    ("probit", "cep2"): 1,
-    ("logistic", "cep1"): 3,
-    ("logistic", "cep2"): 4,
+    key: METHOD_CODES[key]
+    for key in (("probit", "cep1"), ("probit", "cep2"), ("logistic", "cep1"), ("logistic", "cep2"))
 }
 
 

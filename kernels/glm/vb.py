@@ -39,12 +39,8 @@ import math
 
 from numba import njit
 
-from .._config import LEAF, SERIAL
+from .._config import LEAF, PROBIT, SERIAL
 from ..special import inv_mills, log_ndtr, log_sigmoid
-
-#: model codes of the kernels
-PROBIT = 0
-LOGISTIC = 1
 
 #: below this xi, lam(xi) comes from its Taylor series (relative error < 1e-20)
 _LAM_SERIES_XI = 1e-3

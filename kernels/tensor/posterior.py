@@ -16,7 +16,7 @@ __all__ = [
     "finish_object",
     "zero_sums",
     "add_to_sums",
-    "chunk_sums",
+    "noise_chunk_sums",
     "rebuild_full",
     "reduce_object_sums",
     "rebuild_diag",
@@ -80,7 +80,7 @@ def add_to_sums(e, gidx, k_lo, k_hi, Lf, eta, PL, Pe):
 
 
 @njit(**PARALLEL_CACHED)
-def chunk_sums(alpha, beta, chunk, out):
+def noise_chunk_sums(alpha, beta, chunk, out):
     """out[c] = (sum of alpha, sum of beta) over the entries of chunk c: with a fixed chunk the
     noise posterior's sums do not depend on the thread count or on memory alignment."""
     n = alpha.shape[0]
