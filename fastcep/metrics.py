@@ -66,7 +66,7 @@ def auc(y_true, score):
 
 def average_ranks(x):
     """The ranks 1..n of x (n,), ties given the average of the ranks they share (as
-    ``scipy.stats.rankdata``'s default, whose import would cost every process a second)."""
+    ``scipy.stats.rankdata``'s default, whose import cost every process about 0.4 s)."""
     values, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
     start = np.cumsum(counts) - counts  # (ranks below each distinct value)
     return (start + 0.5 * (counts + 1))[inverse.reshape(-1)]
