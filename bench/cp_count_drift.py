@@ -81,7 +81,9 @@ def hyper_from_counted(train):
         sum_M = np.stack([engine.M[idx].sum(axis=0) for idx in keep])
         sum_E2 = np.stack([engine.E2[idx].sum(axis=0) for idx in keep])
         engine.hyper = H.update_from_sums(engine.hyper, counts, sum_M, sum_E2)
-        H.fill_prior(engine.hyper, offsets, engine.covariance, engine.prior_Lam, engine.prior_eta)
+        H.fill_prior(
+            engine.hyper, offsets, engine.covariance, engine.problem.prior_Lam, engine.problem.prior_eta
+        )
 
     E.CPEngine.update_prior = learn
 

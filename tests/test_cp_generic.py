@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 from conftest import same_posterior
+from cp_tuples import cp_tuples
 from numba import njit
 from scipy.special import expit
 from scipy.stats import norm
-from test_cp_kernels import cavity_scratch as sweep_cavity_scratch
-from test_cp_kernels import kernel_state, no_sums, random_state, spd
+from test_cp_kernels import kernel_state, random_state, spd
 
 import fastcep
 import naive
@@ -156,24 +156,16 @@ def test_probit_through_the_generic_drivers_equals_the_rank_one_probit(rng, shap
     Km = len(shape)
     coords, y, Lam, eta = random_state(rng, shape, R, n, "cp_probit")
     lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "full")
-    n_chunks = -(-n // ENTRY_CHUNK)
     got = {}
-    for code, extra in ((K.MODEL_PROBIT_RANK1, ()), (K.MODEL_GENERIC, generic(Probit()))):
-        sk = np.zeros(n_chunks, dtype=np.int64)
+    for code, lik in ((K.MODEL_PROBIT_RANK1, None), (K.MODEL_GENERIC, Probit())):
+        rule = None if lik is None else RULE
         L2, e2 = Lam.copy(), eta.copy()
-        K.sweep_full(
-            code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, 1.0, rho, 0, Km, ENTRY_CHUNK, sk,
-            np.empty((n_chunks, K.ENTRY_MATS, R, R)), np.empty((n_chunks, K.ENTRY_VECS, R)), False,
-            np.zeros(n), np.zeros(n), False, *no_sums(R), *extra,
-        )  # fmt: skip
+        tuples = cp_tuples(lay, y, L2, e2, P_Lam, P_eta, M, S, E2, code=code, rule=rule)
+        K.sweep_full(*tuples, 0, Km, 1.0, rho, ENTRY_CHUNK, lik)
         Lc, ec = Lam.copy(), eta.copy()
-        skc = np.zeros(n_chunks, dtype=np.int64)
-        K.sweep_cavity_full(
-            code, lay.gidx, y, y, Lc, ec, P_Lam, P_eta, M, E2, 1.0, rho, 0, Km, ENTRY_CHUNK, skc,
-            *sweep_cavity_scratch(n_chunks, Km, R), False, np.zeros(n), np.zeros(n), False, *no_sums(R),
-            *extra,
-        )  # fmt: skip
-        got[code] = (L2, e2, int(sk.sum()), Lc, ec, int(skc.sum()))
+        cav = cp_tuples(lay, y, Lc, ec, P_Lam, P_eta, M, S, E2, code=code, rule=rule, cavity=True)
+        K.sweep_cavity_full(*cav, 0, Km, 1.0, rho, ENTRY_CHUNK, lik)
+        got[code] = (L2, e2, int(tuples[2].skipped.sum()), Lc, ec, int(cav[2].skipped.sum()))
     a, b = got[K.MODEL_PROBIT_RANK1], got[K.MODEL_GENERIC]
     for i in (0, 1, 3, 4):
         np.testing.assert_allclose(b[i], a[i], rtol=1e-11, atol=1e-13)
@@ -184,14 +176,13 @@ def test_probit_through_the_generic_drivers_equals_the_rank_one_probit(rng, shap
     for k in range(Km):
         for r in range(R):
             outs = []
-            for code, extra in ((K.MODEL_PROBIT_RANK1, ()), (K.MODEL_GENERIC, generic(Probit()))):
-                sk = np.zeros(n_chunks, dtype=np.int64)
+            for code, lik in ((K.MODEL_PROBIT_RANK1, None), (K.MODEL_GENERIC, Probit())):
                 L2, e2 = Lam_d.copy(), eta.copy()
-                K.sweep_diag_coord(
-                    code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, 1.0, rho, k, r, ENTRY_CHUNK, sk,
-                    np.empty((n_chunks, 2)), *extra,
-                )  # fmt: skip
-                outs.append((L2, e2, int(sk.sum())))
+                tuples = cp_tuples(
+                    lay, y, L2, e2, P_Lam, P_eta, M, S, E2, code=code, rule=None if lik is None else RULE
+                )
+                K.sweep_diag_coord(*tuples, k, r, 1.0, rho, ENTRY_CHUNK, lik)
+                outs.append((L2, e2, int(tuples[2].skipped.sum())))
             np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-11, atol=1e-13)
             np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-11, atol=1e-13)
             assert outs[0][2] == outs[1][2]

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from cp_tuples import cp_tuples
 
 import naive
 from fastcep.kernels import tensor as K
@@ -12,8 +13,7 @@ from fastcep.kernels.linalg import (
     cholesky_inverse,
     cholesky_solve,
 )
-from fastcep.tensor.engine import ENTRY_CHUNK, OBJECT_CHUNK
-from fastcep.tensor.engine import cavity_scratch as fit_cavity_scratch
+from fastcep.tensor.engine import ENTRY_CHUNK
 from fastcep.tensor.layout import make_layout
 
 
@@ -99,39 +99,16 @@ def kernel_state(coords, shape, Lam, eta, prior_var, covariance):
     n_obj = int(lay.offsets[-1])
     R = eta.shape[2]
     if covariance == "full":
-        P_Lam, S, E2 = (np.empty((n_obj, R, R)) for _ in range(3))
+        prior = np.broadcast_to(np.eye(R) / prior_var, (n_obj, R, R)).copy()
     else:
-        P_Lam, S, E2 = (np.empty((n_obj, R)) for _ in range(3))
-    P_eta, M = np.empty((n_obj, R)), np.empty((n_obj, R))
-    bad = np.zeros(n_obj, dtype=np.int64)
+        prior = np.full((n_obj, R), 1 / prior_var)
+    problem, store, scratch = cp_tuples(lay, np.zeros(len(eta)), Lam, eta, prior_Lam=prior)
     if covariance == "full":
-        Ls = np.empty((-(-n_obj // OBJECT_CHUNK), R, R))
-        K.rebuild_full(
-            lay.ptr,
-            lay.ent,
-            lay.obj_mode,
-            0,
-            n_obj,
-            Lam,
-            eta,
-            np.broadcast_to(np.eye(R) / prior_var, (n_obj, R, R)).copy(),
-            np.zeros((n_obj, R)),
-            P_Lam,
-            P_eta,
-            M,
-            S,
-            E2,
-            OBJECT_CHUNK,
-            Ls,
-            bad,
-        )
+        K.rebuild_full(problem, store, scratch, 0, n_obj)
     else:
-        K.rebuild_diag(
-            lay.ptr, lay.ent, lay.obj_mode, Lam, eta, np.full((n_obj, R), 1 / prior_var),
-            np.zeros((n_obj, R)), P_Lam, P_eta, M, S, E2, bad,
-        )  # fmt: skip
-    assert not bad.any()
-    return lay, P_Lam, P_eta, M, S, E2
+        K.rebuild_diag(problem, store, scratch)
+    assert not scratch.bad.any()
+    return lay, store.P_Lam, store.P_eta, store.M, store.S, store.E2
 
 
 def split(arr, offsets):
@@ -152,18 +129,17 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
     ref = naive.cp_parallel_sweep(
         model, coords, y, shape, Lam, eta, alpha, beta, means, covs, nP_Lam, nP_eta, etau, rho
     )
-    n_chunks = -(-n // ENTRY_CHUNK)
     code = CODES[model]
     for fused in (False, True):  # noise messages in the sweep's pass, or by their own kernel
-        sk = np.zeros(n_chunks, dtype=np.int64)
         L2, e2, a2, b2 = Lam.copy(), eta.copy(), alpha.copy(), beta.copy()
-        K.sweep_full(
-            code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, 0, len(shape), ENTRY_CHUNK, sk,
-            np.empty((n_chunks, K.ENTRY_MATS, R, R)), np.empty((n_chunks, K.ENTRY_VECS, R)),
-            fused and model == "cp_gaussian", a2, b2, False, *no_sums(R),
+        tuples = cp_tuples(
+            lay, y, L2, e2, P_Lam, P_eta, M, None, E2, code=code, alpha=a2, beta=b2,
+            with_noise=fused and model == "cp_gaussian",
         )  # fmt: skip
+        sk = tuples[2].skipped
+        K.sweep_full(*tuples, 0, len(shape), etau, rho, ENTRY_CHUNK)
         if model == "cp_gaussian" and not fused:
-            K.noise_messages_full(lay.gidx, y, a2, b2, M, E2, rho)
+            K.noise_messages_full(*tuples[:2], rho)
         np.testing.assert_allclose(L2, ref[0], rtol=1e-9, atol=1e-11)
         np.testing.assert_allclose(e2, ref[1], rtol=1e-9, atol=1e-11)
         if model == "cp_gaussian":
@@ -173,13 +149,9 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
     # one mode at a time (the block schedule's step; cp_gaussian's own update then forms no
     # noise term): the same messages to that mode, the others untouched
     for k in range(len(shape)):
-        sk = np.zeros(n_chunks, dtype=np.int64)
         L2, e2, a2, b2 = Lam.copy(), eta.copy(), alpha.copy(), beta.copy()
-        K.sweep_full(
-            code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, k, k + 1, ENTRY_CHUNK, sk,
-            np.empty((n_chunks, K.ENTRY_MATS, R, R)), np.empty((n_chunks, K.ENTRY_VECS, R)), False, a2, b2,
-            False, *no_sums(R),
-        )  # fmt: skip
+        tuples = cp_tuples(lay, y, L2, e2, P_Lam, P_eta, M, None, E2, code=code, alpha=a2, beta=b2)
+        K.sweep_full(*tuples, k, k + 1, etau, rho, ENTRY_CHUNK)
         other = [j for j in range(len(shape)) if j != k]
         np.testing.assert_allclose(L2[:, k], ref[0][:, k], rtol=1e-9, atol=1e-11)
         np.testing.assert_allclose(e2[:, k], ref[1][:, k], rtol=1e-9, atol=1e-11)
@@ -188,35 +160,20 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
         np.testing.assert_array_equal(b2, beta)
 
 
-def no_sums(R):
-    """Placeholders for sweep_full's per-group object sums when they are not wanted."""
-    return np.empty((1, 0, R, R)), np.empty((1, 0, R))
-
-
-def cavity_scratch(n_units, Km, R):
-    """Per-chunk scratch of kernels.tensor.cavity.sweep_cavity_full (as fastcep.tensor.engine
-    allocates it)."""
-    return (
-        np.empty((n_units, K.ENTRY_MATS, R, R)),
-        np.empty((n_units, K.ENTRY_VECS, R)),
-        *fit_cavity_scratch(n_units, Km, R),
-    )
-
-
 def cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, etau, rho, k_lo, k_hi, M=None, E2=None, noise=None):
     """kernels.tensor.cavity.sweep_cavity_full on copies, without sums; returns (Lam, eta, skipped), and
     with noise = (alpha, beta) the updated copies of those too."""
-    n, Km, R = eta.shape
-    n_chunks = -(-n // ENTRY_CHUNK)
-    sk = np.zeros(n_chunks, dtype=np.int64)
+    n = eta.shape[0]
     L2, e2 = Lam.copy(), eta.copy()
     a2, b2 = (np.zeros(n), np.zeros(n)) if noise is None else (noise[0].copy(), noise[1].copy())
     if M is None:
         M, E2 = np.zeros(P_eta.shape), np.zeros(P_Lam.shape)
-    K.sweep_cavity_full(
-        code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, ENTRY_CHUNK, sk,
-        *cavity_scratch(n_chunks, Km, R), noise is not None, a2, b2, False, *no_sums(R),
+    tuples = cp_tuples(
+        lay, y, L2, e2, P_Lam, P_eta, M, None, E2, code=code, alpha=a2, beta=b2, with_noise=noise is not None,
+        cavity=True,
     )  # fmt: skip
+    sk = tuples[2].skipped
+    K.sweep_cavity_full(*tuples, k_lo, k_hi, etau, rho, ENTRY_CHUNK)
     if noise is not None:
         return L2, e2, int(sk.sum()), a2, b2
     return L2, e2, int(sk.sum())
@@ -295,13 +252,10 @@ def test_cavity_sweep_equals_posterior_sweep_when_the_entries_have_no_messages(r
     P_eta = prior_means.copy()
     M, S = prior_means.copy(), P_Lam.copy()
     E2 = S + M[:, :, None] * M[:, None, :]
-    n_chunks = -(-n // ENTRY_CHUNK)
     L1, e1 = Lam.copy(), eta.copy()
     K.sweep_full(
-        CODES[model], lay.gidx, y, y, L1, e1, P_Lam, P_eta, M, E2, etau, rho, 0, 3, ENTRY_CHUNK,
-        np.zeros(n_chunks, dtype=np.int64), np.empty((n_chunks, K.ENTRY_MATS, R, R)),
-        np.empty((n_chunks, K.ENTRY_VECS, R)), False, np.zeros(n), np.zeros(n), False, *no_sums(R),
-    )  # fmt: skip
+        *cp_tuples(lay, y, L1, e1, P_Lam, P_eta, M, S, E2, code=CODES[model]), 0, 3, etau, rho, ENTRY_CHUNK
+    )
     got = cavity_sweep(CODES[model], lay, y, Lam, eta, P_Lam, P_eta, etau, rho, 0, 3)
     np.testing.assert_allclose(got[0], L1, rtol=1e-11, atol=1e-13)
     np.testing.assert_allclose(got[1], e1, rtol=1e-11, atol=1e-13)
@@ -325,38 +279,23 @@ def test_sweep_with_object_sums_equals_sweep_then_rebuild(rng, model, shape, R, 
     prior_eta = np.zeros((n_obj, R))
 
     def sweep(chunk, sums):
-        G = -(-n // chunk)
         L2, e2, a2, b2 = Lam.copy(), eta.copy(), np.zeros(n), np.zeros(n)
-        parts = (np.empty((G, n_obj, R, R)), np.empty((G, n_obj, R))) if sums else no_sums(R)
-        if cavity:
-            K.sweep_cavity_full(
-                code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, 0, Km, chunk,
-                np.zeros(G, dtype=np.int64), *cavity_scratch(G, Km, R), model == "cp_gaussian", a2, b2,
-                sums, *parts,
-            )  # fmt: skip
-        else:
-            K.sweep_full(
-                code, lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, etau, rho, 0, Km, chunk,
-                np.zeros(G, dtype=np.int64), np.empty((G, K.ENTRY_MATS, R, R)),
-                np.empty((G, K.ENTRY_VECS, R)), model == "cp_gaussian", a2, b2, sums, *parts,
-            )  # fmt: skip
-        out = [
-            np.empty_like(P_Lam),
-            np.empty_like(P_eta),
-            np.empty_like(M),
-            np.empty_like(S),
-            np.empty_like(E2),
-        ]
-        bad = np.zeros(n_obj, dtype=np.int64)
-        Ls = np.empty((n_obj, R, R))
+        problem, store, scratch = cp_tuples(
+            lay, y, L2, e2, P_Lam, P_eta, M, S, E2, code=code, prior_Lam=prior_Lam, prior_eta=prior_eta,
+            alpha=a2, beta=b2, units=-(-n // chunk), with_noise=model == "cp_gaussian", with_sums=sums,
+            cavity=cavity, obj_chunk=8,
+        )  # fmt: skip
+        (K.sweep_cavity_full if cavity else K.sweep_full)(problem, store, scratch, 0, Km, etau, rho, chunk)
+        # the posterior into fresh arrays
+        out = store._replace(
+            **{k: np.empty_like(getattr(store, k)) for k in ("P_Lam", "P_eta", "M", "S", "E2")}
+        )
         if sums:
-            K.reduce_object_sums(prior_Lam, prior_eta, *parts, *out, 8, Ls, bad)
+            K.reduce_object_sums(problem, out, scratch)
         else:
-            K.rebuild_full(
-                lay.ptr, lay.ent, lay.obj_mode, 0, n_obj, L2, e2, prior_Lam, prior_eta, *out, 8, Ls, bad
-            )
-        assert not bad.any()
-        return L2, e2, b2, out
+            K.rebuild_full(problem, out, scratch, 0, n_obj)
+        assert not scratch.bad.any()
+        return L2, e2, b2, [out.P_Lam, out.P_eta, out.M, out.S, out.E2]
 
     ref = sweep(64, False)
     for chunk in (64, 37, n):
@@ -503,16 +442,25 @@ def test_diag_block_sweep_matches_per_coordinate_formulas(rng, model, R):
     coords, y, Lam, eta = random_state(rng, shape, R, n, model, "diag")
     lay, P_Lam, P_eta, M, S, E2 = kernel_state(coords, shape, Lam, eta, prior_var, "diag")
     code = CODES[model]
-    n_chunks = -(-n // ENTRY_CHUNK)
     for k in range(3):
         for r in range(R):
             Lam0, eta0, M0, E20 = Lam.copy(), eta.copy(), M.copy(), E2.copy()
             P_Lam0, P_eta0 = P_Lam.copy(), P_eta.copy()
-            sk = np.zeros(n_chunks, dtype=np.int64)
-            K.sweep_diag_coord(
-                code, lay.gidx, y, y, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k, r, ENTRY_CHUNK, sk,
-                np.empty((n_chunks, 2)),
-            )  # fmt: skip
+            problem, store, scratch = cp_tuples(
+                lay,
+                y,
+                Lam,
+                eta,
+                P_Lam,
+                P_eta,
+                M,
+                S,
+                E2,
+                code=code,
+                prior_Lam=np.full((len(M), R), 1 / prior_var),
+            )
+            sk = scratch.skipped
+            K.sweep_diag_coord(problem, store, scratch, k, r, etau, rho, ENTRY_CHUNK)
             n_bad = 0
             for e in range(n):
                 o = lay.gidx[e, k]
@@ -549,26 +497,8 @@ def test_diag_block_sweep_matches_per_coordinate_formulas(rng, model, R):
             mask = np.ones_like(Lam, dtype=bool)
             mask[:, k, r] = False
             np.testing.assert_array_equal(Lam[mask], Lam0[mask])
-            bad = np.zeros(len(M), dtype=np.int64)
             lo, hi = lay.offsets[k], lay.offsets[k + 1]
-            K.rebuild_diag_coord(
-                lay.ptr,
-                lay.ent,
-                lo,
-                hi,
-                k,
-                r,
-                Lam,
-                eta,
-                np.full((len(M), R), 1 / prior_var),
-                np.zeros((len(M), R)),
-                P_Lam,
-                P_eta,
-                M,
-                S,
-                E2,
-                bad,
-            )
+            K.rebuild_diag_coord(problem, store, scratch, lo, hi, k, r)
             nP_Lam, nP_eta, means, covs = naive.cp_posterior(
                 coords, shape, Lam[..., None] * np.eye(R), eta, prior_var
             )

@@ -4,6 +4,7 @@ exact limits, the policies for indefinite messages, the parallel sweep, and the 
 
 import numpy as np
 import pytest
+from cp_tuples import cp_tuples
 from kernel_options import central_options_count
 from short_fits import assert_max_iter_warns
 
@@ -14,7 +15,7 @@ from fastcep.kernels import tensor as K
 from fastcep.kernels._config import PROBIT
 from fastcep.kernels.glm import laplace
 from fastcep.kernels.tensor import lp as L
-from fastcep.tensor.engine import ENTRY_CHUNK, OBJECT_CHUNK
+from fastcep.tensor.engine import ENTRY_CHUNK
 from fastcep.tensor.layout import make_layout
 
 CODE = {"cp_gaussian": K.MODEL_GAUSSIAN, "cp_probit": K.MODEL_PROBIT}
@@ -194,31 +195,11 @@ def sweep_state(rng, model, shape, R, n):
     eta = rng.normal(0, 0.3, (n, len(shape), R))
     lay = make_layout(coords, shape)
     n_obj = int(lay.offsets[-1])
-    P_Lam, S, E2 = (np.empty((n_obj, R, R)) for _ in range(3))
-    P_eta, M = np.empty((n_obj, R)), np.empty((n_obj, R))
-    bad = np.zeros(n_obj, dtype=np.int64)
     prior_Lam = np.broadcast_to(np.eye(R), (n_obj, R, R)).copy()
-    Ls = np.empty((-(-n_obj // OBJECT_CHUNK), R, R))
-    K.rebuild_full(
-        lay.ptr, lay.ent, lay.obj_mode, 0, n_obj, Lam, eta, prior_Lam, np.zeros((n_obj, R)), P_Lam, P_eta,
-        M, S, E2, OBJECT_CHUNK, Ls, bad,
-    )  # fmt: skip
-    assert not bad.any()
-    return lay, y, Lam, eta, P_Lam, P_eta, M, E2
-
-
-def lp_scratch(n, Kmodes, R):
-    nc = -(-n // ENTRY_CHUNK)
-    KR = Kmodes * R
-    return (
-        np.empty((nc, Kmodes, R, R)),
-        np.empty((nc, Kmodes, R)),
-        np.empty((nc, Kmodes, R, R)),
-        np.empty((nc, Kmodes, R)),
-        np.zeros((nc, Kmodes), dtype=np.bool_),
-        np.empty((nc, L.LP_MATS, KR, KR)),
-        np.empty((nc, L.LP_VECS, KR)),
-    )
+    problem, store, scratch = cp_tuples(lay, y, Lam, eta, prior_Lam=prior_Lam)
+    K.rebuild_full(problem, store, scratch, 0, n_obj)
+    assert not scratch.bad.any()
+    return lay, y, Lam, eta, store.P_Lam, store.P_eta, store.M, store.E2
 
 
 @pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
@@ -239,14 +220,15 @@ def test_sweep_matches_textbook_per_entry_and_noise_is_ceps(rng, model, shape, R
             continue
         want_L[e] = (1 - rho) * Lam[e] + rho * Ln
         want_e[e] = (1 - rho) * eta[e] + rho * en
-    nc = -(-n // ENTRY_CHUNK)
     for k_lo, k_hi in ((0, Kmodes), (1, 2)):  # the parallel schedule, one block of the block schedule
-        L2, e2, sk = Lam.copy(), eta.copy(), np.zeros(nc, dtype=np.int64)
+        L2, e2 = Lam.copy(), eta.copy()
         a2, b2 = np.full(n, 0.3), np.full(n, 0.7)
-        L.sweep_lp(
-            CODE[model], lay.gidx, y, y, L2, e2, P_Lam, P_eta, M, E2, ETAU, rho, L.LP_APPLY, k_lo, k_hi,
-            ENTRY_CHUNK, sk, *lp_scratch(n, Kmodes, R), model == "cp_gaussian", a2, b2,
+        tuples = cp_tuples(
+            lay, y, L2, e2, P_Lam, P_eta, M, None, E2, code=CODE[model], alpha=a2, beta=b2, lp=True,
+            lp_rule=L.LP_APPLY, with_noise=model == "cp_gaussian",
         )  # fmt: skip
+        sk = tuples[2].skipped
+        L.sweep_lp(*tuples, k_lo, k_hi, ETAU, rho, ENTRY_CHUNK)
         sl = slice(k_lo, k_hi)
         np.testing.assert_allclose(L2[:, sl], want_L[:, sl], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(e2[:, sl], want_e[:, sl], rtol=1e-9, atol=1e-12)
@@ -255,7 +237,9 @@ def test_sweep_matches_textbook_per_entry_and_noise_is_ceps(rng, model, shape, R
         assert sk.sum() == want_skip * (k_hi - k_lo) // Kmodes
         if model == "cp_gaussian":  # the noise messages are CEP's, bit for bit
             a3, b3 = np.full(n, 0.3), np.full(n, 0.7)
-            K.noise_messages_full(lay.gidx, y, a3, b3, M, E2, rho)
+            K.noise_messages_full(
+                *cp_tuples(lay, y, L2, e2, P_Lam, P_eta, M, None, E2, alpha=a3, beta=b3)[:2], rho
+            )
             np.testing.assert_array_equal(a2, a3)
             np.testing.assert_array_equal(b2, b3)
 

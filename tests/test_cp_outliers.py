@@ -7,6 +7,7 @@ tests/naive.py and against a Gibbs sampler of the same model (``bench.cp_gold``)
 import numpy as np
 import pytest
 from conftest import same_posterior
+from cp_tuples import cp_tuples
 from scipy import stats
 from test_cp_generic import RULE, scratch
 from test_cp_kernels import spd
@@ -76,13 +77,13 @@ def test_the_guard_pulls_back_the_messages_of_the_objects_it_refuses_as_the_text
     Lam, old_Lam = rng.normal(size=(n, 3, *block)), rng.normal(size=(n, 3, *block))
     eta, old_eta = rng.normal(size=(n, 3, R)), rng.normal(size=(n, 3, R))
     bad = (rng.random(n_obj) < 0.4).astype(np.int64)
-    restored = np.zeros(n_obj, dtype=np.int64)
     for r in [-1] + ([1] if covariance == "diag" else []):
         for frac in (0.5, 0.0):
             L2, e2 = Lam.copy(), eta.copy()
-            K.restore_objects(
-                lay.ptr, lay.ent, lay.obj_mode, 0, n_obj, bad, L2, e2, old_Lam, old_eta, r, frac, restored
-            )
+            problem, store, scratch = cp_tuples(lay, np.zeros(n), L2, e2)
+            scratch.bad[:], scratch.old_Lam[:], scratch.old_eta[:] = bad, old_Lam, old_eta
+            restored = scratch.restored
+            K.restore_objects(problem, store, scratch, 0, n_obj, r, frac)
             ref = naive.restore_objects(
                 lay.ptr, lay.ent, lay.obj_mode, bad, Lam, eta, old_Lam, old_eta, r, frac
             )

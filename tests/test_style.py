@@ -60,7 +60,7 @@ def test_every_kernel_uses_the_central_fastmath_set():
 _GATHER_RUN = """
 import hashlib
 import numpy as np
-from fastcep.kernels.tensor import rebuild_diag_coord
+from fastcep.kernels.tensor import CPProblem, CPStore, rebuild_diag_coord, state
 rng = np.random.default_rng(0)
 n_obj, per, n, K, R = 40, 70, 900, 3, 2
 ptr = np.arange(0, n_obj * per + 1, per).astype(np.int64)
@@ -69,8 +69,13 @@ Lam = rng.exponential(size=(n, K, R)) * 10.0 ** rng.uniform(-3, 3, (n, K, R))
 eta = rng.standard_normal((n, K, R)) * 10.0 ** rng.uniform(-3, 3, (n, K, R))
 prior_Lam, prior_eta = rng.random((n_obj, R)) + 1.0, rng.standard_normal((n_obj, R))
 post = [np.zeros((n_obj, R)) for _ in range(5)]
-bad = np.zeros(n_obj, dtype=np.int64)
-rebuild_diag_coord(ptr, ent, 0, n_obj, 1, 0, Lam, eta, prior_Lam, prior_eta, *post, bad)
+store = CPStore(Lam, eta, np.zeros(n), np.zeros(n), *post, np.zeros(3))
+none = np.empty(0)
+gidx, obj_mode = np.zeros((n, K), dtype=np.int64), np.zeros(n_obj, dtype=np.int64)
+problem = CPProblem(
+    gidx, none, none, ptr, ent, obj_mode, prior_Lam, prior_eta, none, none, 0, 0, 64, False, False
+)
+rebuild_diag_coord(problem, store, state.scratch(store, 1, 64), 0, n_obj, 1, 0)
 print(hashlib.sha256(b"".join(p.tobytes() for p in post)).hexdigest())
 """
 

@@ -143,23 +143,9 @@ def warm_start(likelihood, y, warmup_snr):
     return start
 
 
-def cavity_scratch(n_units, Kmodes, R):
-    """Per-work-unit scratch of ``kernels.tensor.cavity.sweep_cavity_full`` after ``mat`` and ``vec``: one
-    entry's cavity moments (cp_probit), then the batch's blocks, rows, moments and flags."""
-    B = K.CAVITY_BATCH
-    return (
-        np.empty((n_units, Kmodes, R)),
-        np.empty((n_units, Kmodes, R, R)),
-        np.empty((n_units, 2, R, R, B)),
-        np.empty((n_units, 2, R, B)),
-        np.empty((n_units, Kmodes, R, B)),
-        np.empty((n_units, Kmodes, R, R, B)),
-        np.empty((n_units, B), dtype=np.bool_),
-    )
-
-
 class CPEngine:
-    """One CP fit's message store, per-object posterior and schedule: the engine's inner step.
+    """One CP fit's problem, message store and scratch (``kernels.tensor.state``: the NamedTuples
+    that every driver takes whole) and the schedule chosen once: the engine's inner step.
 
     ``fit_cp`` builds one from checked input; ``fastcep.stream`` builds one per batch from the
     batch's own layout and the posterior so far (no public checks, nothing over objects the batch
@@ -213,48 +199,79 @@ class CPEngine:
     ):  # fmt: skip
         n, Kmodes = lay.gidx.shape
         n_obj = int(lay.offsets[-1])
-        self.lay, self.y, self.s = lay, y, s
+        self.lay = lay
         #: the digest of the entries (``CPState.data_sha256``), set by the fit that owns them
         self.data_sha256 = None
         self.model, self.method, self.covariance, self.schedule = model, method, covariance, schedule
         self.R, self.Kmodes, self.n, self.n_obj = R, Kmodes, n, n_obj
         self.rho, self.a0, self.b0 = rho, a0, b0
-        self.prior_Lam, self.prior_eta = prior_Lam, prior_eta
         self.hyper = hyper
         if hyper is not None:
             H.fill_prior(hyper, lay.offsets, covariance, prior_Lam, prior_eta)
         self.rng = rng
         if messages is None:
-            self.Lam, self.eta, post = _allocate(n, Kmodes, R, n_obj, covariance)
-            self.alpha, self.beta = np.zeros(n), np.zeros(n)
+            Lam, eta, post = _allocate(n, Kmodes, R, n_obj, covariance)
+            alpha, beta = np.zeros(n), np.zeros(n)
         else:
-            self.Lam, self.eta, self.alpha, self.beta = (np.array(a, dtype=np.float64) for a in messages[:4])
+            Lam, eta, alpha, beta = (np.array(a, dtype=np.float64) for a in messages[:4])
             _, _, post = _allocate(1, Kmodes, R, n_obj, covariance)
-        self.P_Lam, self.P_eta, self.M, self.S, self.E2 = post
-        # the kernels' model code, and for a generic model (any likelihood of the seam) the
-        # trailing arguments of every driver: (likelihood, nodes, weights); () otherwise
+        self.store = K.CPStore(Lam, eta, alpha, beta, *post, np.zeros(3))
+        # the kernels' model code, and for a generic model (any likelihood of the seam) its
+        # likelihood kernel (an argument of every driver) and Gauss-Hermite rule (in the problem)
         self.learner = learner
         self.likelihood = learner.likelihood if learner is not None else likelihood
-        self.code, self.generic = kernel_model(model, probit_curvature, self.likelihood)
-        self.lp_rule = LP_INDEFINITE[lp_indefinite]
-        self._scratch(expect_under)
+        code, generic = kernel_model(model, probit_curvature, self.likelihood)
+        self.lik = generic[0] if generic else None
+        nodes, weights = generic[1:] if generic else (np.empty(0), np.empty(0))
+        n_chunks = -(-n // ENTRY_CHUNK)
+        # the parallel schedule with full covariances sums each fixed group of entries' new
+        # messages per object during the sweep (kernels.tensor.sweep_full with_sums;
+        # reduce_object_sums), when those partial sums are small beside the messages (not for a
+        # small batch over many objects)
+        n_groups = min(SUM_GROUPS, n_chunks)
+        with_sums = (
+            covariance == "full"
+            and method == "cep1"
+            and schedule == "parallel"
+            and n_groups * n_obj <= SUM_FRACTION * n * Kmodes
+        )
+        if with_sums:
+            self.sweep_chunk = -(-n // n_groups)
+            n_groups = -(-n // self.sweep_chunk)  # (every group non-empty)
+        else:
+            self.sweep_chunk = ENTRY_CHUNK
+        # expect_under="cavity": the sweeps after the first of a fresh fit (which has no messages
+        # to remove yet and takes the initial moments, as "posterior" does) form each entry's
+        # cavities, in work units of their own: the sum groups, else at most CAVITY_UNITS chunks
+        # (the messages do not depend on the chunk; each unit's batch scratch is about 160 KB at
+        # rank 8)
+        cav_units = 0
+        if expect_under == "cavity":
+            cav_units = n_groups if with_sums else min(n_chunks, CAVITY_UNITS)
+            self.cav_chunk = self.sweep_chunk if with_sums else -(-n // cav_units)
+            cav_units = -(-n // self.cav_chunk)  # (every unit non-empty)
+        # the parallel schedule computes the noise messages in the sweep's pass over the entries
+        fused_noise = model == "cp_gaussian" and schedule == "parallel" and covariance == "full"
+        self.problem = K.CPProblem(
+            lay.gidx, y, s, lay.ptr, lay.ent, lay.obj_mode, prior_Lam, prior_eta, nodes, weights, code,
+            LP_INDEFINITE[lp_indefinite], OBJECT_CHUNK, fused_noise, with_sums,
+        )  # fmt: skip
         # a likelihood that may not be log-concave (the Student-t, a Custom one) sends messages
         # of negative precision (an outlier's: ``kernels.tensor.rank_one_message``); a parallel
         # sweep of them may leave an object's posterior improper, or proper but nearly singular,
         # and then that object's step is pulled back towards its messages of before the sweep
         # (``settle``; a copy of the messages and of the posterior precisions). The sequential
         # schedule needs no guard: each damped update is a convex combination of two proper
-        # posteriors of the entry's cavity.
+        # posteriors of the same cavity (the old one and the tilted's).
         self.guard = guarded(model, method, schedule, self.likelihood)
+        self.scratch = K.state.scratch(
+            self.store, n_chunks, OBJECT_CHUNK, n_groups=n_groups if with_sums else 0, cav_units=cav_units,
+            lp=method == "lp", guard=self.guard,
+        )  # fmt: skip
+        self.noise_chunks = np.empty((n_chunks, 2))
         self.snapshot = False
         self.held_priors = 0
         self.prior_check = None
-        if self.guard:
-            self.old_Lam, self.old_eta = np.empty_like(self.Lam), np.empty_like(self.eta)
-            self.old_P = np.empty_like(self.P_Lam)
-            self.restored = np.zeros(n_obj, dtype=np.int64)
-            if covariance == "full":
-                self.guard_A = np.empty_like(self.Ls)
         self.n_restored = 0
         # (the function, not a bound method: an engine must not reference itself, or its arrays
         # wait for the cyclic garbage collector and every fit takes fresh pages)
@@ -263,8 +280,9 @@ class CPEngine:
         self.rebuild()
         if messages is None:
             self._start(init_means, init_covs)
-        self.noise = np.array([*self._noise_sums(), 0.0])
-        self.noise[2] = self.noise[0] / self.noise[1]
+        noise = self.store.noise
+        noise[0], noise[1] = self._noise_sums()
+        noise[2] = noise[0] / noise[1]
         self.warm = model == "cp_gaussian" and messages is None and noise_warmup > 0
         self.noise_warmup = noise_warmup
         # a generic model's learned parameters are held at their start as cp_gaussian's noise
@@ -275,75 +293,25 @@ class CPEngine:
             # which regularises the embeddings into a local optimum that explains the data as
             # noise (measured: 2 seeds in 5 stuck at E tau ~ 5 instead of 100 on a 30 x 25 x 20
             # rank-3 tensor)
-            self.noise[2] = warmup_snr / reference_var(y)
-        self.tau_init = self.noise[2]
+            noise[2] = warmup_snr / reference_var(y)
+        self.tau_init = noise[2]
         self.f_old = np.zeros(n)
         self.f_new = np.empty(n)
         # the change is relative to the predictions' mean square, but not below COLLAPSED of the
         # values': predictions that shrink to 0 geometrically (one entry explained as noise) have
         # a constant relative change and would never stop
         self.f_floor = max(COLLAPSED * exact_sum(y * y) / max(n, 1), 1e-300)
-        K.predict_mean(lay.gidx, self.M, self.f_old)
+        K.predict_mean(lay.gidx, self.store.M, self.f_old)
+
+    # the posterior and the noise, as the stream reads them from any engine (``VMPEngine`` too)
+    M = property(lambda self: self.store.M)
+    S = property(lambda self: self.store.S)
+    E2 = property(lambda self: self.store.E2)
+    P_Lam = property(lambda self: self.store.P_Lam)
+    P_eta = property(lambda self: self.store.P_eta)
+    noise = property(lambda self: self.store.noise)
 
     # -------------------------------------------------------------------------------- set-up
-    def _scratch(self, expect_under):
-        n, Kmodes, R, n_obj = self.n, self.Kmodes, self.R, self.n_obj
-        self.bad = np.zeros(n_obj, dtype=np.int64)
-        self.n_chunks = n_chunks = -(-n // ENTRY_CHUNK)
-        self.skipped = np.zeros(n_chunks, dtype=np.int64)
-        self.noise_chunks = np.empty((n_chunks, 2))
-        if self.covariance == "full":
-            self.work = np.empty((n_chunks, K.ENTRY_MATS, R, R))
-            self.scr = np.empty((n_chunks, K.ENTRY_VECS, R))
-            self.Ls = np.empty((-(-n_obj // OBJECT_CHUNK), R, R))
-        else:
-            self.scr = np.empty((n_chunks, 2))
-        # the parallel schedule with full covariances sums each fixed group of entries' new
-        # messages per object during the sweep (kernels.tensor.sweep_full with_sums;
-        # reduce_object_sums), when those partial sums are small beside the messages (not for a
-        # small batch over many objects)
-        n_groups = min(SUM_GROUPS, n_chunks)
-        self.with_sums = (
-            self.covariance == "full"
-            and self.method == "cep1"
-            and self.schedule == "parallel"
-            and n_groups * n_obj <= SUM_FRACTION * n * Kmodes
-        )
-        if self.with_sums:
-            self.part_L = np.empty((n_groups, n_obj, R, R))
-            self.part_e = np.empty((n_groups, n_obj, R))
-            self.sweep_chunk = -(-n // n_groups)
-            n_groups = -(-n // self.sweep_chunk)  # (every group non-empty)
-        else:
-            self.part_L, self.part_e = np.empty((1, 0, R, R)), np.empty((1, 0, R))
-            self.sweep_chunk = ENTRY_CHUNK
-        self.n_groups = n_groups
-        # expect_under="cavity": the sweeps after the first of a fresh fit (which has no messages
-        # to remove yet and takes the initial moments, as "posterior" does) form each entry's
-        # cavities, in work units of their own: the sum groups, else at most CAVITY_UNITS chunks
-        # (the messages do not depend on the chunk; each unit's batch scratch is about 160 KB at
-        # rank 8)
-        if expect_under == "cavity":
-            cav_units = n_groups if self.with_sums else min(n_chunks, CAVITY_UNITS)
-            self.cav_chunk = self.sweep_chunk if self.with_sums else -(-n // cav_units)
-            self.cav_units = -(-n // self.cav_chunk)  # (every unit non-empty)
-            self.cav_scratch = cavity_scratch(self.cav_units, Kmodes, R)
-        if self.method == "lp":  # per-chunk scratch of the Laplace messages (kernels.tensor.lp.sweep_lp)
-            KR = Kmodes * R
-            self.lp_scratch = (
-                np.empty((n_chunks, Kmodes, R, R)),
-                np.empty((n_chunks, Kmodes, R)),
-                np.empty((n_chunks, Kmodes, R, R)),
-                np.empty((n_chunks, Kmodes, R)),
-                np.zeros((n_chunks, Kmodes), dtype=np.bool_),
-                np.empty((n_chunks, KLP.LP_MATS, KR, KR)),
-                np.empty((n_chunks, KLP.LP_VECS, KR)),
-            )
-        # the parallel schedule computes the noise messages in the sweep's pass over the entries
-        self.fused_noise = (
-            self.model == "cp_gaussian" and self.schedule == "parallel" and self.covariance == "full"
-        )
-
     def _start(self, init_means, init_covs):
         """A fresh fit's initial posterior moments.
 
@@ -357,7 +325,8 @@ class CPEngine:
         sequential sweep starts from the initial means; the rebuild after the first sweep forgets
         this pseudo-observation (posterior = prior + messages).
         """
-        M, S = self.M, self.S
+        st = self.store
+        M, S = st.M, st.S
         M[:] = init_means
         v0 = max(INIT_VAR_FRACTION * float(np.mean(M**2)), 1e-12)
         if self.covariance == "full":
@@ -366,47 +335,35 @@ class CPEngine:
             S[:] = v0
         if init_covs is not None:
             S[:] = init_covs
-        second_moments(M, S, self.covariance, out=self.E2)
+        second_moments(M, S, self.covariance, out=st.E2)
         if self.covariance == "full":
-            self.P_eta[:] = np.einsum("oij,oj->oi", self.P_Lam, M)
+            st.P_eta[:] = np.einsum("oij,oj->oi", st.P_Lam, M)
         else:
-            self.P_eta[:] = self.P_Lam * M
+            st.P_eta[:] = st.P_Lam * M
 
     # ------------------------------------------------------------------------------ posterior
     def _noise_sums(self):
         """(a0 + sum alpha, b0 + sum beta): fixed-chunk partial sums, then their correctly rounded
         sum; the same whatever the thread count or memory alignment."""
         out = self.noise_chunks
-        K.noise_chunk_sums(self.alpha, self.beta, ENTRY_CHUNK, out)
+        K.noise_chunk_sums(self.store.alpha, self.store.beta, ENTRY_CHUNK, out)
         return self.a0 + math.fsum(out[:, 0].tolist()), self.b0 + math.fsum(out[:, 1].tolist())
-
-    def _rebuild_full(self, lo, hi):
-        lay = self.lay
-        K.rebuild_full(
-            lay.ptr, lay.ent, lay.obj_mode, lo, hi, self.Lam, self.eta, self.prior_Lam, self.prior_eta,
-            self.P_Lam, self.P_eta, self.M, self.S, self.E2, OBJECT_CHUNK, self.Ls, self.bad,
-        )  # fmt: skip
-
-    def _rebuild_diag(self):
-        lay = self.lay
-        K.rebuild_diag(
-            lay.ptr, lay.ent, lay.obj_mode, self.Lam, self.eta, self.prior_Lam, self.prior_eta, self.P_Lam,
-            self.P_eta, self.M, self.S, self.E2, self.bad,
-        )  # fmt: skip
 
     def rebuild_objects(self, lo, hi):
         """Full covariances: posterior of objects lo..hi-1 = prior + messages (with the guard, the
         messages of an object it refuses pulled back first: ``settle``)."""
-        self._rebuild_full(lo, hi)
-        self.settle(functools.partial(self._rebuild_full, lo, hi), lo, hi)
+        rebuild = functools.partial(K.rebuild_full, self.problem, self.store, self.scratch, lo, hi)
+        rebuild()
+        self.settle(rebuild, lo, hi)
 
     def rebuild(self):
         """The exact posterior = prior + messages (also removes sequential drift)."""
         if self.covariance == "full":
             self.rebuild_objects(0, self.n_obj)
         else:
-            self._rebuild_diag()
-            self.settle(self._rebuild_diag, 0, self.n_obj)
+            rebuild = functools.partial(K.rebuild_diag, self.problem, self.store, self.scratch)
+            rebuild()
+            self.settle(rebuild, 0, self.n_obj)
         self.check_proper()
 
     def settle(self, rebuild, lo, hi, r=-1):
@@ -426,12 +383,13 @@ class CPEngine:
         passes: a new prior that does not (a column's prior precision falling under the sum of an
         object's negative messages, seen on a Student-t tensor with 10 % outliers where the
         learned prior switched a column off) is not taken this iteration (``held_priors``)."""
-        hyper = H.update(self.hyper, self.M, self.E2, self.lay.offsets, self.covariance)
+        pb, st = self.problem, self.store
+        hyper = H.update(self.hyper, st.M, st.E2, self.lay.offsets, self.covariance)
         if self.guard:
-            old = self.prior_Lam.copy(), self.prior_eta.copy()
-        H.fill_prior(hyper, self.lay.offsets, self.covariance, self.prior_Lam, self.prior_eta)
+            old = pb.prior_Lam.copy(), pb.prior_eta.copy()
+        H.fill_prior(hyper, self.lay.offsets, self.covariance, pb.prior_Lam, pb.prior_eta)
         if self.guard and self._refused_prior():
-            self.prior_Lam[:], self.prior_eta[:] = old
+            pb.prior_Lam[:], pb.prior_eta[:] = old
             self.held_priors += 1
             return
         self.hyper = hyper
@@ -439,24 +397,22 @@ class CPEngine:
     def _refused_prior(self):
         """Whether the guard refuses the prior + the current messages of some object, against the
         current posterior (the posterior in scratch)."""
-        lay = self.lay
-        if self.prior_check is None:  # (the scratch posterior and flags, allocated once)
-            arrays = (self.P_Lam, self.P_eta, self.M, self.S, self.E2, self.bad)
-            self.prior_check = tuple(np.empty_like(a) for a in arrays)
-        *post, bad = self.prior_check
-        bad[:] = 0
-        if self.covariance == "full":
-            K.rebuild_full(
-                lay.ptr, lay.ent, lay.obj_mode, 0, self.n_obj, self.Lam, self.eta, self.prior_Lam,
-                self.prior_eta, *post, OBJECT_CHUNK, self.Ls, bad,
-            )  # fmt: skip
-            K.mark_shrunk(post[0], self.P_Lam, 0, self.n_obj, OBJECT_CHUNK, self.guard_A, self.Ls, bad)
-        else:
-            K.rebuild_diag(
-                lay.ptr, lay.ent, lay.obj_mode, self.Lam, self.eta, self.prior_Lam, self.prior_eta, *post, bad
+        st, sc = self.store, self.scratch
+        if self.prior_check is None:  # (a scratch posterior and flags, allocated once)
+            post = {k: np.empty_like(getattr(st, k)) for k in ("P_Lam", "P_eta", "M", "S", "E2")}
+            self.prior_check = (
+                st._replace(**post),
+                sc._replace(bad=np.empty_like(sc.bad)),
             )
-            K.mark_shrunk_diag(post[0], self.P_Lam, 0, self.n_obj, -1, bad)
-        return bool(bad.any())
+        check, check_sc = self.prior_check
+        check_sc.bad[:] = 0
+        if self.covariance == "full":
+            K.rebuild_full(self.problem, check, check_sc, 0, self.n_obj)
+            K.mark_shrunk(check.P_Lam, st.P_Lam, 0, self.n_obj, OBJECT_CHUNK, sc.guard_A, sc.Ls, check_sc.bad)
+        else:
+            K.rebuild_diag(self.problem, check, check_sc)
+            K.mark_shrunk_diag(check.P_Lam, st.P_Lam, 0, self.n_obj, -1, check_sc.bad)
+        return bool(check_sc.bad.any())
 
     def restore(self, lo, hi, r=-1, frac=0.0, count=True):
         """The guard of messages of negative precision, after a parallel sweep's rebuild of
@@ -469,58 +425,48 @@ class CPEngine:
         be rebuilt); False without the guard or outside a step."""
         if not self.snapshot:
             return False
+        P, sc = self.store.P_Lam, self.scratch
         if self.covariance == "full":
-            K.mark_shrunk(self.P_Lam, self.old_P, lo, hi, OBJECT_CHUNK, self.guard_A, self.Ls, self.bad)
+            K.mark_shrunk(P, sc.old_P, lo, hi, OBJECT_CHUNK, sc.guard_A, sc.Ls, sc.bad)
         else:
-            K.mark_shrunk_diag(self.P_Lam, self.old_P, lo, hi, r, self.bad)
-        if not self.bad[lo:hi].any():
+            K.mark_shrunk_diag(P, sc.old_P, lo, hi, r, sc.bad)
+        if not sc.bad[lo:hi].any():
             return False
-        lay = self.lay
-        K.restore_objects(
-            lay.ptr, lay.ent, lay.obj_mode, lo, hi, self.bad, self.Lam, self.eta, self.old_Lam, self.old_eta,
-            r, frac, self.restored,
-        )  # fmt: skip
+        K.restore_objects(self.problem, self.store, sc, lo, hi, r, frac)
         if count:
-            self.n_restored += int(self.restored[lo:hi].sum())
+            self.n_restored += int(sc.restored[lo:hi].sum())
         return True
 
     def check_proper(self):
-        if self.bad.any():
+        bad = self.scratch.bad
+        if bad.any():
             raise FloatingPointError(
-                f"fit: the posterior precision of {int(self.bad.sum())} object(s) is not positive definite; "
+                f"fit: the posterior precision of {int(bad.sum())} object(s) is not positive definite; "
                 "try a smaller 'damping'."
             )
 
     # --------------------------------------------------------------------------------- sweeps
-    def _blocks(self):
-        """Parallel: all modes from one posterior; block: mode by mode, each mode's objects
-        rebuilt before the next (see kernels.tensor.sweep_full)."""
-        K_ = self.Kmodes
-        return [(0, K_)] if self.schedule == "parallel" else [(k, k + 1) for k in range(K_)]
-
     def _by_blocks(self, sweep_block):
-        """``sweep_block(k_lo, k_hi, etau)`` over the schedule's blocks of modes (the block
-        schedule rebuilds each block's objects before the next), then the noise messages; returns
-        the number of skipped messages."""
-        lay, etau = self.lay, self.noise[2]
-        self.skipped[:] = 0
-        for k_lo, k_hi in self._blocks():
+        """``sweep_block(k_lo, k_hi, etau)`` over the schedule's blocks of modes, then the noise
+        messages; returns the number of skipped messages. Parallel: all modes from one posterior;
+        block: mode by mode, each mode's objects rebuilt before the next (see
+        kernels.tensor.sweep_full)."""
+        offsets, etau, Km = self.lay.offsets, self.store.noise[2], self.Kmodes
+        skipped = self.scratch.skipped
+        skipped[:] = 0
+        for k_lo, k_hi in [(0, Km)] if self.schedule == "parallel" else [(k, k + 1) for k in range(Km)]:
             sweep_block(k_lo, k_hi, etau)
             if self.schedule == "block":
-                self.rebuild_objects(lay.offsets[k_lo], lay.offsets[k_hi])
-        if self.model == "cp_gaussian" and not self.fused_noise:
-            K.noise_messages_full(lay.gidx, self.y, self.alpha, self.beta, self.M, self.E2, self.rho)
-        return int(self.skipped.sum())
+                self.rebuild_objects(offsets[k_lo], offsets[k_hi])
+        if self.model == "cp_gaussian" and not self.problem.with_noise:
+            K.noise_messages_full(self.problem, self.store, self.rho)
+        return int(skipped.sum())
 
     def _sweep_full(self, it):
         def block(k_lo, k_hi, etau):
             K.sweep_full(
-                self.code, self.lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
-                self.E2, etau, self.rho, k_lo, k_hi, self.sweep_chunk,
-                self.skipped[: self.n_groups if self.with_sums else self.n_chunks], self.work, self.scr,
-                self.fused_noise, self.alpha, self.beta, self.with_sums, self.part_L[: self.n_groups],
-                self.part_e[: self.n_groups], *self.generic,
-            )  # fmt: skip
+                self.problem, self.store, self.scratch, k_lo, k_hi, etau, self.rho, self.sweep_chunk, self.lik
+            )
 
         return self._by_blocks(block)
 
@@ -530,89 +476,70 @@ class CPEngine:
 
         def block(k_lo, k_hi, etau):
             K.sweep_cavity_full(
-                self.code, self.lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
-                self.E2, etau, self.rho, k_lo, k_hi, self.cav_chunk, self.skipped[: self.cav_units],
-                self.work, self.scr, *self.cav_scratch, self.fused_noise, self.alpha, self.beta,
-                self.with_sums, self.part_L[: self.n_groups], self.part_e[: self.n_groups], *self.generic,
-            )  # fmt: skip
+                self.problem, self.store, self.scratch, k_lo, k_hi, etau, self.rho, self.cav_chunk, self.lik
+            )
 
         return self._by_blocks(block)
 
     def _sweep_lp(self, it):
         def block(k_lo, k_hi, etau):
-            KLP.sweep_lp(
-                self.code, self.lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
-                self.E2, etau, self.rho, self.lp_rule, k_lo, k_hi, ENTRY_CHUNK, self.skipped,
-                *self.lp_scratch, self.fused_noise, self.alpha, self.beta,
-            )  # fmt: skip
+            KLP.sweep_lp(self.problem, self.store, self.scratch, k_lo, k_hi, etau, self.rho, ENTRY_CHUNK)
 
         return self._by_blocks(block)
 
     def _sweep_diag(self, it):
         """Block coordinate schedule: mode by mode, coordinate by coordinate."""
-        lay, etau = self.lay, self.noise[2]
-        self.skipped[:] = 0
+        pb, st, sc = self.problem, self.store, self.scratch
+        offsets, etau = self.lay.offsets, st.noise[2]
+        sc.skipped[:] = 0
         for k in range(self.Kmodes):
             for r in range(self.R):
-                K.sweep_diag_coord(
-                    self.code, lay.gidx, self.y, self.s, self.Lam, self.eta, self.P_Lam, self.P_eta, self.M,
-                    self.E2, etau, self.rho, k, r, ENTRY_CHUNK, self.skipped, self.scr, *self.generic,
-                )  # fmt: skip
-                lo, hi = lay.offsets[k], lay.offsets[k + 1]
-                coord = functools.partial(
-                    K.rebuild_diag_coord, lay.ptr, lay.ent, lo, hi, k, r, self.Lam, self.eta, self.prior_Lam,
-                    self.prior_eta, self.P_Lam, self.P_eta, self.M, self.S, self.E2, self.bad,
-                )  # fmt: skip
+                K.sweep_diag_coord(pb, st, sc, k, r, etau, self.rho, ENTRY_CHUNK, self.lik)
+                lo, hi = offsets[k], offsets[k + 1]
+                coord = functools.partial(K.rebuild_diag_coord, pb, st, sc, lo, hi, k, r)
                 coord()
                 self.settle(coord, lo, hi, r)
         if self.model == "cp_gaussian":
-            K.noise_messages_diag(lay.gidx, self.y, self.alpha, self.beta, self.M, self.E2, self.rho)
-        return int(self.skipped.sum())
+            K.noise_messages_diag(pb, st, self.rho)
+        return int(sc.skipped.sum())
 
     def _sequential(self, it):
         """Entries in a seeded random order, the posterior refreshed after each."""
         order = self.rng.permutation(self.n).astype(np.int64)
         fix_tau = self.warm and it <= self.noise_warmup
-        R, Km = self.R, self.Kmodes
-        args = (
-            self.code, order, self.lay.gidx, self.y, self.s, self.Lam, self.eta, self.alpha, self.beta,
-            self.P_Lam, self.P_eta, self.M, self.S, self.E2, self.noise, fix_tau, self.rho,
-        )  # fmt: skip
+        args = (self.problem, self.store, self.scratch, order, fix_tau, self.rho, self.lik)
         if self.covariance == "full":
-            scratch = (self.work[0], self.scr[0], np.empty((Km, R, R)), np.empty((Km, R)), np.empty((R, R)))
-            return int(K.sequential_full(*args, *scratch, *self.generic))
-        return int(K.sequential_diag(*args, self.scr[0], *self.generic))
+            return int(K.sequential_full(*args))
+        return int(K.sequential_diag(*args))
 
     # ------------------------------------------------------------------------------ one step
     def step(self, it):
         """One iteration (the sweep, the posterior, the noise, the change); its ``StepReport``."""
-        M, S = self.M, self.S
+        st, sc = self.store, self.scratch
+        M, S, noise = st.M, st.S, st.noise
         M_old, var_old = M.copy(), _variances(S, self.covariance).copy()
         if self.hyper is not None and (it > 1 or self.resumed):
             # the hyper-layer's VMP update from the posterior so far; the new prior enters the
             # posterior at this iteration's rebuild (and the cavities from the next)
             self.update_prior()
         if self.guard:  # (the messages of before the sweep, for ``restore``)
-            np.copyto(self.old_Lam, self.Lam)
-            np.copyto(self.old_eta, self.eta)
-            np.copyto(self.old_P, self.P_Lam)
+            np.copyto(sc.old_Lam, st.Lam)
+            np.copyto(sc.old_eta, st.eta)
+            np.copyto(sc.old_P, st.P_Lam)
             self.snapshot, self.n_restored = True, 0
         n_skipped = self.sweep(self, it)
-        if self.with_sums:  # posterior = prior + the sweep's per-group sums of the messages
-            K.reduce_object_sums(
-                self.prior_Lam, self.prior_eta, self.part_L[: self.n_groups], self.part_e[: self.n_groups],
-                self.P_Lam, self.P_eta, M, S, self.E2, OBJECT_CHUNK, self.Ls, self.bad,
-            )  # fmt: skip
-            self.settle(functools.partial(self._rebuild_full, 0, self.n_obj), 0, self.n_obj)
+        if self.problem.with_sums:  # posterior = prior + the sweep's per-group sums of the messages
+            K.reduce_object_sums(self.problem, st, sc)
+            self.settle(functools.partial(K.rebuild_full, self.problem, st, sc, 0, self.n_obj), 0, self.n_obj)
             self.check_proper()
         else:
             self.rebuild()  # exact posterior = prior + messages (also removes sequential drift)
         self.snapshot = False
         n_skipped += self.n_restored
         if self.model == "cp_gaussian":
-            self.noise[0], self.noise[1] = self._noise_sums()
+            noise[0], noise[1] = self._noise_sums()
             held = self.warm and it <= self.noise_warmup
-            self.noise[2] = self.tau_init if held else self.noise[0] / self.noise[1]
+            noise[2] = self.tau_init if held else noise[0] / noise[1]
         # convergence: relative RMS change of the predictive means of the training entries,
         # invariant to the scaling and rotation gauges of the CP factors (which drift slowly
         # and keep per-parameter changes from settling)
@@ -625,26 +552,28 @@ class CPEngine:
             # a generic model's learned likelihood parameters, from the entries' marginals under
             # the new posterior (as a regression's, ``fastcep.glm.learn``); the largest change of
             # a parameter's log enters the stopping measure
-            change = max(change, self.learner.update(M, self.E2))
+            change = max(change, self.learner.update(M, st.E2))
             self.likelihood = self.learner.likelihood
-            self.generic = (self.learner.kernel(), *self.generic[1:])
+            self.lik = self.learner.kernel()
         # (a sweep that the guard undid in part is no evidence of convergence)
         values = {"param_change": param_change, "damping": self.rho}
         return _loop.StepReport(change, n_skipped, accept=self.n_restored == 0, values=values)
 
     def finite(self):
-        return bool(np.all(np.isfinite(self.M)))
+        return bool(np.all(np.isfinite(self.store.M)))
 
     def messages(self):
         """The resumable state: the messages (``fit(..., init_state=...)``) and a generic model's
         likelihood (its learned parameters' current values)."""
         likelihood = self.likelihood if is_generic(self.model) else None
-        return CPState(self.Lam, self.eta, self.alpha, self.beta, self.hyper, likelihood, self.data_sha256)
+        st = self.store
+        return CPState(st.Lam, st.eta, st.alpha, st.beta, self.hyper, likelihood, self.data_sha256)
 
     def result(self, shape, n_iter, converged, stop_reason, trace, options, copy=True):
         """The result object; ``copy=False`` hands over M and S (once the fit is done with them)."""
-        noise = (float(self.noise[0]), float(self.noise[1])) if self.model == "cp_gaussian" else None
-        M, S = (self.M.copy(), self.S.copy()) if copy else (self.M, self.S)
+        noise = self.store.noise
+        noise = (float(noise[0]), float(noise[1])) if self.model == "cp_gaussian" else None
+        M, S = (self.store.M.copy(), self.store.S.copy()) if copy else (self.store.M, self.store.S)
         likelihood = self.likelihood if is_generic(self.model) else None  # (None: the model's own)
         return CPResult(
             self.model, self.method, self.covariance, self.R, shape, M, S, noise, n_iter, converged,

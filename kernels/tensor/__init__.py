@@ -14,4 +14,7 @@ from .moments import *  # noqa: F403
 from .posterior import *  # noqa: F403
 from .prediction import *  # noqa: F403
 from .schedules import *  # noqa: F403
+from .state import CPProblem as CPProblem
+from .state import CPScratch as CPScratch
+from .state import CPStore as CPStore
 from .tilted import *  # noqa: F403

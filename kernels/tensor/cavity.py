@@ -138,11 +138,7 @@ _gaussian_batch_messages = by_likelihood(gaussian_batch_messages, 0, generic=Fal
 
 
 @njit(**PARALLEL_CACHED)
-def sweep_cavity_full(
-    model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, chunk, skipped, mat, vec,
-    Mc, E2c, cmat, cvec, Mb, E2b, okb, with_noise, alpha, beta, with_sums, part_L, part_e, lik=None,
-    nodes=None, weights=None,
-):  # fmt: skip
+def sweep_cavity_full(problem, store, scratch, k_lo, k_hi, etau, rho, chunk, lik=None):
     """``sweep_full`` with the other modes' moments under each entry's cavity, full covariances,
     in parallel over fixed chunks of entries.
 
@@ -152,14 +148,41 @@ def sweep_cavity_full(
     do not feed on each other. The cavities are formed CAVITY_BATCH entries at a time
     (``batch_cavity_moments``); an entry with a cavity that is not positive definite gets no new
     message (all counted in skipped). A single-mode step (block schedule) skips its own mode's
-    cavity, which it never reads. cp_gaussian uses E[tau] = etau and, with ``with_noise``, its
+    cavity, which it never reads. cp_gaussian uses E[tau] = etau and, with ``problem.with_noise``, its
     noise messages from the posterior M, E2 (as ``noise_messages_full``).
 
-    Scratch per chunk c: mat, vec as ``sweep_full``; Mc (K, R), E2c (K, R, R) one entry's cavity
-    moments (cp_probit, generic); cmat (2, R, R, B), cvec (2, R, B), Mb (K, R, B), E2b (K, R, R,
-    B), okb (B,) the batch's. with_sums, part_L, part_e and (MODEL_GENERIC) lik, nodes, weights as
+    Scratch per work unit c of ``chunk`` entries: mat, vec as ``sweep_full``; the cav_ arrays
+    (``state.CPScratch``). The sums per object (``problem.with_sums``) and (MODEL_GENERIC) lik as
     ``sweep_full``.
     """
+    model = problem.code
+    gidx = problem.gidx
+    y = problem.y
+    s = problem.s
+    nodes = problem.nodes
+    weights = problem.weights
+    with_noise = problem.with_noise
+    with_sums = problem.with_sums
+    Lam = store.Lam
+    eta = store.eta
+    alpha = store.alpha
+    beta = store.beta
+    P_Lam = store.P_Lam
+    P_eta = store.P_eta
+    M = store.M
+    E2 = store.E2
+    skipped = scratch.skipped
+    mat = scratch.mat
+    vec = scratch.vec
+    part_L = scratch.part_L
+    part_e = scratch.part_e
+    Mc = scratch.cav_M
+    E2c = scratch.cav_E2
+    cmat = scratch.cav_mat
+    cvec = scratch.cav_vec
+    Mb = scratch.cav_Mb
+    E2b = scratch.cav_E2b
+    okb = scratch.cav_ok
     n = gidx.shape[0]
     K = gidx.shape[1]
     R = M.shape[1]
@@ -168,7 +191,7 @@ def sweep_cavity_full(
     skip = k_lo if k_hi - k_lo == 1 else -1
     LfA = Lam.reshape((Lam.shape[0], K * RR))
     idx = np.arange(K)  # (rows of one entry's cavity moments Mc[c], E2c[c]: see entry_update)
-    for c in prange(skipped.shape[0]):
+    for c in prange(-(-n // chunk)):
         A, Lb, w, ec = cmat[c, 0], cmat[c, 1], cvec[c, 0], cvec[c, 1]
         P = cmat[c, 1].reshape((RR, B))  # (Lb once the cavities are formed)
         Mbc, E2bc, ok = Mb[c], E2b[c], okb[c]

@@ -444,25 +444,44 @@ def lp_entry(
 
 
 @njit(**PARALLEL_CACHED)
-def sweep_lp(
-    model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, indefinite, k_lo, k_hi, chunk, skipped,
-    Lc, ec, Lmsg, emsg, ok, mat, vec, with_noise, alpha, beta,
-):  # fmt: skip
+def sweep_lp(problem, store, scratch, k_lo, k_hi, etau, rho, chunk):
     """Damped LP messages of every entry to its objects of modes k_lo..k_hi-1, in parallel (full
-    covariances; every cavity from one posterior); with ``with_noise`` also the entry's Gamma
-    noise message, computed exactly as CEP's (``kernels.tensor.schedules.sweep_full``).
+    covariances; every cavity from one posterior), in work units of ``chunk`` entries; with
+    ``problem.with_noise`` also the entry's Gamma noise message, computed exactly as CEP's
+    (``kernels.tensor.schedules.sweep_full``).
 
     (0, K): the parallel schedule. (k, k + 1): one block of the block schedule (the caller then
     rebuilds mode k's objects); every block recomputes the entries' joint modes, so a block
-    iteration costs K parallel ones. ``indefinite``: LP_SKIP, LP_APPLY or LP_CLIP
+    iteration costs K parallel ones. ``problem.lp_rule``: LP_SKIP, LP_APPLY or LP_CLIP
     (``lp_messages``).
 
-    Chunk c (entries c chunk .. (c + 1) chunk - 1) uses scratch row c of Lc, Lmsg (n_chunks, K,
-    R, R), ec, emsg (n_chunks, K, R), ok (n_chunks, K), mat (n_chunks, LP_MATS, K R, K R),
-    vec (n_chunks, LP_VECS, K R); skipped (n_chunks,) accumulates.
+    Unit c (entries c chunk .. (c + 1) chunk - 1) uses row c of the lp_ scratch
+    (``state.CPScratch``); scratch.skipped[c] accumulates.
     """
+    model = problem.code
+    gidx = problem.gidx
+    y = problem.y
+    s = problem.s
+    indefinite = problem.lp_rule
+    with_noise = problem.with_noise
+    Lam = store.Lam
+    eta = store.eta
+    alpha = store.alpha
+    beta = store.beta
+    P_Lam = store.P_Lam
+    P_eta = store.P_eta
+    M = store.M
+    E2 = store.E2
+    skipped = scratch.skipped
+    Lc = scratch.lp_Lc
+    ec = scratch.lp_ec
+    Lmsg = scratch.lp_Lmsg
+    emsg = scratch.lp_emsg
+    ok = scratch.lp_ok
+    mat = scratch.lp_mat
+    vec = scratch.lp_vec
     n = gidx.shape[0]
-    for c in prange(skipped.shape[0]):
+    for c in prange(-(-n // chunk)):
         t = 0
         for e in range(c * chunk, min(n, (c + 1) * chunk)):
             t += lp_entry(

@@ -95,17 +95,30 @@ def noise_chunk_sums(alpha, beta, chunk, out):
 
 
 @njit(**PARALLEL_CACHED)
-def rebuild_full(
-    ptr, ent, obj_mode, lo, hi, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, obj_chunk, Ls, bad
-):
+def rebuild_full(problem, store, scratch, lo, hi):
     """Posterior of every object = its prior (prior_Lam (n_obj, R, R), prior_eta (n_obj, R)) + its
-    messages (CSR order), then its moments.
+    messages (CSR order: ``problem.ptr``, ``problem.ent``), then its moments.
 
-    Objects lo..hi-1 only (all: 0, n_obj). ptr (n_obj + 1,), ent (n * K,) entry ids grouped by
-    object; Ls (>= n_obj_chunks, R, R) scratch; bad (n_obj,) set to 1 where the posterior
-    precision is not positive definite. The R x R blocks are summed whole, then the lower
-    triangle of the sum is mirrored (``start_from_prior``, ``finish_object``).
+    Objects lo..hi-1 only (all: 0, n_obj), in units of ``problem.obj_chunk`` objects; scratch.Ls
+    (>= n_obj_chunks, R, R); scratch.bad (n_obj,) set to 1 where the posterior precision is not
+    positive definite. The R x R blocks are summed whole, then the lower triangle of the sum is
+    mirrored (``start_from_prior``, ``finish_object``).
     """
+    ptr = problem.ptr
+    ent = problem.ent
+    obj_mode = problem.obj_mode
+    prior_Lam = problem.prior_Lam
+    prior_eta = problem.prior_eta
+    Lam = store.Lam
+    eta = store.eta
+    P_Lam = store.P_Lam
+    P_eta = store.P_eta
+    M = store.M
+    S = store.S
+    E2 = store.E2
+    obj_chunk = problem.obj_chunk
+    Ls = scratch.Ls
+    bad = scratch.bad
     R = M.shape[1]
     RR = R * R
     K = Lam.shape[1]
@@ -127,11 +140,23 @@ def rebuild_full(
 
 
 @njit(**PARALLEL_CACHED)
-def reduce_object_sums(prior_Lam, prior_eta, part_L, part_e, P_Lam, P_eta, M, S, E2, obj_chunk, Ls, bad):
-    """Posterior of every object = prior + the per-chunk message sums of
-    ``sweep_full(with_sums)`` over all modes, added in chunk order (fixed: the result does not
-    depend on the number of threads), then its moments as ``rebuild_full`` (the lower triangle
-    of the sum mirrored; bad[o] = 1 where not positive definite)."""
+def reduce_object_sums(problem, store, scratch):
+    """Posterior of every object = prior + the per-group message sums of ``sweep_full`` with
+    ``problem.with_sums`` over all modes (scratch.part_L, part_e), added in group order (fixed:
+    the result does not depend on the number of threads), then its moments as ``rebuild_full``
+    (the lower triangle of the sum mirrored; scratch.bad[o] = 1 where not positive definite)."""
+    prior_Lam = problem.prior_Lam
+    prior_eta = problem.prior_eta
+    obj_chunk = problem.obj_chunk
+    P_Lam = store.P_Lam
+    P_eta = store.P_eta
+    M = store.M
+    S = store.S
+    E2 = store.E2
+    part_L = scratch.part_L
+    part_e = scratch.part_e
+    Ls = scratch.Ls
+    bad = scratch.bad
     R = M.shape[1]
     RR = R * R
     G = part_L.shape[0]
@@ -150,8 +175,21 @@ def reduce_object_sums(prior_Lam, prior_eta, part_L, part_e, P_Lam, P_eta, M, S,
 
 
 @njit(**PARALLEL_CACHED)
-def rebuild_diag(ptr, ent, obj_mode, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, bad):
-    """Diagonal variant of ``rebuild_full``: all blocks are (R,)."""
+def rebuild_diag(problem, store, scratch):
+    """Diagonal variant of ``rebuild_full`` (every object): all blocks are (R,)."""
+    ptr = problem.ptr
+    ent = problem.ent
+    obj_mode = problem.obj_mode
+    prior_Lam = problem.prior_Lam
+    prior_eta = problem.prior_eta
+    Lam = store.Lam
+    eta = store.eta
+    P_Lam = store.P_Lam
+    P_eta = store.P_eta
+    M = store.M
+    S = store.S
+    E2 = store.E2
+    bad = scratch.bad
     n_obj, R = M.shape
     for o in prange(n_obj):
         k = obj_mode[o]
@@ -173,8 +211,20 @@ def rebuild_diag(ptr, ent, obj_mode, Lam, eta, prior_Lam, prior_eta, P_Lam, P_et
 
 
 @njit(**PARALLEL_CACHED)
-def rebuild_diag_coord(ptr, ent, lo, hi, k, r, Lam, eta, prior_Lam, prior_eta, P_Lam, P_eta, M, S, E2, bad):
+def rebuild_diag_coord(problem, store, scratch, lo, hi, k, r):
     """Coordinate r of objects lo..hi-1 (all of mode k) = prior + their messages; bad as in rebuild."""
+    ptr = problem.ptr
+    ent = problem.ent
+    prior_Lam = problem.prior_Lam
+    prior_eta = problem.prior_eta
+    Lam = store.Lam
+    eta = store.eta
+    P_Lam = store.P_Lam
+    P_eta = store.P_eta
+    M = store.M
+    S = store.S
+    E2 = store.E2
+    bad = scratch.bad
     for o in prange(lo, hi):
         pl = prior_Lam[o, r]
         pe = prior_eta[o, r]
@@ -191,15 +241,24 @@ def rebuild_diag_coord(ptr, ent, lo, hi, k, r, Lam, eta, prior_Lam, prior_eta, P
 
 
 @njit(**PARALLEL_CACHED)
-def restore_objects(ptr, ent, obj_mode, lo, hi, bad, Lam, eta, old_Lam, old_eta, r, frac, restored):
+def restore_objects(problem, store, scratch, lo, hi, r, frac):
     """The guard of the parallel schedules for messages of negative precision (a likelihood that
     may not be log-concave: ``messages.rank_one_message`` signed): every object o in lo..hi-1 with
-    bad[o] (its posterior not proper after a sweep, or shrunk: ``mark_shrunk``) has its messages
-    pulled back towards those of before the sweep, old_Lam and old_eta (shaped as Lam (n, K, R, R)
-    or (n, K, R) and eta (n, K, R)): msg <- old + frac (msg - old) (frac 0: restored); with
-    r >= 0 (diagonal covariances, one coordinate's step) only coordinate r's. restored (n_obj,)
-    int64 receives the number of changed messages per object (0 for one not bad). An object owns
-    its messages (its mode's block of its entries): race-free."""
+    scratch.bad[o] (its posterior not proper after a sweep, or shrunk: ``mark_shrunk``) has its
+    messages pulled back towards those of before the sweep, scratch.old_Lam and old_eta (shaped as
+    store.Lam and eta): msg <- old + frac (msg - old) (frac 0: restored); with r >= 0 (diagonal
+    covariances, one coordinate's step) only coordinate r's. scratch.restored (n_obj,) int64
+    receives the number of changed messages per object (0 for one not bad). An object owns its
+    messages (its mode's block of its entries): race-free."""
+    ptr = problem.ptr
+    ent = problem.ent
+    obj_mode = problem.obj_mode
+    Lam = store.Lam
+    eta = store.eta
+    bad = scratch.bad
+    old_Lam = scratch.old_Lam
+    old_eta = scratch.old_eta
+    restored = scratch.restored
     n, K = eta.shape[0], eta.shape[1]
     Lf = Lam.reshape((n, K, Lam.size // (n * K)))
     old_Lf = old_Lam.reshape((n, K, Lam.size // (n * K)))

@@ -36,35 +36,53 @@ _gaussian_entry_update = by_likelihood(gaussian_entry_update, math.nan, generic=
 
 
 @njit(**PARALLEL_CACHED)
-def sweep_full(
-    model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2, etau, rho, k_lo, k_hi, chunk, skipped, mat, vec,
-    with_noise, alpha, beta, with_sums, part_L, part_e, lik=None, nodes=None, weights=None,
-):  # fmt: skip
+def sweep_full(problem, store, scratch, k_lo, k_hi, etau, rho, chunk, lik=None):
     """Damped messages of every entry to its objects of modes k_lo..k_hi-1, in parallel (full
-    covariances); with ``with_noise`` also its Gamma noise message (as ``noise_messages_full``,
-    from the same posterior, in the same pass). MODEL_GENERIC: the likelihood ``lik`` and the
-    Gauss-Hermite rule ``nodes``, ``weights`` (``entry_update``; left out for the other models).
+    covariances), in work units of ``chunk`` entries; with ``problem.with_noise`` also its Gamma
+    noise message (as ``noise_messages_full``, from the same posterior, in the same pass).
+    MODEL_GENERIC: the likelihood ``lik`` and the Gauss-Hermite rule of ``problem``
+    (``entry_update``; ``lik`` left out for the other models).
 
     (0, K): the parallel (Jacobi) schedule, every mode from one posterior. (k, k + 1): one block
     of the block schedule; given the other modes the objects of mode k are independent, so
     updating mode k's messages and then rebuilding its objects is a block coordinate step, as in
     alternating least squares (the Jacobi step oscillates or diverges with damping near 1).
-    mat (n_chunks, ENTRY_MATS, R, R), vec (n_chunks, ENTRY_VECS, R) scratch; skipped (n_chunks,)
-    accumulates.
+    Work unit c uses scratch.mat[c] and scratch.vec[c]; scratch.skipped[c] accumulates.
 
-    With ``with_sums`` every chunk c also sums its entries' new messages per object into
+    With ``problem.with_sums`` every unit c also sums its entries' new messages per object into
     part_L[c] (n_obj, R, R) and part_e[c] (n_obj, R) (zeroed first; entry order), for
     ``reduce_object_sums``: the posterior then needs no second pass over the messages, which at
     rank 8 are 64 doubles per (entry, mode) and would be read again in an order the CPU cannot
     prefetch (``rebuild_full``). Chunks are fixed ranges of entries, so the sums do not depend on
     the number of threads.
     """
+    model = problem.code
+    gidx = problem.gidx
+    y = problem.y
+    s = problem.s
+    nodes = problem.nodes
+    weights = problem.weights
+    with_noise = problem.with_noise
+    with_sums = problem.with_sums
+    Lam = store.Lam
+    eta = store.eta
+    alpha = store.alpha
+    beta = store.beta
+    P_Lam = store.P_Lam
+    P_eta = store.P_eta
+    M = store.M
+    E2 = store.E2
+    skipped = scratch.skipped
+    mat = scratch.mat
+    vec = scratch.vec
+    part_L = scratch.part_L
+    part_e = scratch.part_e
     n = gidx.shape[0]
     R = M.shape[1]
     RR = R * R
     LfA = Lam.reshape((Lam.shape[0], Lam.shape[1] * RR))
     E2fA = E2.reshape((E2.shape[0], RR))
-    for c in prange(skipped.shape[0]):
+    for c in prange(-(-n // chunk)):
         t = 0
         bfc = mat[c, 0].reshape(RR)
         # without sums part_L, part_e may be (1, 0, ...) placeholders; (c - c: a zero of c's
@@ -95,28 +113,45 @@ def sweep_full(
 
 
 @njit(**PARALLEL_CACHED)
-def noise_messages_full(gidx, y, alpha, beta, M, E2, rho):
+def noise_messages_full(problem, store, rho):
     """Damped Gamma messages (shape 1/2, rate E[(y - f)^2] / 2) of every entry, in parallel."""
+    gidx = problem.gidx
+    y = problem.y
+    alpha = store.alpha
+    beta = store.beta
+    M = store.M
+    E2 = store.E2
     for e in prange(gidx.shape[0]):
         damp_noise_message(e, alpha, beta, rho, expected_sq_error(gidx[e], y[e], M, E2))
 
 
 @njit(**PARALLEL_CACHED)
-def sweep_diag_coord(
-    model, gidx, y, s, Lam, eta, P_Lam, P_eta, M, E2d, etau, rho, k, r, chunk, skipped, out, lik=None,
-    nodes=None, weights=None,
-):  # fmt: skip
-    """Damped messages of every entry to coordinate r of its mode-k object, in parallel (lik,
-    nodes, weights: MODEL_GENERIC's, as ``sweep_full``).
+def sweep_diag_coord(problem, store, scratch, k, r, etau, rho, chunk, lik=None):
+    """Damped messages of every entry to coordinate r of its mode-k object, in parallel, in work
+    units of ``chunk`` entries (lik: MODEL_GENERIC's, as ``sweep_full``).
 
     One block of the diagonal schedule: the objects of mode k are conditionally independent
     given the other modes and coordinates, so updating (k, r) for all entries and then rebuilding
     those objects (``rebuild_diag_coord``) is a block coordinate step (updating all coordinates
     at once from the same means is a Jacobi step, which diverges when coordinates are coupled).
-    skipped (n_chunks,) receives counts; out (n_chunks, 2) scratch.
+    scratch.skipped[c] accumulates counts; scratch.vec (n_chunks, 2) is the units' scratch.
     """
+    model = problem.code
+    gidx = problem.gidx
+    y = problem.y
+    s = problem.s
+    nodes = problem.nodes
+    weights = problem.weights
+    Lam = store.Lam
+    eta = store.eta
+    P_Lam = store.P_Lam
+    P_eta = store.P_eta
+    M = store.M
+    E2d = store.E2
+    skipped = scratch.skipped
+    out = scratch.vec
     n = gidx.shape[0]
-    for c in prange(skipped.shape[0]):
+    for c in prange(-(-n // chunk)):
         t = 0
         for e in range(c * chunk, min(n, (c + 1) * chunk)):
             t += coord_update_diag(
@@ -127,47 +162,50 @@ def sweep_diag_coord(
 
 
 @njit(**PARALLEL_CACHED)
-def noise_messages_diag(gidx, y, alpha, beta, M, E2d, rho):
+def noise_messages_diag(problem, store, rho):
     """Damped Gamma messages (shape 1/2, rate E[(y - f)^2] / 2) of every entry, in parallel."""
+    gidx = problem.gidx
+    y = problem.y
+    alpha = store.alpha
+    beta = store.beta
+    M = store.M
+    E2d = store.E2
     for e in prange(gidx.shape[0]):
         damp_noise_message(e, alpha, beta, rho, expected_sq_error_diag(gidx[e], y[e], M, E2d))
 
 
 # ---------------------------------------------------------------- sequential schedule
 @njit(**SERIAL)
-def sequential_full(
-    model,
-    order,
-    gidx,
-    y,
-    s,
-    Lam,
-    eta,
-    alpha,
-    beta,
-    P_Lam,
-    P_eta,
-    M,
-    S,
-    E2,
-    noise,
-    fix_tau,
-    rho,
-    mat,
-    vec,
-    old_L,
-    old_e,
-    Ltmp,
-    lik=None,
-    nodes=None,
-    weights=None,
-):
+def sequential_full(problem, store, scratch, order, fix_tau, rho, lik=None):
     """Entries in ``order``; after each entry its K objects (and the noise posterior) are refreshed.
 
-    noise: (3,) array [a, b, E tau], updated in place (E tau only if not ``fix_tau``).
-    old_L (K, R, R), old_e (K, R), Ltmp (R, R) scratch; lik, nodes, weights: MODEL_GENERIC's (as
-    ``sweep_full``). Returns the number of messages not applied.
+    store.noise: (3,) [a, b, E tau], updated in place (E tau only if not ``fix_tau``). Scratch:
+    mat[0], vec[0] and seq_L, seq_e, seq_tmp; lik: MODEL_GENERIC's (as ``sweep_full``). Returns
+    the number of messages not applied.
     """
+    model = problem.code
+    gidx = problem.gidx
+    y = problem.y
+    s = problem.s
+    nodes = problem.nodes
+    weights = problem.weights
+    Lam = store.Lam
+    eta = store.eta
+    alpha = store.alpha
+    beta = store.beta
+    noise = store.noise
+    P_Lam = store.P_Lam
+    P_eta = store.P_eta
+    M = store.M
+    S = store.S
+    E2 = store.E2
+    mat, vec, old_L, old_e, Ltmp = (
+        scratch.mat[0],
+        scratch.vec[0],
+        scratch.seq_L,
+        scratch.seq_e,
+        scratch.seq_tmp,
+    )
     K = gidx.shape[1]
     R = M.shape[1]
     skipped = 0
@@ -210,18 +248,32 @@ def sequential_full(
 
 
 @njit(**SERIAL)
-def sequential_diag(
-    model, order, gidx, y, s, Lam, eta, alpha, beta, P_Lam, P_eta, M, S, E2, noise, fix_tau, rho, out,
-    lik=None, nodes=None, weights=None,
-):  # fmt: skip
+def sequential_diag(problem, store, scratch, order, fix_tau, rho, lik=None):
     """Entries in ``order``; each coordinate's object is refreshed right after its message.
 
-    noise: (3,) [a, b, E tau] updated in place (E tau only if not ``fix_tau``); out (2,) scratch;
-    lik, nodes, weights: MODEL_GENERIC's (as ``sweep_full``). A message of negative precision (a
+    store.noise: (3,) [a, b, E tau] updated in place (E tau only if not ``fix_tau``); scratch.vec[0]
+    (2,) scratch; lik: MODEL_GENERIC's (as ``sweep_full``). A message of negative precision (a
     likelihood that may not be log-concave: ``generic_coord``) keeps the coordinate proper: the
     damped update is a convex combination of two proper posteriors of the same cavity (the old
     one and the tilted's). Returns the number of messages not applied.
     """
+    model = problem.code
+    gidx = problem.gidx
+    y = problem.y
+    s = problem.s
+    nodes = problem.nodes
+    weights = problem.weights
+    Lam = store.Lam
+    eta = store.eta
+    alpha = store.alpha
+    beta = store.beta
+    noise = store.noise
+    P_Lam = store.P_Lam
+    P_eta = store.P_eta
+    M = store.M
+    S = store.S
+    E2 = store.E2
+    out = scratch.vec[0]
     K = gidx.shape[1]
     R = M.shape[1]
     skipped = 0
