@@ -38,7 +38,7 @@ def cp_tuples(
     problem = K.CPProblem(
         lay.gidx, y, y if s is None else s, lay.ptr, lay.ent, lay.obj_mode,
         np.zeros((n_obj, *block)) if prior_Lam is None else prior_Lam,
-        np.zeros((n_obj, R)) if prior_eta is None else prior_eta, nodes, weights, code, lp_rule, obj_chunk,
+        np.zeros((n_obj, R)) if prior_eta is None else prior_eta, code, obj_chunk, nodes, weights, lp_rule,
         with_noise, with_sums,
     )  # fmt: skip
     return problem, store, scratch

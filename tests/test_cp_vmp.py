@@ -14,6 +14,7 @@ import naive
 from fastcep._loop import run
 from fastcep.data_tools import make_cp_tensor
 from fastcep.kernels.tensor import vmp as K
+from fastcep.kernels.tensor.state import CPProblem, CPStore
 from fastcep.tensor.layout import check_coords, check_values, make_layout
 from fastcep.tensor.result import second_moments
 from fastcep.tensor.vmp import VMP_DEFAULTS, VMPEngine
@@ -82,10 +83,9 @@ def test_mode_updates_match_the_textbook_version(rng, model):
             model, coords, y, k, means, covs, pL, pe, etau
         )
         lo, hi = int(lay.offsets[k]), int(lay.offsets[k + 1])
-        K.update_mode(
-            code, k, lo, hi, lay.ptr, lay.ent, lay.gidx, y, s, M, S, E2, prior_Lam, prior_eta,
-            P_Lam, P_eta, logdet, etau, 2, mat, vec,
-        )  # fmt: skip
+        problem = CPProblem(lay.gidx, y, s, lay.ptr, lay.ent, lay.obj_mode, prior_Lam, prior_eta, code, 2)
+        store = CPStore(*(np.empty((0,) * d) for d in (4, 3, 1, 1)), P_Lam, P_eta, M, S, E2, np.zeros(3))
+        K.update_mode(problem, store, k, lo, hi, etau, logdet, mat, vec)
         np.testing.assert_allclose(M[lo:hi], want_m, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(S[lo:hi], want_S, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(P_Lam[lo:hi], want_L, rtol=1e-12, atol=1e-12)

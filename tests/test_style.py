@@ -72,9 +72,7 @@ post = [np.zeros((n_obj, R)) for _ in range(5)]
 store = CPStore(Lam, eta, np.zeros(n), np.zeros(n), *post, np.zeros(3))
 none = np.empty(0)
 gidx, obj_mode = np.zeros((n, K), dtype=np.int64), np.zeros(n_obj, dtype=np.int64)
-problem = CPProblem(
-    gidx, none, none, ptr, ent, obj_mode, prior_Lam, prior_eta, none, none, 0, 0, 64, False, False
-)
+problem = CPProblem(gidx, none, none, ptr, ent, obj_mode, prior_Lam, prior_eta, 0, 64)
 rebuild_diag_coord(problem, store, state.scratch(store, 1, 64), 0, n_obj, 1, 0)
 print(hashlib.sha256(b"".join(p.tobytes() for p in post)).hexdigest())
 """

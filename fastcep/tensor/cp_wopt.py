@@ -52,6 +52,11 @@ class _Problem:
         n = lay.gidx.shape[0]
         n_obj = int(lay.offsets[-1])
         self.lay, self.y, self.R, self.reg, self.n_obj = lay, y, R, reg, n_obj
+        # the entries and their layout (no prior, no message model: code -1)
+        no_prior = np.empty((0, R, R)), np.empty((0, R))
+        self.problem = KCP.CPProblem(
+            lay.gidx, y, y, lay.ptr, lay.ent, lay.obj_mode, *no_prior, -1, WOPT_OBJECT_CHUNK
+        )
         self.res = np.empty(n)
         self.sse = np.empty(-(-n // WOPT_ENTRY_CHUNK))
         n_obj_chunks = -(-n_obj // WOPT_OBJECT_CHUNK)
@@ -63,24 +68,10 @@ class _Problem:
 
     def __call__(self, x):
         """(F(x), dF/dx) for scipy (the gradient a fresh array: scipy keeps references to it)."""
-        lay = self.lay
         U = np.ascontiguousarray(x, dtype=np.float64).reshape(self.n_obj, self.R)
         G = np.empty((self.n_obj, self.R))
         f = K.value_and_grad(
-            lay.gidx,
-            self.y,
-            lay.ptr,
-            lay.ent,
-            lay.obj_mode,
-            U,
-            self.reg,
-            WOPT_ENTRY_CHUNK,
-            WOPT_OBJECT_CHUNK,
-            self.res,
-            self.sse,
-            self.sq,
-            G,
-            self.z,
+            self.problem, U, self.reg, WOPT_ENTRY_CHUNK, self.res, self.sse, self.sq, G, self.z
         )
         self.x_last = np.array(x, dtype=np.float64)
         self.f_last = float(f)

@@ -221,8 +221,7 @@ class CPEngine:
         self.learner = learner
         self.likelihood = learner.likelihood if learner is not None else likelihood
         code, generic = kernel_model(model, probit_curvature, self.likelihood)
-        self.lik = generic[0] if generic else None
-        nodes, weights = generic[1:] if generic else (np.empty(0), np.empty(0))
+        self.lik, nodes, weights = generic if generic else (None, np.empty(0), np.empty(0))
         n_chunks = -(-n // ENTRY_CHUNK)
         # the parallel schedule with full covariances sums each fixed group of entries' new
         # messages per object during the sweep (kernels.tensor.sweep_full with_sums;
@@ -253,8 +252,8 @@ class CPEngine:
         # the parallel schedule computes the noise messages in the sweep's pass over the entries
         fused_noise = model == "cp_gaussian" and schedule == "parallel" and covariance == "full"
         self.problem = K.CPProblem(
-            lay.gidx, y, s, lay.ptr, lay.ent, lay.obj_mode, prior_Lam, prior_eta, nodes, weights, code,
-            LP_INDEFINITE[lp_indefinite], OBJECT_CHUNK, fused_noise, with_sums,
+            lay.gidx, y, s, lay.ptr, lay.ent, lay.obj_mode, prior_Lam, prior_eta, code, OBJECT_CHUNK, nodes,
+            weights, LP_INDEFINITE[lp_indefinite], fused_noise, with_sums,
         )  # fmt: skip
         # a likelihood that may not be log-concave (the Student-t, a Custom one) sends messages
         # of negative precision (an outlier's: ``kernels.tensor.rank_one_message``); a parallel

@@ -20,6 +20,7 @@ from .. import _options as O
 from .. import _validation as V
 from .._threads import num_threads, plan
 from ..kernels.tensor import vmp as K
+from ..kernels.tensor.state import CPProblem, CPStore
 from .engine import (
     ENTRY_CHUNK,
     INIT_VAR_FRACTION,
@@ -309,6 +310,12 @@ class VMPEngine:
             self.S = np.ascontiguousarray(np.broadcast_to(v0 * np.eye(R), (n_obj, R, R)))
         else:
             self.S = np.array(init_covs, dtype=np.float64)
+        # the CP drivers' problem and store (``kernels.tensor.state``): VMP keeps no messages
+        self.problem = CPProblem(
+            lay.gidx, y, s, lay.ptr, lay.ent, lay.obj_mode, prior_Lam, prior_eta, self.code, VMP_OBJECT_CHUNK
+        )
+        none = np.empty((0, self.Kmodes, R, R)), np.empty((0, self.Kmodes, R)), np.empty(0), np.empty(0)
+        self.store = CPStore(*none, self.P_Lam, self.P_eta, self.M, self.S, self.E2, np.full(3, np.nan))
         second_moments(self.M, self.S, "full", out=self.E2)
         K.entry_pass(self.code, lay.gidx, y, s, self.M, self.E2, self.f_old, ENTRY_CHUNK, self.entry_part)
         self.a = a0 + 0.5 * n
@@ -328,11 +335,7 @@ class VMPEngine:
         M_old, var_old = M.copy(), np.diagonal(S, axis1=1, axis2=2).copy()
         for k in range(self.Kmodes):
             lo, hi = int(lay.offsets[k]), int(lay.offsets[k + 1])
-            K.update_mode(
-                self.code, k, lo, hi, lay.ptr, lay.ent, lay.gidx, self.y, self.s, M, S, self.E2,
-                self.prior_Lam, self.prior_eta, self.P_Lam, self.P_eta, self.logdet, self.etau,
-                VMP_OBJECT_CHUNK, self.mat, self.vec,
-            )  # fmt: skip
+            K.update_mode(self.problem, self.store, k, lo, hi, self.etau, self.logdet, self.mat, self.vec)
             if not np.all(np.isfinite(self.logdet[lo:hi])):
                 bad = int(np.sum(~np.isfinite(self.logdet[lo:hi])))
                 raise FloatingPointError(

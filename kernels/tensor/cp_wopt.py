@@ -60,13 +60,20 @@ def object_gradient(o, k, ptr, ent, gidx, res, U, reg, g_o, z):
 
 
 @njit(**PARALLEL_CACHED)
-def value_and_grad(gidx, y, ptr, ent, obj_mode, U, reg, entry_chunk, obj_chunk, res, sse, sq, G, z):
+def value_and_grad(problem, U, reg, entry_chunk, res, sse, sq, G, z):
     """Objective F(U) (returned) and its gradient G (n_obj, R); residuals y - f into res (n,).
 
-    gidx (n, K) int64, y (n,), ptr (n_obj + 1,) and ent (n K,) the CSR grouping of entries by
-    object, obj_mode (n_obj,), U (n_obj, R), reg >= 0. Scratch: sse (ceil(n / entry_chunk),)
-    and sq (ceil(n_obj / obj_chunk),) partial sums, z (ceil(n_obj / obj_chunk), R).
+    The entries, their CSR grouping by object and ``obj_chunk`` come from ``problem``
+    (``state.CPProblem``; its prior and model code unused); U (n_obj, R), reg >= 0. Scratch: sse
+    (ceil(n / entry_chunk),) and sq (ceil(n_obj / obj_chunk),) partial sums, z (ceil(n_obj /
+    obj_chunk), R).
     """
+    gidx = problem.gidx
+    y = problem.y
+    ptr = problem.ptr
+    ent = problem.ent
+    obj_mode = problem.obj_mode
+    obj_chunk = problem.obj_chunk
     n = gidx.shape[0]
     n_obj = U.shape[0]
     for c in prange(sse.shape[0]):

@@ -41,13 +41,13 @@ class CPProblem(NamedTuple):
     obj_mode: np.ndarray  #: (n_obj,) the mode of each object
     prior_Lam: np.ndarray  #: (n_obj, B) per-object prior precisions (the hyper-layer rewrites them)
     prior_eta: np.ndarray  #: (n_obj, R) per-object prior precision-times-means
-    nodes: np.ndarray  #: (J,) a generic model's Gauss-Hermite nodes, (0,) for the others
-    weights: np.ndarray  #: (J,) their weights
     code: int  #: the model code (``messages.MODEL_*``)
-    lp_rule: int  #: method "lp": what an indefinite Laplace message does (``lp.LP_*``)
     obj_chunk: int  #: objects per parallel work unit of the rebuilds
-    with_noise: bool  #: cp_gaussian's noise messages in the sweep's own pass over the entries
-    with_sums: bool  #: the parallel sweep sums each work unit's messages per object (``part_L``)
+    nodes: np.ndarray = np.empty(0)  #: (J,) a generic model's Gauss-Hermite nodes, (0,) for the others
+    weights: np.ndarray = np.empty(0)  #: (J,) their weights
+    lp_rule: int = 0  #: method "lp": what an indefinite Laplace message does (``lp.LP_*``)
+    with_noise: bool = False  #: cp_gaussian's noise messages in the sweep's own pass over the entries
+    with_sums: bool = False  #: the parallel sweep sums each work unit's messages per object (``part_L``)
 
 
 class CPStore(NamedTuple):

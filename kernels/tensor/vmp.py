@@ -146,17 +146,28 @@ def prior_constant(prior_Lam_o, prior_eta_o, L, tmp):
 
 # ---------------------------------------------------------------- drivers
 @njit(**PARALLEL_CACHED)
-def update_mode(
-    model, k, lo, hi, ptr, ent, gidx, y, s, M, S, E2, prior_Lam, prior_eta, P_Lam, P_eta, logdet, etau,
-    obj_chunk, mat, vec,
-):  # fmt: skip
-    """Update q(u_o) of every object o in lo..hi-1 (all of mode k), in parallel over objects.
+def update_mode(problem, store, k, lo, hi, etau, logdet, mat, vec):
+    """Update q(u_o) of every object o in lo..hi-1 (all of mode k), in parallel over objects of
+    ``problem.obj_chunk`` (``state.CPProblem``); the posterior in ``store`` (its messages unused).
 
     Objects of mode k never read each other's rows, so the result does not depend on the chunk
-    or thread count. ptr (n_obj + 1,), ent (n K,) CSR grouping of the entries by object;
-    logdet (n_obj,) receives log det P_Lam[o] (NaN: not positive definite); mat
+    or thread count. logdet (n_obj,) receives log det P_Lam[o] (NaN: not positive definite); mat
     (>= n_chunks, OBJECT_MATS, R, R) and vec (>= n_chunks, OBJECT_VECS, R) scratch.
     """
+    model = problem.code
+    ptr = problem.ptr
+    ent = problem.ent
+    gidx = problem.gidx
+    y = problem.y
+    s = problem.s
+    prior_Lam = problem.prior_Lam
+    prior_eta = problem.prior_eta
+    obj_chunk = problem.obj_chunk
+    M = store.M
+    S = store.S
+    E2 = store.E2
+    P_Lam = store.P_Lam
+    P_eta = store.P_eta
     for c in prange(-(-(hi - lo) // obj_chunk)):
         for o in range(lo + c * obj_chunk, min(hi, lo + (c + 1) * obj_chunk)):
             logdet[o] = object_update(
