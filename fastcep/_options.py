@@ -25,6 +25,7 @@ from ._validation import (
     ByModel,
     Callable,
     Choice,
+    Client,
     DataCheck,
     Either,
     Int,
@@ -445,6 +446,16 @@ OPTIONS = (
     }),
     Option("n_threads", "Threads for this call (None: numba's setting); results do not depend on it.", {
         family: Spec(Threads(), None) for family in FAMILIES
+    }),
+    Option("client", "Run on a Dask cluster: the rows stay on its workers (the 'dask' extra).", {
+        "regression": Spec(
+            Client(), None,
+            "dense X (a NumPy or Dask array, split by rows), methods 'cep1', 'cep2', 'ep', the parallel "
+            "schedule; the same posterior as one process (bitwise when each partition but the last holds "
+            "a multiple of the engine's chunk of rows)",
+        ),
+        "cp": Spec(Client("CP fits run in one process so far; leave client=None."), None),
+        "stream": Spec(Client("streams run in one process so far; leave client=None."), None),
     }),
     Option("callback", "callback(info) after every iteration (an IterationInfo); True stops the run.", {
         "regression": Spec(Callable(), None),

@@ -346,6 +346,26 @@ class Callable(Constraint):
         return "callable or None"
 
 
+class Client(Constraint):
+    """A ``distributed.Client`` or None (``fastcep.cluster``); ``unsupported``: why this family
+    does not run on a cluster yet (any value but None is then refused with it)."""
+
+    def __init__(self, unsupported=None):
+        self.unsupported = unsupported
+
+    def check(self, value, name, func):
+        if value is None:
+            return None
+        if self.unsupported:
+            raise NotImplementedError(f"{func}({name}=...): {self.unsupported}")
+        from .cluster import check_client
+
+        return check_client(value, func)
+
+    def describe(self):
+        return "distributed.Client or None"
+
+
 class Seed(Constraint):
     """An int >= 0, a ``numpy.random.Generator`` or None (fresh entropy); returned as given
     (``rng_from`` makes the Generator)."""

@@ -64,7 +64,7 @@ AUTO_DAMPING_HALF = 0.5
 AUTO_DAMPING_START = 0.1
 AUTO_DAMPING_FLOOR = 0.005
 #: the slow phase's change per unit of damping beyond which a sweep is running off, and the
-#: sweeps in a row that end the fit (``_Damping.runaway``); settling fits change by O(1) and less
+#: sweeps in a row that end the fit (``Damping.runaway``); settling fits change by O(1) and less
 RUNAWAY_CHANGE = 1e8
 RUNAWAY_SWEEPS = 2
 AUTO_WINDOW = 50
@@ -90,7 +90,45 @@ def _hand_written(likelihood, model, method, offset, n_nodes):
     return not (model == "logistic" and method == "ep" and n_nodes is None)
 
 
-def _prior(prior_var, d, func):
+def dense_rows(likelihood, model, method, offset, n_nodes):
+    """(code, nodes, weights) of a dense fit's row functions: the hand-written rows of the probit
+    or the logistic with their quadrature, else the generic rows of the likelihood
+    (``kernels.glm.schedules``; code -1: method "kjit", which has a sweep of its own)."""
+    if _hand_written(likelihood, model, method, offset, n_nodes):
+        rule = LOGISTIC_NODES if n_nodes is None else n_nodes
+        nodes, weights = gauss_hermite(rule) if model == "logistic" else gauss_hermite(2)
+        return S.METHOD_CODES.get((model, method), -1), nodes, weights
+    nodes, weights = gauss_hermite(GENERIC_NODES)  # (any likelihood, and an offset)
+    return S.GENERIC_CODES[method], nodes, weights
+
+
+class StaleWatch:
+    """Messages refused while the rest have settled keep stale values: no fixed point, and the
+    state no longer moves (STALE_SWEEPS says where this was seen). ``update`` takes a sweep's
+    figures and returns (accept, halt) for its ``StepReport``: such a sweep is not converged, and
+    STALE_SWEEPS of them in a row end the fit with a warning. Binary likelihoods are not watched
+    (``watch`` False)."""
+
+    def __init__(self, watch, n_sites):
+        self.watch, self.n_sites, self.stale = watch, n_sites, 0
+
+    def update(self, it, accept, skipped, n_restored, measure, tol):
+        settled_with_refusals = (
+            self.watch and accept and skipped - n_restored > STALE_FRACTION * self.n_sites and measure < tol
+        )
+        self.stale = self.stale + 1 if settled_with_refusals else 0
+        halt = None
+        if self.stale >= STALE_SWEEPS:
+            halt = ("refused", (
+                f"stopped unconverged at iteration {it}: {int(skipped)} of {self.n_sites} messages were "
+                f"refused in each of the last {STALE_SWEEPS} sweeps while the others had settled, so their "
+                "sites hold stale messages (see res.trace.skipped); look for extreme values in y or X, or "
+                "try damping=0.1"
+            ))  # fmt: skip
+        return accept and not settled_with_refusals, halt
+
+
+def prior_precisions(prior_var, d, func):
     """Prior precisions (d,) from a checked scalar ``prior_var`` or an array, checked here."""
     if np.ndim(prior_var) == 0:
         return np.full(d, 1.0 / prior_var)
@@ -100,7 +138,7 @@ def _prior(prior_var, d, func):
     return 1.0 / arr
 
 
-def _flat_messages(X, tau, nu):
+def flat_messages(X, tau, nu):
     """tau, nu <- the flat start: precision FLAT_PRECISION where x != 0 (exactly 0 where the
     factor does not involve the weight), shift 0; blockwise, with no full-size temporary."""
     n, d = X.shape
@@ -125,7 +163,7 @@ def _check_init_state(init_state, n, d, func):
 def _initial_messages(X, init_state, tau, nu):
     """tau, nu (n, d) <- the fit's first messages: flat, or ``init_state``'s (checked already)."""
     if init_state is None:
-        _flat_messages(X, tau, nu)
+        flat_messages(X, tau, nu)
     else:
         np.copyto(tau, init_state.sites.tau)
         np.copyto(nu, init_state.sites.nu)
@@ -136,7 +174,7 @@ def _sweep_key(base_key, it):
     return np.random.SeedSequence([base_key, it]).generate_state(1, np.uint64)[0]
 
 
-class _Damping:
+class Damping:
     """The damping of a fit: fixed, or "auto" (the rule above AUTO_OSCILLATION). Fixed points do
     not depend on the damping, only the path to them does. ``undamped``: still in the first,
     fast phase (damping 1 or 0.5), before any restart. ``noisy`` (the sampling methods "is" and
@@ -245,13 +283,31 @@ class _NoiseFloor:
         return "mc_noise" if self.since >= MC_WINDOW else None
 
 
-def feature_means(X):
-    """The centre (d,) of the features: each column's mean, and a constant column's value itself
-    (so that it centres to exact zeros, a feature whose factor involves no weight)."""
-    center = X.mean(axis=0)
-    if X.shape[0]:
-        const = X.max(axis=0) == X.min(axis=0)
-        center[const] = X[0, const]
+def column_stats(X):
+    """What the centre of some rows needs (``feature_means``): the column sums of each chunk of
+    ``chunk_rows(d + 1)`` rows (the chunks of the fit's sweeps, with the intercept's column), the
+    columns' maxima and minima, and the first row (zeros for no rows)."""
+    n, d = X.shape
+    chunk = chunk_rows(d + 1)
+    sums = np.empty((-(-n // chunk), d))
+    for c in range(sums.shape[0]):
+        sums[c] = X[c * chunk : (c + 1) * chunk].sum(axis=0)
+    first = X[0].copy() if n else np.zeros(d)
+    return sums, X.max(axis=0, initial=-np.inf), X.min(axis=0, initial=np.inf), first
+
+
+def feature_means(n, stats):
+    """The centre (d,) of n rows from the ``column_stats`` of their consecutive parts (in row
+    order): each column's mean, the chunks' sums added in order (so that rows split into parts at
+    chunk boundaries, as a cluster fit's partitions, give the same bits), and a constant column's
+    value itself (so that it centres to exact zeros, a feature whose factor involves no weight)."""
+    sums = np.concatenate([s[0] for s in stats])
+    total = sums[0].copy()
+    for c in range(1, sums.shape[0]):
+        total += sums[c]
+    center = total / n
+    const = np.max([s[1] for s in stats], axis=0) == np.min([s[2] for s in stats], axis=0)
+    center[const] = stats[0][3][const]
     return center
 
 
@@ -297,6 +353,24 @@ def _schedules(likelihood, drivers=S, sites=lambda problem: problem.X.size):
         return (ser if small else par)(problem, lik, state, scratch, rho, key)
 
     return {"parallel": step_parallel, "sequential": likelihood.driver(drivers.sequential_step)}
+
+
+def parallel_sweep(likelihood):
+    """The parallel schedule's sweep of a likelihood (``_schedules``)."""
+    return _schedules(likelihood)["parallel"]
+
+
+def result_options(o, classes, center, rho):
+    """The options a regression result records (``res.options``): the validated ``o``, the label
+    classes, whether the features were centred, and the first damping."""
+    names = (
+        "prior_var", "fit_intercept", "intercept_var", "max_iter", "tol", "schedule", "stopping", "n_nodes",
+        "n_samples", "threshold", "n_features", "n_threads", "seed",
+    )  # fmt: skip
+    out = dict(
+        classes=classes, **{name: o[name] for name in names[:3]}, center=center is not None, damping=rho
+    )
+    return dict(out, **{name: o[name] for name in names[3:]})
 
 
 #: the schedules (their sweeps: ``_schedules``)
@@ -355,6 +429,7 @@ def fit_regression(
     threshold=DEFAULTS["threshold"],
     n_features=DEFAULTS["n_features"],
     n_threads=DEFAULTS["n_threads"],
+    client=DEFAULTS["client"],
     callback=DEFAULTS["callback"],
     seed=DEFAULTS["seed"],
     init_state=DEFAULTS["init_state"],
@@ -377,6 +452,10 @@ def fit_regression(
     likelihood = resolve_likelihood(model, func)
     model = likelihood.name
     o = O.validate(func, "regression", model, method, given)  # (the option table: fastcep._options)
+    if o.get("client") is not None:  # (the rows on a Dask cluster: ``fastcep.cluster``)
+        from ..cluster import regression as cluster
+
+        return cluster.fit(o["client"], X, y, likelihood, model, method, o, start, func)
     sparse = V.is_sparse(X)
     if sparse:  # (sites at the nonzeros only: ``glm.sparse``)
         SP.check_method(method, func)
@@ -388,15 +467,15 @@ def fit_regression(
         check_scale(s, "y", func)
     n, d = X.shape
     offset = check_offset(o.get("offset"), n, func)
-    prior_T = _prior(o["prior_var"], d, func)
+    prior_T = prior_precisions(o["prior_var"], d, func)
     intercept = o["fit_intercept"]
     # (sparse features are not centred: it would fill every row)
-    center = feature_means(X) if intercept and o["center"] and not sparse else None
+    center = feature_means(n, [column_stats(X)]) if intercept and o["center"] and not sparse and n else None
     if intercept:  # the intercept is the weight of a last, constant feature
         X = SP.with_intercept_column(X) if sparse else with_constant(X, center)
         prior_T = np.append(prior_T, 1.0 / o["intercept_var"])
         d += 1
-    damp = _Damping(o["damping"], noisy=method in ("is", "kjit"))
+    damp = Damping(o["damping"], noisy=method in ("is", "kjit"))
     max_iter, tol, schedule, stopping = o["max_iter"], o["tol"], o["schedule"], o["stopping"]
     n_nodes, n_samples, threshold, n_features = o["n_nodes"], o["n_samples"], o["threshold"], o["n_features"]
     n_threads, callback, init_state = o["n_threads"], o["callback"], o.get("init_state")
@@ -404,24 +483,7 @@ def fit_regression(
     # used by methods "is" and "kjit" only; the other methods are deterministic
     rng = V.rng_from(o["seed"])
     base_key = int(rng.integers(0, 2**63))
-    options = dict(
-        classes=classes,
-        prior_var=o["prior_var"],
-        fit_intercept=intercept,
-        intercept_var=o["intercept_var"],
-        center=center is not None,
-        damping=damp.rho,
-        max_iter=max_iter,
-        tol=tol,
-        schedule=schedule,
-        stopping=stopping,
-        n_nodes=n_nodes,
-        n_samples=n_samples,
-        threshold=threshold,
-        n_features=n_features,
-        n_threads=n_threads,
-        seed=o["seed"],
-    )
+    options = result_options(o, classes, center, damp.rho)
     label = f"{model}/{method}"
     if method == "vb":
         with num_threads(n_threads):
@@ -492,13 +554,7 @@ def fit_regression(
             return float(np.mean(np.sum((nu - nu_old) ** 2, axis=1)))
 
         reset()
-        if _hand_written(likelihood, model, method, offset, n_nodes):
-            rule = LOGISTIC_NODES if n_nodes is None else n_nodes
-            nodes, weights = gauss_hermite(rule) if model == "logistic" else gauss_hermite(2)
-            code = S.METHOD_CODES.get((model, method), -1)  # (kjit: its own sweep)
-        else:  # (the generic rows: any likelihood, and an offset)
-            nodes, weights = gauss_hermite(GENERIC_NODES)
-            code = S.GENERIC_CODES[method]
+        code, nodes, weights = dense_rows(likelihood, model, method, offset, n_nodes)
         chunk = chunk_rows(d)
         n_chunks = -(-n // chunk)
         problem = GLMProblem(X, s, prior_T, np.zeros(d), nodes, weights, code, chunk, n_samples, offset)
@@ -522,8 +578,7 @@ def fit_regression(
     # (a sweep that refuses them all has diverged)
     n_sites = tau.size if sparse else int(np.count_nonzero(X))
     nu_old = np.empty_like(nu) if stopping == "paper" else None
-    stale = [0]  # (sweeps in a row that settled with messages refused)
-    watch_refusals = not likelihood.binary
+    stale = StaleWatch(not likelihood.binary, n_sites)
 
     def step(it):
         rho = damp.rho
@@ -568,22 +623,7 @@ def fit_regression(
             measure = max(measure, learner.update(state.mu, state.v))
         stop = noise.update(change) if noise is not None else None
         accept = n_restored == 0 and not restart and not refused
-        # messages refused while the rest have settled keep stale values: no fixed point, and the
-        # state no longer moves (STALE_SWEEPS says where this was seen): not converged, and
-        # STALE_SWEEPS such sweeps in a row end the fit with a warning
-        halt = None
-        settled_with_refusals = (
-            watch_refusals and accept and skipped - n_restored > STALE_FRACTION * n_sites and measure < tol
-        )
-        stale[0] = stale[0] + 1 if settled_with_refusals else 0
-        accept = accept and not settled_with_refusals
-        if stale[0] >= STALE_SWEEPS:
-            halt = ("refused", (
-                f"stopped unconverged at iteration {it}: {int(skipped)} of {n_sites} messages were refused "
-                f"in each of the last {STALE_SWEEPS} sweeps while the others had settled, so their sites "
-                "hold stale messages (see res.trace.skipped); look for extreme values in y or X, or "
-                "try damping=0.1"
-            ))  # fmt: skip
+        accept, halt = stale.update(it, accept, skipped, n_restored, measure, tol)
         return _loop.StepReport(measure, int(skipped), accept, values, stop, halt)
 
     # methods "is" and "kjit" never settle below a small tol: their messages carry Monte Carlo

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from .._quadrature import gauss_hermite
 from ..kernels.glm import sparse as K
 from . import sparse as SP
-from .engine import FLAT_PRECISION, LOGISTIC_NODES, _Damping
+from .engine import FLAT_PRECISION, LOGISTIC_NODES, Damping
 from .learn import GENERIC_NODES
 
 #: sweeps of a batch at most (``RegressionResult.update``'s default ``max_iter``)
@@ -148,7 +148,7 @@ class Online:
         start()
         lik = likelihood.kernel()
         step = likelihood.driver(K.sequential_step if schedule == "sequential" else K.parallel_step_serial)
-        damp = _Damping(damping)
+        damp = Damping(damping)
         converged, skipped, it = False, 0, 0
         for it in range(1, max_iter + 1):
             change, skipped = step(problem, lik, state, scratch, damp.rho, np.uint64(0))

@@ -175,6 +175,7 @@ def stream(
     eval_set=STREAM_DEFAULTS["eval_set"],
     init_state=STREAM_DEFAULTS["init_state"],
     n_threads=STREAM_DEFAULTS["n_threads"],
+    client=STREAM_DEFAULTS["client"],
     callback=STREAM_DEFAULTS["callback"],
     progress=STREAM_DEFAULTS["progress"],
     verbose=STREAM_DEFAULTS["verbose"],

@@ -656,6 +656,7 @@ def fit_cp(
     expect_under=CP_DEFAULTS["expect_under"],
     eval_set=CP_DEFAULTS["eval_set"],
     n_threads=CP_DEFAULTS["n_threads"],
+    client=CP_DEFAULTS["client"],
     callback=CP_DEFAULTS["callback"],
     seed=CP_DEFAULTS["seed"],
     n_starts=CP_DEFAULTS["n_starts"],

@@ -1,0 +1,108 @@
+"""A regression sweep on a Dask cluster against the same sweep in one process (issue 41).
+
+    python -m bench.cluster_regression [--rows 1000000] [--features 20] [--sweeps 30] [--rounds 3]
+
+Simulated probit data (n rows of d standard normal features), CEP-1 with the defaults but
+``tol=0`` (a fixed number of sweeps), alternately in each round:
+
+* one process with the machine's threads (the default fit);
+* one process with one thread on half the rows (what each of two workers sweeps);
+* a LocalCluster of 2 worker processes of 1 thread each, the rows as a Dask array in 2
+  partitions of whole chunks (so the fit is the one-process fit, bitwise: checked).
+
+Per setting the median seconds per sweep (``trace.elapsed``, sweeps 2 to the last). The cluster's
+overhead per sweep is its sweep time less the half-rows sweep (the arithmetic one worker does);
+the bytes per sweep are the payload the protocol moves (the posterior to each partition, the
+per-chunk sums back) and what the loopback interface carried, measured (psutil; this includes
+the scheduler's heartbeats).
+"""
+
+import argparse
+import time
+
+import numpy as np
+import psutil
+
+import fastcep
+from fastcep.kernels import chunk_rows
+
+
+def simulate(n, d, rows, seed=0):
+    """Probit data as Dask arrays in blocks of ``rows`` (drawn where they are computed)."""
+    import dask.array as da
+
+    rs = da.random.RandomState(seed)
+    X = rs.standard_normal((n, d), chunks=(rows, d))
+    w = np.random.default_rng(seed).normal(0.0, 0.5, d)
+    y = (X @ w + rs.standard_normal(n, chunks=rows) > 0).astype(float)
+    return X, y
+
+
+def per_sweep(res):
+    return float(np.median(np.diff(res.trace.elapsed)))
+
+
+def loopback_bytes():
+    nic = psutil.net_io_counters(pernic=True).get("lo")
+    return 0 if nic is None else nic.bytes_sent
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--features", type=int, default=20)
+    p.add_argument("--sweeps", type=int, default=30)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args(argv)
+    from distributed import Client, LocalCluster
+
+    n, d, sweeps = args.rows, args.features, args.sweeps
+    chunk = chunk_rows(d + 1)
+    half = -(-(n // 2) // chunk) * chunk  # (2 partitions of whole chunks)
+    kw = dict(model="probit", tol=0.0, max_iter=sweeps)
+    times = {"one process": [], "one thread, half the rows": [], "2 workers x 1 thread": []}
+    moved = []
+    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            Xd, yd = client.persist(simulate(n, d, half))
+            X, y = client.compute([Xd, yd], sync=True)  # (the same rows in this process)
+            fastcep.fit(X[:2000], y[:2000], **dict(kw, max_iter=2))  # (compile)
+            fastcep.fit(Xd[:4000], yd[:4000], client=client, **dict(kw, max_iter=2))  # (workers compile)
+            for r in range(args.rounds):
+                one = fastcep.fit(X, y, **kw)
+                times["one process"].append(per_sweep(one))
+                part = fastcep.fit(X[:half], y[:half], n_threads=1, **kw)
+                times["one thread, half the rows"].append(per_sweep(part))
+                marks = {}  # (the loopback's bytes after the first sweep and after the last)
+
+                def mark(info, marks=marks):
+                    marks[info.iteration] = loopback_bytes()
+
+                t0 = time.perf_counter()
+                two = fastcep.fit(Xd, yd, client=client, callback=mark, **kw)
+                wall = time.perf_counter() - t0
+                moved.append((marks[sweeps] - marks[1]) / (sweeps - 1))
+                times["2 workers x 1 thread"].append(per_sweep(two))
+                same = np.array_equal(two.posterior.mean, one.posterior.mean)
+                print(
+                    f"round {r + 1}: cluster fit {wall:.2f} s, bitwise equal to one process: {same}",
+                    flush=True,
+                )
+    n_chunks = -(-half // chunk) + -(-(n - half) // chunk)
+    payload = 2 * 4 * (d + 1) * 8 + n_chunks * (d + 1) * 16 + n_chunks * 8
+    print(f"\n{n:,} rows x {d} features (+ intercept), probit CEP-1, {sweeps} sweeps, {args.rounds} rounds")
+    print(f"{'setting':<28} {'median s/sweep':>15} {'min - max':>20}")
+    for name, t in times.items():
+        print(f"{name:<28} {np.median(t):>15.4f} {min(t):>9.4f} - {max(t):.4f}")
+    one, two = np.median(times["one process"]), np.median(times["2 workers x 1 thread"])
+    overhead = two - np.median(times["one thread, half the rows"])
+    print(
+        f"cluster / one process: {two / one:.2f}; overhead per sweep (less half the rows): {overhead:.4f} s"
+    )
+    print(
+        f"payload per sweep: {payload:,} bytes ({n_chunks} chunks); loopback: {np.median(moved):,.0f} bytes"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Fits on a Dask cluster (``fastcep.fit(..., client=client)``): the optional ``dask`` extra.
+
+The data stay on the workers in partitions of rows; each partition keeps its own site messages
+(a Dask actor per partition, ``regression.Partition``). Every sweep the client sends the
+posterior, each partition runs the one-process parallel sweep over its rows and returns its
+per-chunk partial sums of the natural parameters, and the client reduces them in partition
+order with the one-process kernels (``kernels.glm.schedules.finish_parallel``), damps and tests
+convergence. So a cluster fit and a one-process fit of the same rows are the same arithmetic:
+bitwise when every partition but the last holds a multiple of the engine's chunk of rows
+(``chunk_rows``), since the chunks and their order are then the same.
+"""
+
+#: what to install for ``client=``
+EXTRA = "pip install 'fastcep[dask]' (dask and distributed)"
+
+
+def require(func="fit"):
+    """The ``distributed`` module, or an ImportError that names the extra."""
+    try:
+        import distributed
+    except ImportError as exc:
+        raise ImportError(f"{func}(client=...) needs dask and distributed: {EXTRA}.") from exc
+    return distributed
+
+
+def check_client(client, func="fit"):
+    """``client`` as a ``distributed.Client`` that is running, or a clear error."""
+    distributed = require(func)
+    if not isinstance(client, distributed.Client):
+        raise TypeError(
+            f"The 'client' parameter of {func} must be a distributed.Client (or None), not "
+            f"{type(client).__name__}."
+        )
+    if client.status != "running":
+        raise RuntimeError(f"{func}: the Dask client is {client.status!r}, not running; connect it first.")
+    return client

@@ -1,0 +1,226 @@
+"""Regression on a Dask cluster: ``fastcep.fit(X, y, model=..., client=client)``.
+
+Each partition of rows lives on one worker as a ``Partition`` actor: its features (checked,
+centred and given the intercept's column there), its values and its site messages, which never
+leave the worker. A sweep sends the posterior (T, N, mu, v: 4 d floats) to every partition; each
+runs the one-process parallel sweep over its rows (``kernels.glm.schedules.parallel_step``) and
+returns its per-chunk partial sums (n_chunks d pairs of floats) and its count of refused
+messages; the client reduces all chunks in partition order with the one-process kernel
+(``finish_parallel``), so the posterior, the change, the damping and the stopping rule are those
+of a fit in one process on the same chunks (``fastcep.glm.engine``).
+
+Supported: dense X (a NumPy array or a Dask array, split by rows), methods "cep1", "cep2" and
+"ep", the parallel schedule, the posterior stopping rule, any log-concave likelihood whose
+parameters are given (probit, logistic, Poisson, Gaussian(var=...), ...) and numeric labels.
+The rest is refused by name (``refusals``).
+"""
+
+import numpy as np
+
+from .. import _loop
+from .. import _validation as V
+from .._threads import num_threads
+from ..glm import engine as E
+from ..glm.result import RegressionResult
+from ..kernels import chunk_rows
+from ..kernels.glm import schedules as S
+from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
+from ..kernels.glm.sweep import reduce_posterior
+from . import check_client, require
+
+#: the methods and schedule a cluster fit runs (the parallel sweep: every message from one posterior)
+METHODS = ("cep1", "cep2", "ep")
+
+
+class Partition:
+    """One partition of a regression's rows on a worker (a Dask actor): its features, values and
+    site messages, and the one-process sweep over them.
+
+    X (n_p, d) and y (n_p,) are checked here (finite features, values the likelihood takes); then
+    ``stats`` reports what the client needs for the centre and the scale check, ``setup`` lays
+    out the rows (centred, with the intercept's column), ``reset`` sets the flat messages, and
+    ``sweep`` runs one parallel sweep from the posterior it is sent. Each method returns the
+    partition's per-chunk sums of its messages (``scratch.pT``, ``pN``) where the posterior
+    needs them."""
+
+    def __init__(self, X, y, likelihood, func):
+        self.X = V.check_matrix(np.asarray(X), "X", func)
+        self.s = likelihood.check(np.asarray(y), "y", func, self.X.shape[0])
+        self.likelihood = likelihood
+
+    def stats(self):
+        """(rows, columns, the largest |x|, ``column_stats``: what the centre needs)."""
+        X = self.X
+        big = max(float(X.max(initial=0.0)), -float(X.min(initial=0.0)))
+        return *X.shape, big, E.column_stats(X)
+
+    def setup(self, center, intercept, code, nodes, weights, chunk):
+        """Lay out the rows as the one-process fit does (centred at ``center``, the intercept's
+        constant column last); returns the number of sites (nonzero features)."""
+        X = E.with_constant(self.X, center) if intercept else np.ascontiguousarray(self.X, dtype=np.float64)
+        self.X = None  # (the problem holds the features now)
+        n, d = X.shape
+        self.problem = GLMProblem(X, self.s, np.zeros(d), np.zeros(d), nodes, weights, code, chunk, 0)
+        self.state = GLMState(np.empty((n, d)), np.empty((n, d)), *(np.empty(d) for _ in range(4)))
+        self.scratch = GLMScratch.allocate(n, d, chunk, -(-n // chunk))
+        self.run = E.parallel_sweep(self.likelihood)
+        self.lik = self.likelihood.kernel()
+        return int(np.count_nonzero(X))
+
+    def reset(self):
+        """The flat messages; their per-chunk sums."""
+        E.flat_messages(self.problem.X, self.state.tau, self.state.nu)
+        S.rebuild(self.problem, self.state, self.scratch)
+        return self.scratch.pT.copy(), self.scratch.pN.copy()
+
+    def sweep(self, posterior, rho, key):
+        """One damped parallel sweep of the partition's rows from ``posterior`` (T, N, mu, v):
+        the new messages stay here; the per-chunk sums and the chunks' refused counts go back."""
+        for a, b in zip(self.state[2:], posterior, strict=True):
+            a[:] = b
+        self.run(self.problem, self.lik, self.state, self.scratch, rho, key)
+        return self.scratch.pT.copy(), self.scratch.pN.copy(), self.scratch.skipped.copy()
+
+
+def refusals(method, o, likelihood, X, func):
+    """A clear error for what a cluster fit does not run (yet), naming the option."""
+    why = None
+    if method not in METHODS:
+        why = f"method={method!r}: a cluster fit runs {', '.join(METHODS)}"
+    elif o["schedule"] != "parallel":
+        why = "schedule='sequential': a cluster fit runs the parallel schedule (messages from one posterior)"
+    elif o["stopping"] != "posterior":
+        why = "stopping='paper': the sites' change would need every site on the client"
+    elif o.get("init_state") is not None:
+        why = "init_state: a cluster fit starts from the flat messages (its sites stay on the workers)"
+    elif o.get("offset") is not None:
+        why = "offset"
+    elif likelihood.learned:
+        why = f"learned likelihood parameters ({', '.join(likelihood.learned)}): give their values"
+    elif not likelihood.log_concave:
+        why = f"a likelihood that is not log-concave ({likelihood.name}): its sweeps need one process's guard"
+    elif V.is_sparse(X) or type(X).__name__ == "COO":
+        why = "sparse X"
+    if why is None:
+        return
+    raise NotImplementedError(f"{func}(client=...) does not support {why}; fit in one process (client=None).")
+
+
+def _row_blocks(X, y, func):
+    """The rows as (X block, y block) pairs: a Dask array's row chunks (its columns in one chunk,
+    y rechunked to match), or a NumPy array's rows in one block."""
+    import dask.array as da
+
+    if isinstance(X, da.Array):
+        if X.ndim != 2:
+            raise ValueError(f"The 'X' parameter of {func} must be 2-D, not {X.ndim}-D.")
+        X = X.rechunk({1: -1})
+        y = da.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"{func}: y must be 1-D with one value per row of X ({X.shape[0]}), not {y.shape}."
+            )
+        y = y.rechunk((X.chunks[0],))
+        return [(X.blocks[i, 0], y.blocks[i]) for i in range(X.numblocks[0])]
+    X = np.asarray(X)
+    return [(X, np.asarray(y))]
+
+
+def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
+    """The cluster fit of ``fastcep.fit`` (options ``o`` validated already); its
+    ``RegressionResult`` (``state`` None: the sites stay on the workers)."""
+    check_client(client, func)
+    distributed = require(func)
+    refusals(method, o, likelihood, X, func)
+    partitions = []
+    for xb, yb in _row_blocks(X, y, func):
+        xf, yf = client.compute([xb, yb]) if hasattr(xb, "dask") else client.scatter([xb, yb])
+        distributed.wait([xf, yf])
+        # (the actor on a worker that holds its rows: no copy of X through another worker)
+        where = list(client.who_has([xf]).get(xf.key, ())) or None
+        partitions.append(
+            client.submit(Partition, xf, yf, likelihood, func, actor=True, workers=where).result()
+        )
+    stats = [p.stats().result() for p in partitions]
+    keep = [i for i, st in enumerate(stats) if st[0] > 0]  # (empty partitions have no rows to sweep)
+    partitions, stats = [partitions[i] for i in keep], [stats[i] for i in keep]
+    if not partitions:
+        raise ValueError(f"{func}: X has no rows.")
+    n, d = sum(st[0] for st in stats), stats[0][1]
+    if any(st[1] != d for st in stats):
+        raise ValueError(f"{func}: the partitions of X have different numbers of columns.")
+    big = max(st[2] for st in stats)
+    if big > E.MAX_ABS_X:
+        raise ValueError(
+            f"{func}: X holds values up to {big:.3g}; their squares overflow float64 beyond "
+            f"{E.MAX_ABS_X:.0e}: rescale X (e.g. standardise its columns)."
+        )
+    prior_T = E.prior_precisions(o["prior_var"], d, func)
+    intercept = o["fit_intercept"]
+    center = E.feature_means(n, [st[3] for st in stats]) if intercept and o["center"] else None
+    if intercept:
+        prior_T = np.append(prior_T, 1.0 / o["intercept_var"])
+        d += 1
+    code, nodes, weights = E.dense_rows(likelihood, model, method, np.empty(0), o["n_nodes"])
+    chunk = chunk_rows(d)
+    n_sites = sum(p.setup(center, intercept, code, nodes, weights, chunk).result() for p in partitions)
+    # the client's problem, state and scratch: the posterior and the reduce (no rows)
+    n_chunks = sum(-(-st[0] // chunk) for st in stats)
+    problem = GLMProblem(np.empty((0, d)), np.empty(0), prior_T, np.zeros(d), nodes, weights, code, chunk, 0)
+    state = GLMState(np.empty((0, d)), np.empty((0, d)), *(np.empty(d) for _ in range(4)))
+    scratch = GLMScratch.allocate(0, d, chunk, 1)._replace(
+        pT=np.empty((n_chunks, d)), pN=np.empty((n_chunks, d)), skipped=np.zeros(n_chunks, dtype=np.int64)
+    )
+    damp = E.Damping(o["damping"])
+    options = dict(E.result_options(o, None, center, damp.rho), partitions=len(partitions))
+    stale = E.StaleWatch(not likelihood.binary, n_sites)
+    tol = o["tol"]
+
+    def gather(calls):
+        """The partitions' per-chunk sums into the client's scratch, in partition order."""
+        results = [c.result() for c in calls]
+        for name, k in (("pT", 0), ("pN", 1), ("skipped", 2)):
+            if k < len(results[0]):
+                np.concatenate([r[k] for r in results], out=getattr(scratch, name))
+
+    def reset():
+        gather([p.reset() for p in partitions])
+        reduce_posterior(prior_T, problem.prior_N, scratch.pT, scratch.pN, *state[2:])
+
+    def step(it):
+        rho = damp.rho
+        S.begin_sweep(state, scratch)
+        posterior = tuple(state[2:])
+        gather([p.sweep(posterior, rho, 0) for p in partitions])
+        change, skipped = S.finish_parallel(problem, state, scratch)
+        refused = 0 < n_sites <= skipped
+        restart = damp.diverged(it) if refused else damp.update(change, state.mu - scratch.mu_old)
+        if not restart:
+            damp.runaway(it, change, int(skipped), n_sites, (n, d))
+        else:  # the undamped start diverged: again from the flat messages, damped
+            reset()
+        measure = change / rho
+        accept, halt = stale.update(it, not restart and not refused, skipped, 0, measure, tol)
+        values = {"damping": rho, "param_change": change}
+        return _loop.StepReport(measure, int(skipped), accept, values, None, halt)
+
+    def snapshot(it, trace):
+        return RegressionResult.of(
+            model, method, state.mu.copy(), state.v.copy(), it, False, "running", trace, None, options,
+            likelihood, center,
+        )  # fmt: skip
+
+    def finite():
+        return bool(np.all(np.isfinite(state.mu)) and np.all(np.isfinite(state.v)) and np.all(state.v > 0))
+
+    label = f"{model}/{method}, {len(partitions)} partitions"
+    with num_threads(o["n_threads"]):
+        reset()
+        out = _loop.run(
+            step, max_iter=o["max_iter"], tol=tol, callback=o["callback"], snapshot=snapshot, finite=finite,
+            verbose=o["verbose"], progress=o["progress"], label=label, start=start,
+        )  # fmt: skip
+    return RegressionResult.of(
+        model, method, state.mu, state.v, out.n_iter, out.converged, out.stop_reason, out.trace, None,
+        options, likelihood, center,
+    )  # fmt: skip

@@ -1,0 +1,157 @@
+"""Regression fits on a Dask cluster (``fit(..., client=client)``, ``fastcep.cluster``) against the
+same fits in one process: bitwise when the partitions hold whole chunks of the engine's rows,
+within 1e-10 posterior sd otherwise; empty partitions; bad input on a worker; what is refused."""
+
+import sys
+
+import numpy as np
+import pytest
+
+import fastcep
+from fastcep.data_tools import make_cp_tensor
+from fastcep.kernels import chunk_rows
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Two worker processes of one thread each (as the issue's tests ask: processes=True)."""
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+def data(model, n=2500, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) + 0.3 * np.arange(d)  # (un-centred columns: the centre matters)
+    f = X @ rng.normal(0.0, 0.5, d) - 1.0
+    if model == "poisson":
+        y = rng.poisson(np.exp(0.5 * f - 1.0)).astype(float)
+    else:
+        y = (f + rng.standard_normal(n) > 0).astype(float)
+    return X, y
+
+
+def on_cluster(client, X, y, rows, **kw):
+    """The fit of X, y split into row blocks of ``rows`` (a Dask array) on the cluster."""
+    return fastcep.fit(
+        da.from_array(X, chunks=(rows, X.shape[1])), da.from_array(y, chunks=rows), client=client, **kw
+    )
+
+
+def max_sd_difference(a, b):
+    dm = np.abs(a.posterior.mean - b.posterior.mean) / np.sqrt(a.posterior.var)
+    dv = np.abs(a.posterior.var - b.posterior.var) / a.posterior.var
+    return float(max(dm.max(), dv.max()))
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(model="probit"),  # (an intercept, centred features)
+        dict(model="logistic", fit_intercept=False),
+        dict(model="poisson"),
+        dict(model="probit", method="cep2", damping=0.5),
+        dict(model="logistic", method="ep"),
+    ],
+)
+def test_partitions_of_whole_chunks_give_the_bits_of_one_process(client, kw):
+    X, y = data(kw["model"])
+    chunk = chunk_rows(X.shape[1] + (kw.get("fit_intercept", True)))
+    one = fastcep.fit(X, y, **kw)
+    two = on_cluster(client, X, y, chunk, **kw)  # (three partitions: 1024, 1024 and 452 rows)
+    assert two.options["partitions"] == 3
+    assert two.n_iter == one.n_iter and two.converged == one.converged
+    np.testing.assert_array_equal(two.posterior.mean, one.posterior.mean)
+    np.testing.assert_array_equal(two.posterior.var, one.posterior.var)
+    if one.intercept is not None:
+        assert (two.intercept.mean, two.intercept.var) == (one.intercept.mean, one.intercept.var)
+    np.testing.assert_array_equal(two.trace.change, one.trace.change)
+    predict = "predict" if kw["model"] == "poisson" else "predict_proba"
+    np.testing.assert_array_equal(getattr(two, predict)(X[:50]), getattr(one, predict)(X[:50]))
+
+
+def test_any_other_split_gives_one_process_posterior_within_1e_10_sd(client):
+    X, y = data("probit")
+    one = fastcep.fit(X, y, model="probit")
+    for rows in (700, 2499):
+        two = on_cluster(client, X, y, rows, model="probit")
+        assert two.converged and abs(two.n_iter - one.n_iter) <= 1
+        assert max_sd_difference(one, two) < 1e-10
+
+
+def test_numpy_input_and_an_empty_partition(client):
+    X, y = data("logistic", n=900)
+    one = fastcep.fit(X, y, model="logistic")
+    two = fastcep.fit(X, y, model="logistic", client=client)  # (one partition, scattered)
+    np.testing.assert_array_equal(two.posterior.mean, one.posterior.mean)
+    # a Dask array with a block of no rows: the block has no partition
+    Xd = da.concatenate([da.from_array(X[:0]), da.from_array(X, chunks=(chunk_rows(5), 4))])
+    yd = da.concatenate([da.from_array(y[:0]), da.from_array(y, chunks=chunk_rows(5))])
+    three = fastcep.fit(Xd, yd, model="logistic", client=client)
+    assert three.options["partitions"] == 1
+    np.testing.assert_array_equal(three.posterior.mean, one.posterior.mean)
+
+
+def test_bad_rows_on_a_worker_are_named(client):
+    X, y = data("probit", n=600)
+    X[450, 2] = np.nan
+    with pytest.raises(ValueError, match="X"):
+        on_cluster(client, X, y, 300, model="probit")
+    X, y = data("probit", n=600)
+    y[10] = 3.0
+    with pytest.raises(ValueError, match="y"):
+        on_cluster(client, X, y, 300, model="probit")
+    with pytest.raises(ValueError, match="one value per row"):
+        fastcep.fit(da.from_array(X, chunks=(300, 4)), da.from_array(y[:-1]), model="probit", client=client)
+
+
+@pytest.mark.parametrize(
+    "kw, named",
+    [
+        (dict(model="probit", method="vb"), "method='vb'"),
+        (dict(model="probit", method="lp"), "method='lp'"),
+        (dict(model="probit", schedule="sequential"), "schedule='sequential'"),
+        (dict(model="probit", stopping="paper"), "stopping='paper'"),
+        (dict(model="gaussian"), "learned likelihood parameters"),
+        (dict(model=fastcep.likelihoods.StudentT(df=4.0, scale=1.0)), "not log-concave"),
+    ],
+)
+def test_what_a_cluster_fit_does_not_run_is_refused_by_name(client, kw, named):
+    X, y = data("probit", n=300)
+    with pytest.raises(NotImplementedError, match=named):
+        fastcep.fit(X, y, client=client, **kw)
+
+
+def test_sparse_rows_and_cp_fits_are_refused(client):
+    import scipy.sparse as sp
+
+    X, y = data("probit", n=300)
+    with pytest.raises(NotImplementedError, match="sparse X"):
+        fastcep.fit(sp.csr_matrix(X), y, model="probit", client=client)
+    T, _ = make_cp_tensor((6, 5, 4), rank=2, n_obs=60, seed=0)
+    with pytest.raises(NotImplementedError, match="CP fits run in one process"):
+        fastcep.fit(T.coords, T.values, model="cp_gaussian", rank=2, client=client)
+
+
+def test_a_client_that_is_not_one_or_closed_is_refused(client):
+    X, y = data("probit", n=100)
+    with pytest.raises(TypeError, match="distributed.Client"):
+        fastcep.fit(X, y, model="probit", client="tcp://127.0.0.1:8786")
+    c = distributed.Client(client.scheduler.address)
+    c.close()
+    with pytest.raises(RuntimeError, match="not running"):
+        fastcep.fit(X, y, model="probit", client=c)
+
+
+def test_without_the_extra_the_error_names_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    X, y = data("probit", n=100)
+    with pytest.raises(ImportError, match=r"fastcep\[dask\]"):
+        fastcep.fit(X, y, model="probit", client=object())
