@@ -27,6 +27,7 @@ where there is one (a text tensor given as a tensor file: ``fastcep convert`` it
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -49,6 +50,8 @@ class UserError(Exception):
 
 #: the demo's methods, in the order of its table
 DEMO_METHODS = ("cep1", "cep2", "ep")
+#: seconds to wait for the Dask scheduler of --scheduler
+SCHEDULER_TIMEOUT = 30
 
 
 def _warm_up(fit, quiet):
@@ -817,6 +820,25 @@ def _glm_rows(args, binary, width=None):
     return None, part.X, y
 
 
+@contextlib.contextmanager
+def _scheduler(args):
+    """A Dask client of ``--scheduler ADDRESS`` (closed after the fit), or None without it."""
+    if getattr(args, "scheduler", None) is None:
+        yield None
+        return
+    from .cluster import require
+
+    distributed = require(f"fastcep {args.verb} --scheduler")
+    try:
+        client = distributed.Client(args.scheduler, timeout=SCHEDULER_TIMEOUT)
+    except OSError as exc:
+        raise UserError(
+            f"no Dask scheduler answered at {args.scheduler!r} within {SCHEDULER_TIMEOUT} s: {exc}"
+        ) from exc
+    with client:
+        yield client
+
+
 def cmd_glm_fit(args):
     from .api import fit
     from .io import save_glm_model
@@ -832,10 +854,11 @@ def cmd_glm_fit(args):
     else:
         features, X, y = _glm_data(args.data, args.target, args.features, args.delimiter, binary)
     t0 = time.perf_counter()
-    res = fit(
-        X, y, model=args.model, method=args.method, n_threads=args.threads, progress=not args.quiet,
-        **_options(args, GLM_OPTIONS),
-    )  # fmt: skip
+    with _scheduler(args) as client:
+        res = fit(
+            X, y, model=args.model, method=args.method, n_threads=args.threads, progress=not args.quiet,
+            client=client, **_options(args, GLM_OPTIONS),
+        )  # fmt: skip
     secs = time.perf_counter() - t0
     save_glm_model(res, args.output, features, args.target)
     summary = {
@@ -1141,6 +1164,11 @@ def build_parser():
     option(gf, "schedule", "regression")
     option(gf, "stopping", "regression")
     option(gf, "seed", "regression", type=int, default=O.defaults("regression", "cep1")["seed"])
+    gf.add_argument(
+        "--scheduler", metavar="ADDRESS", default=None,
+        help="fit on the Dask cluster of this scheduler (tcp://host:8786; the dask extra): the rows are "
+        "split among its workers, the result is the fit in one process",
+    )  # fmt: skip
     data_args(gf)
     width_arg(gf)
     gf.set_defaults(func=cmd_glm_fit, verb="glm fit")

@@ -2,6 +2,8 @@
 same fits in one process: bitwise when the partitions hold whole chunks of the engine's rows,
 within 1e-10 posterior sd otherwise; empty partitions; bad input on a worker; what is refused."""
 
+import os
+import signal
 import sys
 
 import numpy as np
@@ -87,16 +89,40 @@ def test_any_other_split_gives_one_process_posterior_within_1e_10_sd(client):
 
 
 def test_numpy_input_and_an_empty_partition(client):
-    X, y = data("logistic", n=900)
+    X, y = data("logistic", n=2500)
+    two = fastcep.fit(X, y, model="logistic", client=client)  # (a block of whole chunks per worker)
+    assert two.options["partitions"] == 2
+    np.testing.assert_array_equal(two.posterior.mean, fastcep.fit(X, y, model="logistic").posterior.mean)
+    X, y = X[:900], y[:900]
     one = fastcep.fit(X, y, model="logistic")
-    two = fastcep.fit(X, y, model="logistic", client=client)  # (one partition, scattered)
-    np.testing.assert_array_equal(two.posterior.mean, one.posterior.mean)
     # a Dask array with a block of no rows: the block has no partition
     Xd = da.concatenate([da.from_array(X[:0]), da.from_array(X, chunks=(chunk_rows(5), 4))])
     yd = da.concatenate([da.from_array(y[:0]), da.from_array(y, chunks=chunk_rows(5))])
     three = fastcep.fit(Xd, yd, model="logistic", client=client)
     assert three.options["partitions"] == 1
     np.testing.assert_array_equal(three.posterior.mean, one.posterior.mean)
+
+
+def test_a_killed_worker_is_replaced_and_the_fit_ends_at_the_same_fixed_point(client):
+    """Every worker process killed (SIGKILL) after the third sweep: the partitions are made again
+    on the workers their nannies start, from their rows (Dask recomputes them), their sites flat,
+    and the fit converges to the fixed point of the fit in one process (within the stop rule's
+    tolerance)."""
+    X, y = data("probit", n=6000)
+    one = fastcep.fit(X, y, model="probit", tol=1e-7)
+    killed = []
+
+    def kill(info):
+        if info.iteration == 3 and not killed:
+            for pid in client.run(os.getpid).values():
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+    two = on_cluster(client, X, y, chunk_rows(5), model="probit", tol=1e-7, callback=kill)
+    assert killed and two.options["revived"] >= 1
+    assert two.converged and two.n_iter > 3
+    assert max_sd_difference(one, two) < 1e-5
+    client.wait_for_workers(2, timeout=60)  # (the nanny starts the killed one again)
 
 
 def test_bad_rows_on_a_worker_are_named(client):
@@ -155,3 +181,33 @@ def test_without_the_extra_the_error_names_it(monkeypatch):
     X, y = data("probit", n=100)
     with pytest.raises(ImportError, match=r"fastcep\[dask\]"):
         fastcep.fit(X, y, model="probit", client=object())
+
+
+def test_the_command_line_fits_on_a_scheduler(client, tmp_path, monkeypatch, capsys):
+    """``fastcep glm fit ... --scheduler ADDRESS``: the fit of the file's rows on that cluster,
+    the one-process fit's bits; a scheduler that does not answer is a clear error."""
+    from fastcep import cli
+    from fastcep.io import load_glm_model
+
+    X, y = data("probit", n=2500)
+    rows = [",".join(["a", "b", "c", "d", "label"])]
+    rows += [",".join(repr(v) for v in [*x.tolist(), int(t)]) for x, t in zip(X, y, strict=True)]
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    address = client.scheduler.address
+    assert (
+        cli.main(
+            ["glm", "fit", "t.csv", "--target", "label", "-o", "c.h5", "--scheduler", address, "--quiet"]
+        )
+        == 0
+    )
+    assert cli.main(["glm", "fit", "t.csv", "--target", "label", "-o", "o.h5", "--quiet"]) == 0
+    on, off = load_glm_model("c.h5").result, load_glm_model("o.h5").result
+    np.testing.assert_array_equal(on.posterior.mean, off.posterior.mean)
+    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 1)
+    capsys.readouterr()
+    argv = ["glm", "fit", "t.csv", "--target", "label", "-o", "x.h5", "--quiet"]
+    argv += ["--scheduler", "tcp://127.0.0.1:9"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no Dask scheduler answered at 'tcp://127.0.0.1:9'" in err and not (tmp_path / "x.h5").exists()

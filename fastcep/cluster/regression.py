@@ -106,9 +106,11 @@ def refusals(method, o, likelihood, X, func):
     raise NotImplementedError(f"{func}(client=...) does not support {why}; fit in one process (client=None).")
 
 
-def _row_blocks(X, y, func):
+def _row_blocks(client, X, y, intercept, func):
     """The rows as (X block, y block) pairs: a Dask array's row chunks (its columns in one chunk,
-    y rechunked to match), or a NumPy array's rows in one block."""
+    y rechunked to match), or a NumPy array's rows split in one block per worker, each but the
+    last of whole chunks of the sweep (``chunk_rows``: the fit is then the one-process fit,
+    bitwise)."""
     import dask.array as da
 
     if isinstance(X, da.Array):
@@ -122,29 +124,117 @@ def _row_blocks(X, y, func):
             )
         y = y.rechunk((X.chunks[0],))
         return [(X.blocks[i, 0], y.blocks[i]) for i in range(X.numblocks[0])]
-    X = np.asarray(X)
-    return [(X, np.asarray(y))]
+    X, y = np.asarray(X), np.asarray(y)
+    if X.ndim != 2:
+        return [(X, y)]  # (the partition's check names the problem)
+    if y.shape[:1] != X.shape[:1]:
+        raise ValueError(f"{func}: y must be 1-D with one value per row of X ({X.shape[0]}), not {y.shape}.")
+    chunk = chunk_rows(X.shape[1] + (1 if intercept else 0))
+    workers = max(1, len(client.scheduler_info().get("workers", ())))
+    per_worker = -(-X.shape[0] // workers)
+    rows = max(1, -(-per_worker // chunk)) * chunk
+    return [(X[lo : lo + rows], y[lo : lo + rows]) for lo in range(0, max(X.shape[0], 1), rows)]
+
+
+class Partitions:
+    """The client's handles of a fit's partitions: where each one's rows come from (a future
+    of its block) and its actor. ``call(name, *args)`` calls a method of every partition at once
+    and returns their results in partition order; a partition whose worker was lost (killed,
+    or gone with its process) is made again on a worker that is left, from its rows (recomputed
+    by Dask, or sent again from the client's array), set up as before and given the flat sites:
+    its sites restart against the posterior of the last completed sweep (``revived`` counts)."""
+
+    #: attempts to make a lost partition again before the fit gives up
+    ATTEMPTS = 3
+
+    def __init__(self, client, blocks, likelihood, func):
+        self.distributed = require(func)
+        self.client, self.likelihood, self.func = client, likelihood, func
+        self.blocks, self.futures, self.actors = [], [], []
+        self.setup_args = None
+        self.revived = 0
+        for xb, yb in blocks:
+            self.blocks.append((xb, yb))
+            self.futures.append(self._send(xb, yb))
+            self.actors.append(self._actor(*self.futures[-1], local=True))
+
+    def _send(self, xb, yb):
+        """Futures of a block's rows on the cluster."""
+        client = self.client
+        futures = client.compute([xb, yb]) if hasattr(xb, "dask") else client.scatter([xb, yb])
+        self.distributed.wait(futures)
+        return futures
+
+    def _actor(self, xf, yf, local=False):
+        # (with ``local``, on a worker that holds the rows: no copy of X through another worker)
+        where = list(self.client.who_has([xf]).get(xf.key, ())) or None if local else None
+        return self.client.submit(
+            Partition, xf, yf, self.likelihood, self.func, actor=True, workers=where
+        ).result()
+
+    def keep(self, indices):
+        """Only the partitions ``indices`` (the others have no rows)."""
+        self.blocks = [self.blocks[i] for i in indices]
+        self.futures = [self.futures[i] for i in indices]
+        self.actors = [self.actors[i] for i in indices]
+
+    def lost(self, exc):
+        """Whether ``exc`` says a partition's worker is gone (not an error of the data)."""
+        return isinstance(exc, (OSError, self.distributed.comm.CommClosedError)) or type(exc).__name__ in (
+            "KilledWorker", "FutureCancelledError", "CancelledError",
+        )  # fmt: skip
+
+    def revive(self, i):
+        """Partition i again, from its rows, set up, with the flat sites."""
+        for _ in range(self.ATTEMPTS):
+            try:
+                if any(f.status in ("lost", "cancelled", "error") for f in self.futures[i]):
+                    self.futures[i] = self._send(*self.blocks[i])  # (scattered rows die with their worker)
+                self.distributed.wait(self.futures[i])  # (Dask recomputes a lost block's rows)
+                self.actors[i] = self._actor(*self.futures[i])
+                if self.setup_args is not None:
+                    self.actors[i].setup(*self.setup_args).result()
+                    self.actors[i].reset().result()
+                self.revived += 1
+                return
+            except Exception as exc:
+                if not self.lost(exc):
+                    raise
+        raise RuntimeError(
+            f"{self.func}: partition {i} of the cluster fit was lost and could not be made again on "
+            f"{self.ATTEMPTS} attempts; is the Dask scheduler still running?"
+        )
+
+    def call(self, name, *args):
+        """Each partition's ``name(*args)``, at once; their results in partition order."""
+        calls = [getattr(actor, name)(*args) for actor in self.actors]
+        out = []
+        for i, c in enumerate(calls):
+            for attempt in range(self.ATTEMPTS + 1):
+                try:
+                    out.append(c.result())
+                    break
+                except Exception as exc:
+                    if not self.lost(exc) or attempt == self.ATTEMPTS:
+                        raise
+                    self.revive(i)
+                    c = getattr(self.actors[i], name)(*args)
+        if name == "setup":
+            self.setup_args = args
+        return out
 
 
 def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     """The cluster fit of ``fastcep.fit`` (options ``o`` validated already); its
     ``RegressionResult`` (``state`` None: the sites stay on the workers)."""
     check_client(client, func)
-    distributed = require(func)
     refusals(method, o, likelihood, X, func)
-    partitions = []
-    for xb, yb in _row_blocks(X, y, func):
-        xf, yf = client.compute([xb, yb]) if hasattr(xb, "dask") else client.scatter([xb, yb])
-        distributed.wait([xf, yf])
-        # (the actor on a worker that holds its rows: no copy of X through another worker)
-        where = list(client.who_has([xf]).get(xf.key, ())) or None
-        partitions.append(
-            client.submit(Partition, xf, yf, likelihood, func, actor=True, workers=where).result()
-        )
-    stats = [p.stats().result() for p in partitions]
+    parts = Partitions(client, _row_blocks(client, X, y, o["fit_intercept"], func), likelihood, func)
+    stats = parts.call("stats")
     keep = [i for i, st in enumerate(stats) if st[0] > 0]  # (empty partitions have no rows to sweep)
-    partitions, stats = [partitions[i] for i in keep], [stats[i] for i in keep]
-    if not partitions:
+    parts.keep(keep)
+    stats = [stats[i] for i in keep]
+    if not stats:
         raise ValueError(f"{func}: X has no rows.")
     n, d = sum(st[0] for st in stats), stats[0][1]
     if any(st[1] != d for st in stats):
@@ -163,7 +253,7 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
         d += 1
     code, nodes, weights = E.dense_rows(likelihood, model, method, np.empty(0), o["n_nodes"])
     chunk = chunk_rows(d)
-    n_sites = sum(p.setup(center, intercept, code, nodes, weights, chunk).result() for p in partitions)
+    n_sites = sum(parts.call("setup", center, intercept, code, nodes, weights, chunk))
     # the client's problem, state and scratch: the posterior and the reduce (no rows)
     n_chunks = sum(-(-st[0] // chunk) for st in stats)
     problem = GLMProblem(np.empty((0, d)), np.empty(0), prior_T, np.zeros(d), nodes, weights, code, chunk, 0)
@@ -172,26 +262,26 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
         pT=np.empty((n_chunks, d)), pN=np.empty((n_chunks, d)), skipped=np.zeros(n_chunks, dtype=np.int64)
     )
     damp = E.Damping(o["damping"])
-    options = dict(E.result_options(o, None, center, damp.rho), partitions=len(partitions))
+    options = dict(E.result_options(o, None, center, damp.rho), partitions=len(stats))
     stale = E.StaleWatch(not likelihood.binary, n_sites)
     tol = o["tol"]
 
-    def gather(calls):
+    def gather(results):
         """The partitions' per-chunk sums into the client's scratch, in partition order."""
-        results = [c.result() for c in calls]
         for name, k in (("pT", 0), ("pN", 1), ("skipped", 2)):
             if k < len(results[0]):
                 np.concatenate([r[k] for r in results], out=getattr(scratch, name))
 
     def reset():
-        gather([p.reset() for p in partitions])
+        gather(parts.call("reset"))
         reduce_posterior(prior_T, problem.prior_N, scratch.pT, scratch.pN, *state[2:])
 
     def step(it):
         rho = damp.rho
+        revived = parts.revived
         S.begin_sweep(state, scratch)
         posterior = tuple(state[2:])
-        gather([p.sweep(posterior, rho, 0) for p in partitions])
+        gather(parts.call("sweep", posterior, rho, 0))
         change, skipped = S.finish_parallel(problem, state, scratch)
         refused = 0 < n_sites <= skipped
         restart = damp.diverged(it) if refused else damp.update(change, state.mu - scratch.mu_old)
@@ -200,7 +290,9 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
         else:  # the undamped start diverged: again from the flat messages, damped
             reset()
         measure = change / rho
-        accept, halt = stale.update(it, not restart and not refused, skipped, 0, measure, tol)
+        # (a sweep in which a lost partition was made again, its sites flat, is no evidence)
+        accept = not restart and not refused and parts.revived == revived
+        accept, halt = stale.update(it, accept, skipped, 0, measure, tol)
         values = {"damping": rho, "param_change": change}
         return _loop.StepReport(measure, int(skipped), accept, values, None, halt)
 
@@ -213,13 +305,14 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     def finite():
         return bool(np.all(np.isfinite(state.mu)) and np.all(np.isfinite(state.v)) and np.all(state.v > 0))
 
-    label = f"{model}/{method}, {len(partitions)} partitions"
+    label = f"{model}/{method}, {len(stats)} partitions"
     with num_threads(o["n_threads"]):
         reset()
         out = _loop.run(
             step, max_iter=o["max_iter"], tol=tol, callback=o["callback"], snapshot=snapshot, finite=finite,
             verbose=o["verbose"], progress=o["progress"], label=label, start=start,
         )  # fmt: skip
+    options["revived"] = parts.revived  # (partitions made again after their worker was lost)
     return RegressionResult.of(
         model, method, state.mu, state.v, out.n_iter, out.converged, out.stop_reason, out.trace, None,
         options, likelihood, center,
