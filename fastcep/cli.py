@@ -1167,7 +1167,7 @@ def build_parser():
     gf.add_argument(
         "--scheduler", metavar="ADDRESS", default=None,
         help="fit on the Dask cluster of this scheduler (tcp://host:8786; the dask extra): the rows are "
-        "split among its workers, the result is the fit in one process",
+        "split among its workers, the result is the fit in one process (default: none, this process)",
     )  # fmt: skip
     data_args(gf)
     width_arg(gf)
