@@ -363,14 +363,22 @@ def parallel_sweep(likelihood):
 def result_options(o, classes, center, rho):
     """The options a regression result records (``res.options``): the validated ``o``, the label
     classes, whether the features were centred, and the first damping."""
-    names = (
-        "prior_var", "fit_intercept", "intercept_var", "max_iter", "tol", "schedule", "stopping", "n_nodes",
-        "n_samples", "threshold", "n_features", "n_threads", "seed",
-    )  # fmt: skip
     out = dict(
-        classes=classes, **{name: o[name] for name in names[:3]}, center=center is not None, damping=rho
-    )
-    return dict(out, **{name: o[name] for name in names[3:]})
+        classes=classes, prior_var=o["prior_var"], fit_intercept=o["fit_intercept"],
+        intercept_var=o["intercept_var"], center=center is not None, damping=rho,
+    )  # fmt: skip
+    for name in (
+        "max_iter",
+        "tol",
+        "schedule",
+        "stopping",
+        "n_nodes",
+        "n_samples",
+        "threshold",
+        "n_features",
+    ):
+        out[name] = o[name]
+    return dict(out, n_threads=o["n_threads"], seed=o["seed"])
 
 
 #: the schedules (their sweeps: ``_schedules``)
