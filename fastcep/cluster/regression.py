@@ -26,7 +26,7 @@ from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..kernels.glm.sweep import reduce_posterior
-from . import check_client, require
+from . import require
 
 #: the methods and schedule a cluster fit runs (the parallel sweep: every message from one posterior)
 METHODS = ("cep1", "cep2", "ep")
@@ -45,14 +45,13 @@ class Partition:
 
     def __init__(self, X, y, likelihood, func):
         self.X = V.check_matrix(np.asarray(X), "X", func)
+        E.check_feature_scale(self.X, func)
         self.s = likelihood.check(np.asarray(y), "y", func, self.X.shape[0])
         self.likelihood = likelihood
 
     def stats(self):
-        """(rows, columns, the largest |x|, ``column_stats``: what the centre needs)."""
-        X = self.X
-        big = max(float(X.max(initial=0.0)), -float(X.min(initial=0.0)))
-        return *X.shape, big, E.column_stats(X)
+        """(rows, columns, ``column_stats``: what the centre needs)."""
+        return *self.X.shape, E.column_stats(self.X)
 
     def setup(self, center, intercept, code, nodes, weights, chunk):
         """Lay out the rows as the one-process fit does (centred at ``center``, the intercept's
@@ -84,6 +83,7 @@ class Partition:
 
 def refusals(method, o, likelihood, X, func):
     """A clear error for what a cluster fit does not run (yet), naming the option."""
+    meta = getattr(X, "_meta", X)  # (a Dask array's chunks are of its meta's type)
     why = None
     if method not in METHODS:
         why = f"method={method!r}: a cluster fit runs {', '.join(METHODS)}"
@@ -99,7 +99,7 @@ def refusals(method, o, likelihood, X, func):
         why = f"learned likelihood parameters ({', '.join(likelihood.learned)}): give their values"
     elif not likelihood.log_concave:
         why = f"a likelihood that is not log-concave ({likelihood.name}): its sweeps need one process's guard"
-    elif V.is_sparse(X) or type(X).__name__ == "COO":
+    elif V.is_sparse(meta) or type(meta).__module__.split(".")[0] == "sparse":
         why = "sparse X"
     if why is None:
         return
@@ -167,7 +167,7 @@ class Partitions:
 
     def _actor(self, xf, yf, local=False):
         # (with ``local``, on a worker that holds the rows: no copy of X through another worker)
-        where = list(self.client.who_has([xf]).get(xf.key, ())) or None if local else None
+        where = (list(self.client.who_has([xf]).get(xf.key, ())) or None) if local else None
         return self.client.submit(
             Partition, xf, yf, self.likelihood, self.func, actor=True, workers=where
         ).result()
@@ -227,7 +227,6 @@ class Partitions:
 def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     """The cluster fit of ``fastcep.fit`` (options ``o`` validated already); its
     ``RegressionResult`` (``state`` None: the sites stay on the workers)."""
-    check_client(client, func)
     refusals(method, o, likelihood, X, func)
     parts = Partitions(client, _row_blocks(client, X, y, o["fit_intercept"], func), likelihood, func)
     stats = parts.call("stats")
@@ -239,15 +238,9 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     n, d = sum(st[0] for st in stats), stats[0][1]
     if any(st[1] != d for st in stats):
         raise ValueError(f"{func}: the partitions of X have different numbers of columns.")
-    big = max(st[2] for st in stats)
-    if big > E.MAX_ABS_X:
-        raise ValueError(
-            f"{func}: X holds values up to {big:.3g}; their squares overflow float64 beyond "
-            f"{E.MAX_ABS_X:.0e}: rescale X (e.g. standardise its columns)."
-        )
     prior_T = E.prior_precisions(o["prior_var"], d, func)
     intercept = o["fit_intercept"]
-    center = E.feature_means(n, [st[3] for st in stats]) if intercept and o["center"] else None
+    center = E.feature_means(n, [st[2] for st in stats]) if intercept and o["center"] else None
     if intercept:
         prior_T = np.append(prior_T, 1.0 / o["intercept_var"])
         d += 1

@@ -324,7 +324,7 @@ def with_constant(X, center=None):
     return out
 
 
-def _check_scale(X, func):
+def check_feature_scale(X, func):
     """Refuse features whose squares overflow float64 (|x| > MAX_ABS_X): every message of such
     a row is non-finite and skipped, and the fit would return the prior as converged."""
     values = X.data if V.is_sparse(X) else X
@@ -468,7 +468,7 @@ def fit_regression(
     if sparse:  # (sites at the nonzeros only: ``glm.sparse``)
         SP.check_method(method, func)
     X = V.check_rows(X, "X", func)
-    _check_scale(X, func)
+    check_feature_scale(X, func)
     classes = V.label_classes(y, "y", func) if likelihood.binary else None
     s = likelihood.check(y, "y", func, X.shape[0])
     if isinstance(likelihood, (Gaussian, StudentT)):

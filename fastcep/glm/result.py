@@ -211,9 +211,9 @@ class RegressionResult:
         V.check_choice(schedule, "schedule", func, ("sequential", "parallel"))
         d = self._posterior.mean.size
         X = V.check_rows(X, "X", func, n_cols=d)
-        from .engine import _check_scale
+        from .engine import check_feature_scale
 
-        _check_scale(X, func)
+        check_feature_scale(X, func)
         if self.likelihood.binary:
             s = V.check_labels(y, "y", func, X.shape[0], self.options.get("classes"))
         else:

@@ -183,29 +183,12 @@ def sequential_full(problem, store, scratch, order, fix_tau, rho, lik=None):
     mat[0], vec[0] and seq_L, seq_e, seq_tmp; lik: MODEL_GENERIC's (as ``sweep_full``). Returns
     the number of messages not applied.
     """
-    model = problem.code
-    gidx = problem.gidx
-    y = problem.y
-    s = problem.s
-    nodes = problem.nodes
-    weights = problem.weights
-    Lam = store.Lam
-    eta = store.eta
-    alpha = store.alpha
-    beta = store.beta
-    noise = store.noise
-    P_Lam = store.P_Lam
-    P_eta = store.P_eta
-    M = store.M
-    S = store.S
-    E2 = store.E2
-    mat, vec, old_L, old_e, Ltmp = (
-        scratch.mat[0],
-        scratch.vec[0],
-        scratch.seq_L,
-        scratch.seq_e,
-        scratch.seq_tmp,
-    )
+    # (a serial driver: no parallel loop, so the tuples unpack whole; ``state``'s module text)
+    gidx, y, s, model = problem.gidx, problem.y, problem.s, problem.code
+    nodes, weights = problem.nodes, problem.weights
+    Lam, eta, alpha, beta, P_Lam, P_eta, M, S, E2, noise = store
+    mat, vec = scratch.mat[0], scratch.vec[0]
+    old_L, old_e, Ltmp = scratch.seq_L, scratch.seq_e, scratch.seq_tmp
     K = gidx.shape[1]
     R = M.shape[1]
     skipped = 0
@@ -257,22 +240,10 @@ def sequential_diag(problem, store, scratch, order, fix_tau, rho, lik=None):
     damped update is a convex combination of two proper posteriors of the same cavity (the old
     one and the tilted's). Returns the number of messages not applied.
     """
-    model = problem.code
-    gidx = problem.gidx
-    y = problem.y
-    s = problem.s
-    nodes = problem.nodes
-    weights = problem.weights
-    Lam = store.Lam
-    eta = store.eta
-    alpha = store.alpha
-    beta = store.beta
-    noise = store.noise
-    P_Lam = store.P_Lam
-    P_eta = store.P_eta
-    M = store.M
-    S = store.S
-    E2 = store.E2
+    # (a serial driver: the tuples unpack whole, as ``sequential_full``)
+    gidx, y, s, model = problem.gidx, problem.y, problem.s, problem.code
+    nodes, weights = problem.nodes, problem.weights
+    Lam, eta, alpha, beta, P_Lam, P_eta, M, S, E2, noise = store
     out = scratch.vec[0]
     K = gidx.shape[1]
     R = M.shape[1]
