@@ -454,7 +454,13 @@ OPTIONS = (
             "schedule; the same posterior as one process (bitwise when each partition but the last holds "
             "a multiple of the engine's chunk of rows)",
         ),
-        "cp": Spec(Client("CP fits run in one process so far; leave client=None."), None),
+        "cp": Spec(
+            Client(), None,
+            "method 'cep1', full covariances, the parallel schedule, the hand-written models and log-concave "
+            "likelihoods whose parameters are given; the entries' messages stay on the workers, the same "
+            "posterior as one process (bitwise where that fit sums the same groups)",
+            methods=CEP,
+        ),
         "stream": Spec(Client("streams run in one process so far; leave client=None."), None),
     }),
     Option("callback", "callback(info) after every iteration (an IterationInfo); True stops the run.", {

@@ -155,15 +155,130 @@ def test_what_a_cluster_fit_does_not_run_is_refused_by_name(client, kw, named):
         fastcep.fit(X, y, client=client, **kw)
 
 
-def test_sparse_rows_and_cp_fits_are_refused(client):
+def test_sparse_rows_are_refused(client):
     import scipy.sparse as sp
 
     X, y = data("probit", n=300)
     with pytest.raises(NotImplementedError, match="sparse X"):
         fastcep.fit(sp.csr_matrix(X), y, model="probit", client=client)
-    T, _ = make_cp_tensor((6, 5, 4), rank=2, n_obs=60, seed=0)
-    with pytest.raises(NotImplementedError, match="CP fits run in one process"):
-        fastcep.fit(T.coords, T.values, model="cp_gaussian", rank=2, client=client)
+
+
+# ------------------------------------------------------------------------------------ CP fits
+def tensor(model, n=6000, shape=(30, 25, 20), seed=0):
+    """(coords, values) of a rank-3 tensor for ``model``: real values, labels or counts."""
+    T, _ = make_cp_tensor(shape, 3, n, noise_sd=0.1, binary=model == "cp_probit", seed=seed)
+    values = T.values
+    if model == "cp_poisson":
+        values = np.random.default_rng(seed).poisson(np.exp(0.5 * T.values)).astype(float)
+    return T.coords, values
+
+
+def cp_bits(res):
+    post = res.posterior
+    return np.concatenate([a.ravel() for a in (*post.means, *post.covs)])
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(model="cp_gaussian"),  # (the learned prior, the cavity's expectations, the noise)
+        dict(model="cp_probit", prior="fixed", expect_under="posterior"),
+        dict(model="cp_poisson", schedule="parallel", damping=0.3, max_iter=15),  # (a generic model)
+    ],
+)
+def test_cp_fits_give_the_bits_of_one_process(client, kw):
+    """The entries as Dask arrays, two partitions of whole sum groups (not of whole noise
+    chunks: the client sums the chunks they share): the one-process posterior, noise and
+    messages, bitwise; the stopping measure within rounding (its sums are the partitions')."""
+    coords, values = tensor(kw["model"])
+    kw = dict(rank=3, **kw)
+    one = fastcep.fit(coords, values, **kw)  # (first: the workers load its compiled kernels)
+    two = fastcep.fit(
+        da.from_array(coords, chunks=(1000, 3)), da.from_array(values, chunks=1000), client=client, **kw
+    )
+    assert two.options["partitions"] == 2 and two.options["revived"] == 0
+    assert (two.n_iter, two.converged, two.stop_reason) == (one.n_iter, one.converged, one.stop_reason)
+    np.testing.assert_array_equal(cp_bits(two), cp_bits(one))
+    assert two.posterior.noise == one.posterior.noise
+    for a, b in zip(two.state[:4], one.state[:4], strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(two.trace.change, one.trace.change, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(two.predict(coords[:50]), one.predict(coords[:50]))
+    again = fastcep.fit(
+        coords, values, init_state=two.state, max_iter=2, **{k: v for k, v in kw.items() if k != "max_iter"}
+    )
+    assert np.all(np.isfinite(cp_bits(again)))  # (the gathered messages resume a fit in one process)
+
+
+def test_a_cluster_cp_fit_s_eval_set_and_snapshots(client):
+    """``eval_set`` is scored every iteration as in one process; the callback's snapshots carry
+    the posterior but not the sites (they stay on the workers until the end)."""
+    coords, values = tensor("cp_gaussian", n=3000)
+    test = (coords[:300], values[:300])
+    kw = dict(model="cp_gaussian", rank=3, max_iter=8, eval_set=test)
+    one = fastcep.fit(coords[300:], values[300:], **kw)
+    states = []
+    two = fastcep.fit(
+        coords[300:],
+        values[300:],
+        client=client,
+        callback=lambda info: states.append(info.result.state),
+        **kw,
+    )
+    np.testing.assert_array_equal(two.trace.eval_metric, one.trace.eval_metric)
+    assert states == [None] * 8 and two.state is not None
+
+
+def test_a_cp_fit_whose_one_process_twin_does_not_sum_agrees_within_1e_10_sd(client):
+    """Few entries over many objects: the fit in one process forms the posterior from each
+    object's messages, the cluster from its groups' sums (other roundings)."""
+    coords, values = tensor("cp_gaussian", n=600, shape=(100, 80, 60))
+    kw = dict(model="cp_gaussian", rank=3, prior="fixed", tol=1e-8)
+    one = fastcep.fit(coords, values, **kw)
+    two = fastcep.fit(coords, values, client=client, **kw)
+    assert two.converged and abs(two.n_iter - one.n_iter) <= 1
+    for m1, m2, c1 in zip(one.posterior.means, two.posterior.means, one.posterior.covs, strict=True):
+        sd = np.sqrt(np.diagonal(c1, axis1=1, axis2=2))
+        assert np.max(np.abs(m1 - m2) / sd) < 1e-10
+
+
+def test_a_killed_worker_during_a_cp_fit_is_replaced_and_the_fit_ends_at_the_same_fixed_point(client):
+    coords, values = tensor("cp_probit")
+    kw = dict(model="cp_probit", rank=3, prior="fixed", tol=1e-7)
+    one = fastcep.fit(coords, values, **kw)
+    killed = []
+
+    def kill(info):
+        if info.iteration == 3 and not killed:
+            for pid in client.run(os.getpid).values():
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+    two = fastcep.fit(coords, values, client=client, callback=kill, **kw)
+    assert killed and two.options["revived"] >= 1
+    assert two.converged and two.n_iter > 3
+    f1, f2 = one.predict(coords), two.predict(coords)
+    assert np.max(np.abs(f1 - f2)) < 1e-4
+    client.wait_for_workers(2, timeout=60)
+
+
+@pytest.mark.parametrize(
+    "kw, named",
+    [
+        (dict(method="lp"), "method='lp'"),
+        (dict(covariance="diag"), "covariance='diag'"),
+        (dict(model="cp_poisson"), "schedule='sequential' .the count models' default"),
+        (dict(model="cp_negbin", schedule="parallel"), "learned likelihood parameters"),
+        (dict(model="cp", likelihood=fastcep.likelihoods.StudentT(df=4.0, scale=1.0)), "not log-concave"),
+    ],
+)
+def test_what_a_cluster_cp_fit_does_not_run_is_refused_by_name(client, kw, named):
+    coords, values = tensor("cp_poisson", n=200)
+    kw = dict(dict(model="cp_gaussian", rank=2), **kw)
+    with pytest.raises(NotImplementedError, match=named):
+        fastcep.fit(coords, values, client=client, **kw)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'client' for method='vmp'"):
+        fastcep.fit(coords, values, model="cp_gaussian", method="vmp", rank=2, client=client)
 
 
 def test_a_client_that_is_not_one_or_closed_is_refused(client):

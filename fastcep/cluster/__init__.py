@@ -1,5 +1,8 @@
 """Fits on a Dask cluster (``fastcep.fit(..., client=client)``): the optional ``dask`` extra.
 
+Regression here; CP fits in ``cp`` (the same shape: sites on the workers, the fixed-order
+reduce on the client); the actors' bookkeeping in ``partitions``.
+
 The data stay on the workers in partitions of rows; each partition keeps its own site messages
 (a Dask actor per partition, ``regression.Partition``). Every sweep the client sends the
 posterior, each partition runs the one-process parallel sweep over its rows and returns its

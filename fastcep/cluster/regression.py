@@ -26,7 +26,7 @@ from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..kernels.glm.sweep import reduce_posterior
-from . import require
+from .partitions import Partitions
 
 #: the methods and schedule a cluster fit runs (the parallel sweep: every message from one posterior)
 METHODS = ("cep1", "cep2", "ep")
@@ -136,99 +136,13 @@ def _row_blocks(client, X, y, intercept, func):
     return [(X[lo : lo + rows], y[lo : lo + rows]) for lo in range(0, max(X.shape[0], 1), rows)]
 
 
-class Partitions:
-    """The client's handles of a fit's partitions: where each one's rows come from (a future
-    of its block) and its actor. ``call(name, *args)`` calls a method of every partition at once
-    and returns their results in partition order; a partition whose worker was lost (killed,
-    or gone with its process) is made again on a worker that is left, from its rows (recomputed
-    by Dask, or sent again from the client's array), set up as before and given the flat sites:
-    its sites restart against the posterior of the last completed sweep (``revived`` counts)."""
-
-    #: attempts to make a lost partition again before the fit gives up
-    ATTEMPTS = 3
-
-    def __init__(self, client, blocks, likelihood, func):
-        self.distributed = require(func)
-        self.client, self.likelihood, self.func = client, likelihood, func
-        self.blocks, self.futures, self.actors = [], [], []
-        self.setup_args = None
-        self.revived = 0
-        for xb, yb in blocks:
-            self.blocks.append((xb, yb))
-            self.futures.append(self._send(xb, yb))
-            self.actors.append(self._actor(*self.futures[-1], local=True))
-
-    def _send(self, xb, yb):
-        """Futures of a block's rows on the cluster."""
-        client = self.client
-        futures = client.compute([xb, yb]) if hasattr(xb, "dask") else client.scatter([xb, yb])
-        self.distributed.wait(futures)
-        return futures
-
-    def _actor(self, xf, yf, local=False):
-        # (with ``local``, on a worker that holds the rows: no copy of X through another worker)
-        where = (list(self.client.who_has([xf]).get(xf.key, ())) or None) if local else None
-        return self.client.submit(
-            Partition, xf, yf, self.likelihood, self.func, actor=True, workers=where
-        ).result()
-
-    def keep(self, indices):
-        """Only the partitions ``indices`` (the others have no rows)."""
-        self.blocks = [self.blocks[i] for i in indices]
-        self.futures = [self.futures[i] for i in indices]
-        self.actors = [self.actors[i] for i in indices]
-
-    def lost(self, exc):
-        """Whether ``exc`` says a partition's worker is gone (not an error of the data)."""
-        return isinstance(exc, (OSError, self.distributed.comm.CommClosedError)) or type(exc).__name__ in (
-            "KilledWorker", "FutureCancelledError", "CancelledError",
-        )  # fmt: skip
-
-    def revive(self, i):
-        """Partition i again, from its rows, set up, with the flat sites."""
-        for _ in range(self.ATTEMPTS):
-            try:
-                if any(f.status in ("lost", "cancelled", "error") for f in self.futures[i]):
-                    self.futures[i] = self._send(*self.blocks[i])  # (scattered rows die with their worker)
-                self.distributed.wait(self.futures[i])  # (Dask recomputes a lost block's rows)
-                self.actors[i] = self._actor(*self.futures[i])
-                if self.setup_args is not None:
-                    self.actors[i].setup(*self.setup_args).result()
-                    self.actors[i].reset().result()
-                self.revived += 1
-                return
-            except Exception as exc:
-                if not self.lost(exc):
-                    raise
-        raise RuntimeError(
-            f"{self.func}: partition {i} of the cluster fit was lost and could not be made again on "
-            f"{self.ATTEMPTS} attempts; is the Dask scheduler still running?"
-        )
-
-    def call(self, name, *args):
-        """Each partition's ``name(*args)``, at once; their results in partition order."""
-        calls = [getattr(actor, name)(*args) for actor in self.actors]
-        out = []
-        for i, c in enumerate(calls):
-            for attempt in range(self.ATTEMPTS + 1):
-                try:
-                    out.append(c.result())
-                    break
-                except Exception as exc:
-                    if not self.lost(exc) or attempt == self.ATTEMPTS:
-                        raise
-                    self.revive(i)
-                    c = getattr(self.actors[i], name)(*args)
-        if name == "setup":
-            self.setup_args = args
-        return out
-
-
 def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     """The cluster fit of ``fastcep.fit`` (options ``o`` validated already); its
     ``RegressionResult`` (``state`` None: the sites stay on the workers)."""
     refusals(method, o, likelihood, X, func)
-    parts = Partitions(client, _row_blocks(client, X, y, o["fit_intercept"], func), likelihood, func)
+    parts = Partitions(
+        client, _row_blocks(client, X, y, o["fit_intercept"], func), Partition, (likelihood, func), func
+    )
     stats = parts.call("stats")
     keep = [i for i, st in enumerate(stats) if st[0] > 0]  # (empty partitions have no rows to sweep)
     parts.keep(keep)

@@ -120,7 +120,6 @@ def fit_cp_wopt(
     standardize=WOPT_DEFAULTS["standardize"],
     eval_set=WOPT_DEFAULTS["eval_set"],
     n_threads=WOPT_DEFAULTS["n_threads"],
-    client=WOPT_DEFAULTS["client"],
     callback=WOPT_DEFAULTS["callback"],
     seed=WOPT_DEFAULTS["seed"],
     verbose=WOPT_DEFAULTS["verbose"],

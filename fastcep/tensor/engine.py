@@ -143,6 +143,18 @@ def warm_start(likelihood, y, warmup_snr):
     return start
 
 
+def summed_groups(n, n_obj, Kmodes, method, covariance, schedule):
+    """The entries per sum group of the parallel sweep (``CPEngine``'s ``sum_chunk``), or None
+    where it does not sum: method "cep1" with full covariances and the parallel schedule, when
+    the per-group sums (SUM_GROUPS of them at most, n_obj R^2 floats each) are small beside the
+    messages (n Kmodes R^2: not for a small batch over many objects)."""
+    n_groups = min(SUM_GROUPS, -(-n // ENTRY_CHUNK))
+    summing = (method, covariance, schedule) == ("cep1", "full", "parallel")
+    if not summing or n_groups == 0 or n_groups * n_obj > SUM_FRACTION * n * Kmodes:
+        return None
+    return -(-n // n_groups)
+
+
 class CPEngine:
     """One CP fit's problem, message store and scratch (``kernels.tensor.state``: the NamedTuples
     that every driver takes whole) and the schedule chosen once: the engine's inner step.
@@ -189,13 +201,19 @@ class CPEngine:
         A generic model's learned likelihood parameters, updated after every iteration's sweep
         from the entries' marginals (``update(M, E2)``; its ``likelihood`` replaces
         ``likelihood``); None: the parameters stay as given (a stream's batch).
+    sum_chunk : int or None
+        The entries of each of the parallel sweep's sum groups (the map's fixed units, whose
+        per-object sums of new messages the reduce adds in order: ``kernels.tensor.sweep_full``
+        with_sums, ``reduce_object_sums``). None: ``summed_groups``' choice. A partition of a
+        cluster fit (``fastcep.cluster.cp``) gives the whole fit's, so that its groups are the
+        one-process fit's.
     """
 
     def __init__(
         self, lay, y, s, model, method, R, covariance, schedule, rho, *, prior_Lam, prior_eta, a0, b0,
         probit_curvature="full", expect_under="posterior", lp_indefinite="clip", init_means=None,
         init_covs=None, messages=None, noise_warmup=0, warmup_snr=10.0, rng=None, hyper=None,
-        likelihood=None, learner=None,
+        likelihood=None, learner=None, sum_chunk=None,
     ):  # fmt: skip
         n, Kmodes = lay.gidx.shape
         n_obj = int(lay.offsets[-1])
@@ -225,18 +243,13 @@ class CPEngine:
         n_chunks = -(-n // ENTRY_CHUNK)
         # the parallel schedule with full covariances sums each fixed group of entries' new
         # messages per object during the sweep (kernels.tensor.sweep_full with_sums;
-        # reduce_object_sums), when those partial sums are small beside the messages (not for a
-        # small batch over many objects)
-        n_groups = min(SUM_GROUPS, n_chunks)
-        with_sums = (
-            covariance == "full"
-            and method == "cep1"
-            and schedule == "parallel"
-            and n_groups * n_obj <= SUM_FRACTION * n * Kmodes
-        )
+        # reduce_object_sums): the map and the fixed-order reduce (``sum_chunk``)
+        if sum_chunk is None:
+            sum_chunk = summed_groups(n, n_obj, Kmodes, method, covariance, schedule)
+        with_sums = sum_chunk is not None
         if with_sums:
-            self.sweep_chunk = -(-n // n_groups)
-            n_groups = -(-n // self.sweep_chunk)  # (every group non-empty)
+            self.sweep_chunk = sum_chunk
+            n_groups = -(-n // sum_chunk)  # (every group non-empty)
         else:
             self.sweep_chunk = ENTRY_CHUNK
         # expect_under="cavity": the sweeps after the first of a fresh fit (which has no messages
@@ -539,14 +552,8 @@ class CPEngine:
             noise[0], noise[1] = self._noise_sums()
             held = self.warm and it <= self.noise_warmup
             noise[2] = self.tau_init if held else noise[0] / noise[1]
-        # convergence: relative RMS change of the predictive means of the training entries,
-        # invariant to the scaling and rotation gauges of the CP factors (which drift slowly
-        # and keep per-parameter changes from settling)
-        K.predict_mean(self.lay.gidx, M, self.f_new)
-        f_new, f_old = self.f_new, self.f_old
-        change = float(np.sqrt(np.mean((f_new - f_old) ** 2) / max(np.mean(f_new**2), self.f_floor)))
+        change = self.prediction_change()
         param_change = _change(M_old, var_old, M, _variances(S, self.covariance))
-        self.f_old, self.f_new = f_new, f_old
         if self.learner is not None and not (self.learn_warm and it <= self.noise_warmup):
             # a generic model's learned likelihood parameters, from the entries' marginals under
             # the new posterior (as a regression's, ``fastcep.glm.learn``); the largest change of
@@ -557,6 +564,15 @@ class CPEngine:
         # (a sweep that the guard undid in part is no evidence of convergence)
         values = {"param_change": param_change, "damping": self.rho}
         return _loop.StepReport(change, n_skipped, accept=self.n_restored == 0, values=values)
+
+    def prediction_change(self):
+        """The stopping measure: the relative RMS change of the training entries' predictive
+        means since the last call, invariant to the scaling and rotation gauges of the CP
+        factors (which drift slowly and keep per-parameter changes from settling)."""
+        K.predict_mean(self.lay.gidx, self.store.M, self.f_new)
+        f_new, f_old = self.f_new, self.f_old
+        self.f_old, self.f_new = f_new, f_old
+        return float(np.sqrt(np.mean((f_new - f_old) ** 2) / max(np.mean(f_new**2), self.f_floor)))
 
     def finite(self):
         return bool(np.all(np.isfinite(self.store.M)))
@@ -883,8 +899,14 @@ def fit_cp(
     if rank_from_data:  # (a generous rank, pruned by the learned prior)
         R = default_rank(shape, n)
     max_iter, tol, schedule, covariance = o["max_iter"], o["tol"], o["schedule"], o["covariance"]
-    copies = 2 if guarded(model, method, schedule, lik) else 1  # (the guard's copy of the messages)
-    check_memory(n, shape, R, covariance, func, message_copies=copies)
+    client = o["client"]
+    if client is None:
+        copies = 2 if guarded(model, method, schedule, lik) else 1  # (the guard's copy of the messages)
+        check_memory(n, shape, R, covariance, func, message_copies=copies)
+    else:  # (the messages live on the workers: ``fastcep.cluster.cp``)
+        from ..cluster import cp as cluster_cp
+
+        cluster_cp.refusals(model, method, o, lik, func)
     init, init_scale, prior_mean = o["init"], o["init_scale"], o["prior_mean"]
     noise_warmup, warmup_snr = o["noise_warmup"], o["warmup_snr"]
     lp_indefinite, probit_curvature, expect_under = (
@@ -956,7 +978,10 @@ def fit_cp(
             if init_state is None
             else None
         )
-        engine = CPEngine(
+        make = (
+            CPEngine if client is None else functools.partial(cluster_cp.ClusterCPEngine, client, func=func)
+        )
+        engine = make(
             lay, y, s, model, method, R, covariance, schedule, rho, prior_Lam=prior_Lam, prior_eta=prior_eta,
             a0=a0, b0=b0, probit_curvature=probit_curvature, expect_under=expect_under,
             lp_indefinite=lp_indefinite, init_means=init_means, messages=messages, noise_warmup=noise_warmup,

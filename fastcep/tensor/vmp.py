@@ -73,7 +73,6 @@ def fit_vmp(
     covariance=VMP_DEFAULTS["covariance"],
     eval_set=VMP_DEFAULTS["eval_set"],
     n_threads=VMP_DEFAULTS["n_threads"],
-    client=VMP_DEFAULTS["client"],
     callback=VMP_DEFAULTS["callback"],
     seed=VMP_DEFAULTS["seed"],
     verbose=VMP_DEFAULTS["verbose"],

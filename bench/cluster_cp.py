@@ -1,0 +1,97 @@
+"""A CP sweep on a Dask cluster against the same sweep in one process (issue 41).
+
+    python -m bench.cluster_cp [--entries 1000000] [--rank 8] [--sweeps 12] [--rounds 2]
+
+A synthetic cp_gaussian tensor (shape 400 x 300 x 200, ``entries`` observed), CEP-1 with the
+defaults (the learned prior, the cavity's expectations) but ``tol=0`` (a fixed number of
+sweeps), alternately in each round:
+
+* one process with the machine's threads (the default fit);
+* one process with one thread on the entries of one partition (what each of two workers sweeps);
+* a LocalCluster of 2 worker processes of 1 thread each, the entries in 2 partitions of whole sum
+  groups (the fit is the one-process fit, bitwise: checked).
+
+Per setting the median seconds per sweep (``trace.elapsed``, sweeps 2 to the last); the
+cluster's overhead per sweep is its sweep less the one-partition sweep; the bytes per sweep are
+the protocol's payload (the posterior to each partition, the groups' sums back) and what the
+loopback interface carried (psutil, the scheduler's heartbeats included).
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+import fastcep
+from fastcep.data_tools import make_cp_tensor
+from fastcep.tensor.engine import summed_groups
+
+from .cluster_regression import loopback_bytes, per_sweep
+
+SHAPE = (400, 300, 200)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--entries", type=int, default=1_000_000)
+    p.add_argument("--rank", type=int, default=8)
+    p.add_argument("--sweeps", type=int, default=12)
+    p.add_argument("--rounds", type=int, default=2)
+    args = p.parse_args(argv)
+    from distributed import Client, LocalCluster
+
+    n, R, sweeps = args.entries, args.rank, args.sweeps
+    T, _ = make_cp_tensor(SHAPE, 5, n, noise_sd=0.3, seed=0)
+    coords, values = T.coords, T.values
+    n_obj = sum(SHAPE)
+    chunk = summed_groups(n, n_obj, len(SHAPE), "cep1", "full", "parallel")
+    groups = -(-n // chunk)
+    half = -(-groups // 2) * chunk  # (the first partition: what one worker sweeps)
+    kw = dict(model="cp_gaussian", rank=R, tol=0.0, max_iter=sweeps)
+    times = {"one process": [], "one thread, one partition": [], "2 workers x 1 thread": []}
+    moved = []
+    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            small = dict(kw, max_iter=2)
+            fastcep.fit(coords[:20000], values[:20000], **small)  # (compile, then the workers load)
+            fastcep.fit(coords[:20000], values[:20000], client=client, **small)
+            for r in range(args.rounds):
+                one = fastcep.fit(coords, values, **kw)
+                times["one process"].append(per_sweep(one))
+                part = fastcep.fit(coords[:half], values[:half], shape=SHAPE, n_threads=1, **kw)
+                times["one thread, one partition"].append(per_sweep(part))
+                marks = {}
+
+                def mark(info, marks=marks):
+                    marks[info.iteration] = loopback_bytes()
+
+                t0 = time.perf_counter()
+                two = fastcep.fit(coords, values, client=client, callback=mark, **kw)
+                wall = time.perf_counter() - t0
+                moved.append((marks[sweeps] - marks[1]) / (sweeps - 1))
+                times["2 workers x 1 thread"].append(per_sweep(two))
+                same = all(
+                    np.array_equal(a, b)
+                    for a, b in zip(two.posterior.means, one.posterior.means, strict=True)
+                )
+                print(
+                    f"round {r + 1}: cluster fit {wall:.2f} s, bitwise equal to one process: {same}",
+                    flush=True,
+                )
+    # per sweep: the posterior (P_Lam, P_eta, M, S, E2: 3 R^2 + 2 R floats per object) to each
+    # partition, each group's sums (R^2 + R per object) back, the measure's 2 floats each way
+    payload = 8 * n_obj * (2 * (3 * R * R + 2 * R) + groups * (R * R + R))
+    print(f"\n{n:,} entries of {SHAPE}, rank {R}, cp_gaussian CEP-1, {sweeps} sweeps, {args.rounds} rounds")
+    print(f"{'setting':<28} {'median s/sweep':>15} {'min - max':>20}")
+    for name, t in times.items():
+        print(f"{name:<28} {np.median(t):>15.4f} {min(t):>9.4f} - {max(t):.4f}")
+    one, two = np.median(times["one process"]), np.median(times["2 workers x 1 thread"])
+    overhead = two - np.median(times["one thread, one partition"])
+    print(
+        f"cluster / one process: {two / one:.2f}; overhead per sweep (less one partition): {overhead:.4f} s"
+    )
+    print(f"payload per sweep: {payload:,} bytes ({groups} groups); loopback: {np.median(moved):,.0f} bytes")
+
+
+if __name__ == "__main__":
+    main()

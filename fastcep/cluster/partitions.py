@@ -1,0 +1,94 @@
+"""The partitions of a cluster fit: one Dask actor per block of the data, made again on another
+worker when its own is lost."""
+
+from . import require
+
+
+class Partitions:
+    """The client's handles of a fit's partitions: where each one's data come from (futures of
+    its block's arrays) and its actor, ``kind(*block, *args)`` (``regression.Partition``,
+    ``cp.CPPartition``). ``call(name, *args)`` calls a method of every partition at once and
+    returns their results in partition order; a partition whose worker was lost (killed, or gone
+    with its process) is made again on a worker that is left, from its data (recomputed by Dask,
+    or sent again from the client's arrays), set up as before and given the flat sites
+    (``setup`` with the last arguments, then ``reset``): its sites restart against the posterior
+    of the last completed sweep (``revived`` counts)."""
+
+    #: attempts to make a lost partition again before the fit gives up
+    ATTEMPTS = 3
+
+    def __init__(self, client, blocks, kind, args, func):
+        self.distributed = require(func)
+        self.client, self.kind, self.args, self.func = client, kind, args, func
+        self.blocks, self.futures, self.actors = [], [], []
+        self.setup_args = None
+        self.revived = 0
+        for block in blocks:
+            self.blocks.append(tuple(block))
+            self.futures.append(self._send(self.blocks[-1]))
+            self.actors.append(self._actor(self.futures[-1], local=True))
+
+    def _send(self, block):
+        """Futures of a block's arrays on the cluster (computed there from Dask arrays, else
+        scattered from the client)."""
+        client = self.client
+        futures = client.compute(list(block)) if hasattr(block[0], "dask") else client.scatter(list(block))
+        self.distributed.wait(futures)
+        return futures
+
+    def _actor(self, futures, local=False):
+        # (with ``local``, on a worker that holds the block: no copy of its data through another)
+        first = futures[0]
+        where = (list(self.client.who_has([first]).get(first.key, ())) or None) if local else None
+        return self.client.submit(self.kind, *futures, *self.args, actor=True, workers=where).result()
+
+    def keep(self, indices):
+        """Only the partitions ``indices`` (the others have no rows)."""
+        self.blocks = [self.blocks[i] for i in indices]
+        self.futures = [self.futures[i] for i in indices]
+        self.actors = [self.actors[i] for i in indices]
+
+    def lost(self, exc):
+        """Whether ``exc`` says a partition's worker is gone (not an error of the data)."""
+        return isinstance(exc, (OSError, self.distributed.comm.CommClosedError)) or type(exc).__name__ in (
+            "KilledWorker", "FutureCancelledError", "CancelledError",
+        )  # fmt: skip
+
+    def revive(self, i):
+        """Partition i again, from its rows, set up, with the flat sites."""
+        for _ in range(self.ATTEMPTS):
+            try:
+                if any(f.status in ("lost", "cancelled", "error") for f in self.futures[i]):
+                    self.futures[i] = self._send(self.blocks[i])  # (scattered data die with their worker)
+                self.distributed.wait(self.futures[i])  # (Dask recomputes a lost block)
+                self.actors[i] = self._actor(self.futures[i])
+                if self.setup_args is not None:
+                    self.actors[i].setup(*self.setup_args).result()
+                    self.actors[i].reset().result()
+                self.revived += 1
+                return
+            except Exception as exc:
+                if not self.lost(exc):
+                    raise
+        raise RuntimeError(
+            f"{self.func}: partition {i} of the cluster fit was lost and could not be made again on "
+            f"{self.ATTEMPTS} attempts; is the Dask scheduler still running?"
+        )
+
+    def call(self, name, *args):
+        """Each partition's ``name(*args)``, at once; their results in partition order."""
+        calls = [getattr(actor, name)(*args) for actor in self.actors]
+        out = []
+        for i, c in enumerate(calls):
+            for attempt in range(self.ATTEMPTS + 1):
+                try:
+                    out.append(c.result())
+                    break
+                except Exception as exc:
+                    if not self.lost(exc) or attempt == self.ATTEMPTS:
+                        raise
+                    self.revive(i)
+                    c = getattr(self.actors[i], name)(*args)
+        if name == "setup":
+            self.setup_args = args
+        return out
