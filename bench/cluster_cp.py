@@ -18,7 +18,6 @@ loopback interface carried (psutil, the scheduler's heartbeats included).
 """
 
 import argparse
-import time
 
 import numpy as np
 
@@ -26,7 +25,7 @@ import fastcep
 from fastcep.data_tools import make_cp_tensor
 from fastcep.tensor.engine import summed_groups
 
-from .cluster_regression import loopback_bytes, per_sweep
+from .cluster_regression import report, timed_rounds
 
 SHAPE = (400, 300, 200)
 
@@ -48,49 +47,26 @@ def main(argv=None):
     groups = -(-n // chunk)
     half = -(-groups // 2) * chunk  # (the first partition: what one worker sweeps)
     kw = dict(model="cp_gaussian", rank=R, tol=0.0, max_iter=sweeps)
-    times = {"one process": [], "one thread, one partition": [], "2 workers x 1 thread": []}
-    moved = []
     with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster:
         with Client(cluster) as client:
             small = dict(kw, max_iter=2)
             fastcep.fit(coords[:20000], values[:20000], **small)  # (compile, then the workers load)
             fastcep.fit(coords[:20000], values[:20000], client=client, **small)
-            for r in range(args.rounds):
-                one = fastcep.fit(coords, values, **kw)
-                times["one process"].append(per_sweep(one))
-                part = fastcep.fit(coords[:half], values[:half], shape=SHAPE, n_threads=1, **kw)
-                times["one thread, one partition"].append(per_sweep(part))
-                marks = {}
-
-                def mark(info, marks=marks):
-                    marks[info.iteration] = loopback_bytes()
-
-                t0 = time.perf_counter()
-                two = fastcep.fit(coords, values, client=client, callback=mark, **kw)
-                wall = time.perf_counter() - t0
-                moved.append((marks[sweeps] - marks[1]) / (sweeps - 1))
-                times["2 workers x 1 thread"].append(per_sweep(two))
-                same = all(
-                    np.array_equal(a, b)
-                    for a, b in zip(two.posterior.means, one.posterior.means, strict=True)
-                )
-                print(
-                    f"round {r + 1}: cluster fit {wall:.2f} s, bitwise equal to one process: {same}",
-                    flush=True,
-                )
+            fits = (
+                lambda: fastcep.fit(coords, values, **kw),
+                lambda: fastcep.fit(coords[:half], values[:half], shape=SHAPE, n_threads=1, **kw),
+                lambda callback: fastcep.fit(coords, values, client=client, callback=callback, **kw),
+            )
+            times, moved = timed_rounds(fits, sweeps, args.rounds, same_means)
     # per sweep: the posterior (P_Lam, P_eta, M, S, E2: 3 R^2 + 2 R floats per object) to each
     # partition, each group's sums (R^2 + R per object) back, the measure's 2 floats each way
     payload = 8 * n_obj * (2 * (3 * R * R + 2 * R) + groups * (R * R + R))
     print(f"\n{n:,} entries of {SHAPE}, rank {R}, cp_gaussian CEP-1, {sweeps} sweeps, {args.rounds} rounds")
-    print(f"{'setting':<28} {'median s/sweep':>15} {'min - max':>20}")
-    for name, t in times.items():
-        print(f"{name:<28} {np.median(t):>15.4f} {min(t):>9.4f} - {max(t):.4f}")
-    one, two = np.median(times["one process"]), np.median(times["2 workers x 1 thread"])
-    overhead = two - np.median(times["one thread, one partition"])
-    print(
-        f"cluster / one process: {two / one:.2f}; overhead per sweep (less one partition): {overhead:.4f} s"
-    )
-    print(f"payload per sweep: {payload:,} bytes ({groups} groups); loopback: {np.median(moved):,.0f} bytes")
+    report(times, moved, f"{payload:,} bytes ({groups} groups)")
+
+
+def same_means(a, b):
+    return all(np.array_equal(x, z) for x, z in zip(a.posterior.means, b.posterior.means, strict=True))
 
 
 if __name__ == "__main__":

@@ -60,48 +60,66 @@ def main(argv=None):
     chunk = chunk_rows(d + 1)
     half = -(-(n // 2) // chunk) * chunk  # (2 partitions of whole chunks)
     kw = dict(model="probit", tol=0.0, max_iter=sweeps)
-    times = {"one process": [], "one thread, half the rows": [], "2 workers x 1 thread": []}
-    moved = []
     with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster:
         with Client(cluster) as client:
             Xd, yd = client.persist(simulate(n, d, half))
             X, y = client.compute([Xd, yd], sync=True)  # (the same rows in this process)
             fastcep.fit(X[:2000], y[:2000], **dict(kw, max_iter=2))  # (compile)
             fastcep.fit(Xd[:4000], yd[:4000], client=client, **dict(kw, max_iter=2))  # (workers compile)
-            for r in range(args.rounds):
-                one = fastcep.fit(X, y, **kw)
-                times["one process"].append(per_sweep(one))
-                part = fastcep.fit(X[:half], y[:half], n_threads=1, **kw)
-                times["one thread, half the rows"].append(per_sweep(part))
-                marks = {}  # (the loopback's bytes after the first sweep and after the last)
-
-                def mark(info, marks=marks):
-                    marks[info.iteration] = loopback_bytes()
-
-                t0 = time.perf_counter()
-                two = fastcep.fit(Xd, yd, client=client, callback=mark, **kw)
-                wall = time.perf_counter() - t0
-                moved.append((marks[sweeps] - marks[1]) / (sweeps - 1))
-                times["2 workers x 1 thread"].append(per_sweep(two))
-                same = np.array_equal(two.posterior.mean, one.posterior.mean)
-                print(
-                    f"round {r + 1}: cluster fit {wall:.2f} s, bitwise equal to one process: {same}",
-                    flush=True,
-                )
+            fits = (
+                lambda: fastcep.fit(X, y, **kw),
+                lambda: fastcep.fit(X[:half], y[:half], n_threads=1, **kw),
+                lambda callback: fastcep.fit(Xd, yd, client=client, callback=callback, **kw),
+            )
+            times, moved = timed_rounds(
+                fits, sweeps, args.rounds, lambda a, b: np.array_equal(a.posterior.mean, b.posterior.mean)
+            )
     n_chunks = -(-half // chunk) + -(-(n - half) // chunk)
     payload = 2 * 4 * (d + 1) * 8 + n_chunks * (d + 1) * 16 + n_chunks * 8
     print(f"\n{n:,} rows x {d} features (+ intercept), probit CEP-1, {sweeps} sweeps, {args.rounds} rounds")
+    report(times, moved, f"{payload:,} bytes ({n_chunks} chunks)")
+
+
+SETTINGS = ("one process", "one thread, one partition", "2 workers x 1 thread")
+
+
+def timed_rounds(fits, sweeps, rounds, same):
+    """Per round, in turn: (the one-process fit, one partition's fit on one thread, the cluster
+    fit given a callback) = ``fits``; their seconds per sweep by setting (``SETTINGS``), and the
+    loopback's bytes per cluster sweep (between the first sweep and the last)."""
+    times, moved = {name: [] for name in SETTINGS}, []
+    for r in range(rounds):
+        one = fits[0]()
+        times[SETTINGS[0]].append(per_sweep(one))
+        times[SETTINGS[1]].append(per_sweep(fits[1]()))
+        marks = {}
+
+        def mark(info, marks=marks):
+            marks[info.iteration] = loopback_bytes()
+
+        t0 = time.perf_counter()
+        two = fits[2](mark)
+        wall = time.perf_counter() - t0
+        moved.append((marks[sweeps] - marks[1]) / (sweeps - 1))
+        times[SETTINGS[2]].append(per_sweep(two))
+        print(
+            f"round {r + 1}: cluster fit {wall:.2f} s, bitwise equal to one process: {same(two, one)}",
+            flush=True,
+        )
+    return times, moved
+
+
+def report(times, moved, payload):
+    """The table of ``timed_rounds``' figures, the ratio, the overhead and the bytes."""
     print(f"{'setting':<28} {'median s/sweep':>15} {'min - max':>20}")
     for name, t in times.items():
         print(f"{name:<28} {np.median(t):>15.4f} {min(t):>9.4f} - {max(t):.4f}")
-    one, two = np.median(times["one process"]), np.median(times["2 workers x 1 thread"])
-    overhead = two - np.median(times["one thread, half the rows"])
+    one, two = np.median(times[SETTINGS[0]]), np.median(times[SETTINGS[2]])
+    overhead = two - np.median(times[SETTINGS[1]])
     print(
-        f"cluster / one process: {two / one:.2f}; overhead per sweep (less half the rows): {overhead:.4f} s"
+        f"cluster / one process: {two / one:.2f}; overhead per sweep (less one partition): {overhead:.4f} s"
     )
-    print(
-        f"payload per sweep: {payload:,} bytes ({n_chunks} chunks); loopback: {np.median(moved):,.0f} bytes"
-    )
+    print(f"payload per sweep: {payload}; loopback: {np.median(moved):,.0f} bytes")
 
 
 if __name__ == "__main__":

@@ -667,10 +667,13 @@ def cmd_fit(args):
     more = ("a0", "b0", "probit_curvature", "init", "noise_warmup", "expect_under", "prior", "likelihood")
     opts = _options(args, (*names, *more))
     t0 = time.perf_counter()
-    res = fit(
-        coords, values, model=args.model, method=args.method, shape=shape, rank=args.rank,
-        n_threads=args.threads, progress=not args.quiet, **opts,
-    )  # fmt: skip
+    with _scheduler(args) as client:
+        if client is not None:  # (an option of the methods that run on a cluster only)
+            opts["client"] = client
+        res = fit(
+            coords, values, model=args.model, method=args.method, shape=shape, rank=args.rank,
+            n_threads=args.threads, progress=not args.quiet, **opts,
+        )  # fmt: skip
     return _save_and_report(args, res, time.perf_counter() - t0, "iterations")
 
 
@@ -818,6 +821,15 @@ def _glm_rows(args, binary, width=None):
             part = part._replace(X=widened(part.X, n_features))
     y = binary_labels(part, args.data, f"glm {args.glm_command}") if binary else part.y
     return None, part.X, y
+
+
+def scheduler_arg(parser, how):
+    """``--scheduler ADDRESS``: the verb's fit on that Dask cluster (``_scheduler``)."""
+    parser.add_argument(
+        "--scheduler", metavar="ADDRESS", default=None,
+        help=f"fit on the Dask cluster of this scheduler (tcp://host:8786; the dask extra): {how}, the "
+        "result is the fit in one process (default: none, this process)",
+    )  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -1100,7 +1112,8 @@ def build_parser():
         "--max-entries", type=int, default=50_000_000,
         help="refuse larger tensors (use stream; default %(default)s)",
     )  # fmt: skip
-    f.set_defaults(func=cmd_fit)
+    scheduler_arg(f, "the entries and their messages are split among its workers")
+    f.set_defaults(func=cmd_fit, verb="fit")
 
     s = sub.add_parser("stream", help="streaming ADF-CEP on an HDF5 tensor, with checkpoints")
     model_args(s, "stream")
@@ -1164,11 +1177,7 @@ def build_parser():
     option(gf, "schedule", "regression")
     option(gf, "stopping", "regression")
     option(gf, "seed", "regression", type=int, default=O.defaults("regression", "cep1")["seed"])
-    gf.add_argument(
-        "--scheduler", metavar="ADDRESS", default=None,
-        help="fit on the Dask cluster of this scheduler (tcp://host:8786; the dask extra): the rows are "
-        "split among its workers, the result is the fit in one process (default: none, this process)",
-    )  # fmt: skip
+    scheduler_arg(gf, "the rows are split among its workers")
     data_args(gf)
     width_arg(gf)
     gf.set_defaults(func=cmd_glm_fit, verb="glm fit")
@@ -1232,7 +1241,15 @@ def main(argv=None):
     verb = getattr(args, "verb", None) or args.command
     try:
         return args.func(args)
-    except (UserError, ValueError, TypeError, OSError, FloatingPointError, MemoryError) as exc:
+    except (
+        UserError,
+        ValueError,
+        TypeError,
+        OSError,
+        FloatingPointError,
+        MemoryError,
+        NotImplementedError,
+    ) as exc:
         end_status()  # (a progress line left open: the message starts a line of its own)
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"fastcep {verb}: error: {msg}", file=sys.stderr)

@@ -29,6 +29,15 @@ Nothing here may break an import or a fit (issue 38):
   never written: their entries could never be found again, and a class whose name is not an
   identifier (``Custom_<lambda>``) made the index unreadable in every later process.
 
+**One compile per kernel, however many processes start at once** (the test run's workers, a
+cluster's): a process that misses a kernel in the cache takes that kernel's lock file
+(``<name>.lock`` beside its index, an exclusive ``flock``) before it compiles, and gives it back
+once the entry is written. A process that finds the lock taken waits for it (at most
+COMPILE_WAIT seconds, then compiles on its own), looks again and loads what the other wrote.
+The operating system frees the lock of a process that dies; a compile that fails frees it at
+the kernel's next lookup. Without ``fcntl`` (Windows) every process compiles on its own, as
+numba does.
+
 These rules hold for the kernels' own functions only (``KernelCache`` passes every other cache
 through to numba unchanged).
 """
@@ -39,10 +48,16 @@ import pathlib
 import pickle
 import shutil
 import tempfile
+import time
 import warnings
 
 from numba.core import caching, config, dispatcher
 from numba.misc.appdirs import AppDirs
+
+try:
+    import fcntl
+except ImportError:  # (Windows: no compile locks)
+    fcntl = None
 
 #: the kernels' own folder (``fastcep.kernels``)
 KERNELS = pathlib.Path(__file__).resolve().parent
@@ -206,6 +221,42 @@ def _never_cached(sig):
 #: a kernel could not be written to the cache in this process, and that was said once
 _UNWRITTEN_WARNED = False
 
+#: seconds a process waits for another that compiles the same kernel, then compiles it too
+COMPILE_WAIT = 600.0
+#: seconds between two tries of a lock that is taken
+LOCK_POLL = 0.05
+
+
+def take_lock(path, wait):
+    """An open file descriptor of ``path`` (made if missing) holding an exclusive ``flock``, taken
+    within ``wait`` seconds; None if it stayed taken, or where it cannot be made (no ``fcntl``, a
+    folder that cannot be written)."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(LOCK_POLL)
+        except OSError:  # (a file system without locks)
+            os.close(fd)
+            return None
+
+
+def give_lock(fd):
+    """Free a lock of ``take_lock`` (closing its descriptor frees the ``flock``)."""
+    if fd is not None:
+        os.close(fd)
+
 
 class KernelCache(caching.FunctionCache):
     """numba's per-function cache, with the rules of the module's text for the kernels' own
@@ -223,12 +274,30 @@ class KernelCache(caching.FunctionCache):
         )
         if not KernelCacheLocator.enabled:
             self.disable()
+        #: the compile lock this process holds for this kernel (``load_overload``), or None
+        self._lock = None
 
     def load_overload(self, sig, target_context):
         if not self._kernel:
             return super().load_overload(sig, target_context)
         if _never_cached(sig):
             return None
+        give_lock(self._lock)  # (held still only if the last compile of this kernel failed)
+        self._lock = None
+        data = self._load(sig, target_context)
+        if data is None and self._enabled:
+            # a miss: wait while another process compiles this kernel, then look again; on a
+            # second miss this process compiles it, holding the lock until ``save_overload``
+            lock_path = os.path.join(self._cache_path, self._impl.filename_base + "lock")
+            self._lock = take_lock(lock_path, COMPILE_WAIT)
+            if self._lock is not None:
+                data = self._load(sig, target_context)
+                if data is not None:
+                    give_lock(self._lock)
+                    self._lock = None
+        return data
+
+    def _load(self, sig, target_context):
         try:
             return super().load_overload(sig, target_context)
         except Exception as exc:
@@ -249,6 +318,9 @@ class KernelCache(caching.FunctionCache):
         except OSError as exc:  # (a full disk, a file size limit, a folder gone): keep it in memory
             self._unwritten(exc)
             return None
+        finally:
+            give_lock(self._lock)
+            self._lock = None
 
     def _qualname(self):
         func = self._py_func

@@ -103,13 +103,9 @@ def test_numpy_input_and_an_empty_partition(client):
     np.testing.assert_array_equal(three.posterior.mean, one.posterior.mean)
 
 
-def test_a_killed_worker_is_replaced_and_the_fit_ends_at_the_same_fixed_point(client):
-    """Every worker process killed (SIGKILL) after the third sweep: the partitions are made again
-    on the workers their nannies start, from their rows (Dask recomputes them), their sites flat,
-    and the fit converges to the fixed point of the fit in one process (within the stop rule's
-    tolerance)."""
-    X, y = data("probit", n=6000)
-    one = fastcep.fit(X, y, model="probit", tol=1e-7)
+def killer(client):
+    """(a callback that kills every worker process (SIGKILL) after the third iteration, the
+    process ids it killed)."""
     killed = []
 
     def kill(info):
@@ -118,6 +114,17 @@ def test_a_killed_worker_is_replaced_and_the_fit_ends_at_the_same_fixed_point(cl
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
 
+    return kill, killed
+
+
+def test_a_killed_worker_is_replaced_and_the_fit_ends_at_the_same_fixed_point(client):
+    """Every worker process killed (SIGKILL) after the third sweep: the partitions are made again
+    on the workers their nannies start, from their rows (Dask recomputes them), their sites flat,
+    and the fit converges to the fixed point of the fit in one process (within the stop rule's
+    tolerance)."""
+    X, y = data("probit", n=6000)
+    one = fastcep.fit(X, y, model="probit", tol=1e-7)
+    kill, killed = killer(client)
     two = on_cluster(client, X, y, chunk_rows(5), model="probit", tol=1e-7, callback=kill)
     assert killed and two.options["revived"] >= 1
     assert two.converged and two.n_iter > 3
@@ -229,14 +236,16 @@ def test_a_cluster_cp_fit_s_eval_set_and_snapshots(client):
     assert states == [None] * 8 and two.state is not None
 
 
-def test_a_cp_fit_whose_one_process_twin_does_not_sum_agrees_within_1e_10_sd(client):
+@pytest.mark.parametrize("n, shape", [(600, (100, 80, 60)), (200, (10, 8, 6))])
+def test_a_cp_fit_whose_one_process_twin_sums_otherwise_agrees_within_1e_10_sd(client, n, shape):
     """Few entries over many objects: the fit in one process forms the posterior from each
-    object's messages, the cluster from its groups' sums (other roundings)."""
-    coords, values = tensor("cp_gaussian", n=600, shape=(100, 80, 60))
-    kw = dict(model="cp_gaussian", rank=3, prior="fixed", tol=1e-8)
+    object's messages, the cluster from its groups' sums. Fewer entries than two chunks: one
+    process sums them in one group, the cluster in one per worker. Other roundings."""
+    coords, values = tensor("cp_gaussian", n=n, shape=shape)
+    kw = dict(model="cp_gaussian", rank=3, prior="fixed", tol=0.0, max_iter=60)  # (60 sweeps each)
     one = fastcep.fit(coords, values, **kw)
     two = fastcep.fit(coords, values, client=client, **kw)
-    assert two.converged and abs(two.n_iter - one.n_iter) <= 1
+    assert two.options["partitions"] == 2 and two.n_iter == one.n_iter == 60
     for m1, m2, c1 in zip(one.posterior.means, two.posterior.means, one.posterior.covs, strict=True):
         sd = np.sqrt(np.diagonal(c1, axis1=1, axis2=2))
         assert np.max(np.abs(m1 - m2) / sd) < 1e-10
@@ -246,20 +255,31 @@ def test_a_killed_worker_during_a_cp_fit_is_replaced_and_the_fit_ends_at_the_sam
     coords, values = tensor("cp_probit")
     kw = dict(model="cp_probit", rank=3, prior="fixed", tol=1e-7)
     one = fastcep.fit(coords, values, **kw)
-    killed = []
-
-    def kill(info):
-        if info.iteration == 3 and not killed:
-            for pid in client.run(os.getpid).values():
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-
+    kill, killed = killer(client)
     two = fastcep.fit(coords, values, client=client, callback=kill, **kw)
     assert killed and two.options["revived"] >= 1
     assert two.converged and two.n_iter > 3
     f1, f2 = one.predict(coords), two.predict(coords)
     assert np.max(np.abs(f1 - f2)) < 1e-4
     client.wait_for_workers(2, timeout=60)
+
+
+def test_the_command_line_fits_a_tensor_on_a_scheduler(client, tmp_path, monkeypatch, capsys):
+    """``fastcep fit TENSOR ... --scheduler ADDRESS``: the one-process fit's bits; a method that
+    does not run on a cluster is named."""
+    from fastcep import cli
+
+    coords, values = tensor("cp_gaussian", n=2000)
+    fastcep.write_tensor(tmp_path / "t.h5", coords, values, shape=(30, 25, 20))
+    monkeypatch.chdir(tmp_path)
+    argv = ["fit", "t.h5", "--model", "cp_gaussian", "--rank", "3", "--max-iter", "10", "--quiet"]
+    assert cli.main([*argv, "-o", "c.h5", "--scheduler", client.scheduler.address]) == 0
+    assert cli.main([*argv, "-o", "o.h5"]) == 0
+    on, off = fastcep.load_model("c.h5"), fastcep.load_model("o.h5")
+    np.testing.assert_array_equal(cp_bits(on), cp_bits(off))
+    capsys.readouterr()
+    assert cli.main([*argv, "-o", "x.h5", "--method", "lp", "--scheduler", client.scheduler.address]) == 2
+    assert "does not support method='lp'" in capsys.readouterr().err and not (tmp_path / "x.h5").exists()
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import time
 
 import numba
 import numpy as np
@@ -68,6 +69,49 @@ def test_a_kernel_that_cannot_be_written_is_kept_in_memory_and_warns_once(tmp_pa
     again = _run(_LEAF_RUN, cache)
     assert again.returncode == 0 and "KernelCacheWarning" not in again.stderr, again.stderr
     assert list(folder.rglob("*special*.nbc"))
+
+
+#: _LEAF_RUN, and how its leaf was found: (compiled here, loaded from the cache)
+_LEAF_STATS = (
+    _LEAF_RUN + ";st = log_ndtr.stats;print(sum(st.cache_misses.values()), sum(st.cache_hits.values()))"
+)
+
+
+def test_a_process_waits_for_another_compiling_the_same_kernel_and_loads_it(tmp_path):
+    """Two processes that start on an empty cache (the test run's workers, a cluster's) compile
+    each kernel once: the first takes the kernel's lock and is slowed here while it holds it; the
+    second, started then, waits for the lock and loads what the first wrote (before: both
+    compiled everything, each on a core of its own)."""
+    cache, started = tmp_path / "cache", tmp_path / "started"
+    slowed = (
+        "import pathlib, time, fastcep.kernels._cache as C\n"
+        "take = C.take_lock\n"
+        "def slow(path, wait):\n"
+        "    fd = take(path, wait)\n"
+        "    if 'log_ndtr' in path and fd is not None:\n"
+        f"        pathlib.Path({str(started)!r}).write_text('')\n"
+        "        time.sleep(3)\n"
+        "    return fd\n"
+        "C.take_lock = slow\n"
+    )
+    env = dict(os.environ, FASTCEP_CACHE_DIR=str(cache))
+    first = subprocess.Popen(
+        [sys.executable, "-c", slowed + _LEAF_STATS],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for _ in range(1200):  # (the first process's import and its lock: a minute at most)
+        if started.exists() or first.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert started.exists(), first.communicate()[1]
+    second = _run(_LEAF_STATS, cache)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0 and second.returncode == 0, err + second.stderr
+    assert out.split()[-2:] == ["1", "0"]  # (compiled)
+    assert second.stdout.split()[-2:] == ["0", "1"]  # (waited, then loaded)
 
 
 def _damage_truncate(path):

@@ -37,3 +37,8 @@ def check_client(client, func="fit"):
     if client.status != "running":
         raise RuntimeError(f"{func}: the Dask client is {client.status!r}, not running; connect it first.")
     return client
+
+
+def n_workers(client):
+    """The cluster's number of workers (at least 1)."""
+    return max(1, len(client.scheduler_info().get("workers", ())))

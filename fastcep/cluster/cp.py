@@ -29,6 +29,7 @@ from ..kernels import tensor as K
 from ..tensor.engine import COLLAPSED, ENTRY_CHUNK, SUM_GROUPS, CPEngine, exact_sum, guarded, summed_groups
 from ..tensor.layout import make_layout
 from ..tensor.likelihoods import is_generic
+from . import n_workers
 from .partitions import Partitions
 
 
@@ -130,11 +131,11 @@ def refusals(model, method, o, likelihood, func):
         )
 
 
-def entry_blocks(client, lay, y, s, sum_chunk):
-    """The entries as (coords, y, s) blocks, one per worker, each a run of whole sum groups."""
+def entry_blocks(lay, y, s, sum_chunk, workers):
+    """The entries as (coords, y, s, first entry) blocks, one per worker, each a run of whole sum
+    groups."""
     n = y.shape[0]
     groups = -(-n // sum_chunk)
-    workers = max(1, len(client.scheduler_info().get("workers", ())))
     per = -(-groups // workers) * sum_chunk
     coords = lay.gidx - lay.offsets[:-1]
     return [(coords[lo : lo + per], y[lo : lo + per], s[lo : lo + per], lo) for lo in range(0, n, per)]
@@ -171,10 +172,12 @@ class ClusterCPEngine(CPEngine):
     def __init__(self, client, lay, y, s, model, method, R, covariance, schedule, rho, func="fit", **kw):
         n, Kmodes = lay.gidx.shape
         n_obj = int(lay.offsets[-1])
-        # the one-process fit's sum groups, or, where it would not sum, as many as it could
+        # the one-process fit's sum groups; where it would not sum, or where there are more
+        # workers than its groups, at least a group per worker (then not its bits, its roundings)
+        workers = n_workers(client)
         sum_chunk = summed_groups(n, n_obj, Kmodes, method, covariance, schedule)
-        if sum_chunk is None:
-            sum_chunk = -(-n // min(SUM_GROUPS, -(-n // ENTRY_CHUNK)))
+        if sum_chunk is None or -(-n // sum_chunk) < workers:
+            sum_chunk = -(-n // max(workers, min(SUM_GROUPS, -(-n // ENTRY_CHUNK))))
         self.noise_parts = None
         self.gather = True
         # the start's posterior is the one-process fit's, the prior plus every object's flat
@@ -195,7 +198,7 @@ class ClusterCPEngine(CPEngine):
             **{k: kw[k] for k in shared if k in kw},
         )  # fmt: skip
         self.parts = Partitions(
-            client, entry_blocks(client, lay, y, s, sum_chunk), CPPartition, (func,), func
+            client, entry_blocks(lay, y, s, sum_chunk, workers), CPPartition, (func,), func
         )
         pb = self.problem
         self.parts.call("setup", lay.shape, pb.prior_Lam, pb.prior_eta, self.store.M, settings)

@@ -26,6 +26,7 @@ from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..kernels.glm.sweep import reduce_posterior
+from . import n_workers
 from .partitions import Partitions
 
 #: the methods and schedule a cluster fit runs (the parallel sweep: every message from one posterior)
@@ -130,8 +131,7 @@ def _row_blocks(client, X, y, intercept, func):
     if y.shape[:1] != X.shape[:1]:
         raise ValueError(f"{func}: y must be 1-D with one value per row of X ({X.shape[0]}), not {y.shape}.")
     chunk = chunk_rows(X.shape[1] + (1 if intercept else 0))
-    workers = max(1, len(client.scheduler_info().get("workers", ())))
-    per_worker = -(-X.shape[0] // workers)
+    per_worker = -(-X.shape[0] // n_workers(client))
     rows = max(1, -(-per_worker // chunk)) * chunk
     return [(X[lo : lo + rows], y[lo : lo + rows]) for lo in range(0, max(X.shape[0], 1), rows)]
 
