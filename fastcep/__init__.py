@@ -20,7 +20,7 @@ from . import (
     metrics,
 )
 from ._loop import ConvergenceWarning
-from .api import fit
+from .api import fit, stream
 from .glm import RegressionResult
 from .io import (
     FileFormatError,
@@ -36,7 +36,6 @@ from .io import (
 )
 from .metrics import auc, gaussian_kl, rmse
 from .results import GaussianPosterior, IterationInfo, RegressionState, Trace, VBState
-from .streaming import stream
 from .tensor import CPPosterior, CPResult, CPState, FactorState, VMPState
 
 __version__ = "0.1.0"

@@ -41,7 +41,7 @@ class ConvergenceWarning(UserWarning):
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _outside_the_package():
+def outside_the_package():
     """The ``stacklevel`` that points a warning at the first frame outside fastcep: the user's
     call, however deep the package's own calls are."""
     level, frame = 1, sys._getframe(1)
@@ -219,7 +219,7 @@ class Recorder:
             )
         if rep.halt is not None:
             self.stop_reason, why = rep.halt
-            where = _outside_the_package()
+            where = outside_the_package()
             warnings.warn(f"{self.func}: {self.label} {why}", ConvergenceWarning, stacklevel=where)
             return True
         if rep.accept and rep.change < self.tol:
@@ -250,7 +250,7 @@ class Recorder:
                 f"{self.func}: {self.label} stopped at max_iter={self.n_iter} before converging (last "
                 f"change {last:.2e}, tol {self.tol:.1e}); raise max_iter, or see res.trace.change",
                 ConvergenceWarning,
-                stacklevel=_outside_the_package(),
+                stacklevel=outside_the_package(),
             )
         return Outcome(self.n_iter, self.converged, reason, self.trace())
 

@@ -1,9 +1,12 @@
-"""``fastcep.fit``: one entry point for every model and method."""
+"""``fastcep.fit`` and ``fastcep.stream``: the entry points of every model and method."""
+
+import functools
 
 from . import _options as O
 from . import _validation as V
 from .glm.engine import fit_regression
 from .likelihoods import Likelihood
+from .streaming import adf
 from .tensor.engine import fit_cp
 
 REGRESSION_MODELS = O.choices("model", "regression")
@@ -96,3 +99,8 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
 
 if fit.__doc__ is not None:  # (None under python -OO)
     fit.__doc__ += O.document(("regression", "cp"))
+
+
+@functools.wraps(adf.stream)
+def stream(coords, values=None, **options):
+    return adf.stream(coords, values, **options)

@@ -678,7 +678,7 @@ def cmd_fit(args):
 
 
 def cmd_stream(args):
-    from .streaming import stream
+    from .api import stream
 
     _check_output(args.output, "-o", [args.tensor, args.checkpoint], MODEL_FORMAT, args.force)
     if args.checkpoint is not None and not args.resume:  # (with --resume it is read)

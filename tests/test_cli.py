@@ -414,11 +414,10 @@ def _interrupting(real):
 @pytest.mark.parametrize("verb", ["fit", "stream"])
 def test_the_interrupt_message_starts_a_line_of_its_own(workdir, capsys, monkeypatch, verb):
     import fastcep.api
-    import fastcep.streaming
 
     run(capsys, "convert", "t.txt", "t.h5")
     monkeypatch.setattr(fastcep.api, "fit", _interrupting(fastcep.api.fit))
-    monkeypatch.setattr(fastcep.streaming, "stream", _interrupting(fastcep.streaming.stream))
+    monkeypatch.setattr(fastcep.api, "stream", _interrupting(fastcep.api.stream))
     extra = ("--batch-size", "300") if verb == "stream" else ()
     code, out, err = run(capsys, verb, "t.h5", "-o", "m.h5", "--model", "cp_gaussian", "--rank", "2", *extra)
     assert code == 130

@@ -138,3 +138,82 @@ def test_ruff_lint_and_format_clean():
     assert lint.returncode == 0, lint.stdout
     fmt = subprocess.run([ruff, "format", "--check", "."], cwd=root, capture_output=True, text=True)
     assert fmt.returncode == 0, fmt.stdout
+
+
+def _package_modules():
+    """{module name: source path} of fastcep and its kernels (installed as fastcep.kernels)."""
+    root = pathlib.Path(fastcep.__file__).parent
+    kernels = pathlib.Path(fastcep.kernels.__file__).parent
+    out = {}
+    for base, name in ((root, "fastcep"), (kernels, "fastcep.kernels")):
+        for path in base.rglob("*.py"):
+            if base == root and kernels in path.parents or "__pycache__" in path.parts:
+                continue
+            parts = [p for p in path.relative_to(base).with_suffix("").parts if p != "__init__"]
+            out[".".join([name, *parts])] = path
+    return out
+
+
+def _imported(module, path, node, modules):
+    """(what an ``ImportFrom`` node imports from: a module name, [(name, is a module)])."""
+    base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    if node.level:
+        base = base[: len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    return target, [(a.name, f"{target}.{a.name}" in modules) for a in node.names]
+
+
+def test_no_module_imports_another_module_s_private_names():
+    """Issue 40: a private name (one underscore) stays in its module; the package's private
+    modules (``_loop``, ``_options``, ...) may be imported, their private names may not."""
+    import ast
+
+    modules = _package_modules()
+    bad = []
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            target, names = _imported(module, path, node, modules)
+            if target not in modules:
+                continue
+            for name, is_module in names:
+                if name.startswith("_") and not name.startswith("__") and not is_module:
+                    bad.append(f"{path.name}:{node.lineno}: {name} from {target}")
+    assert not bad, bad
+
+
+def test_the_package_s_imports_have_no_cycles():
+    """Issue 40: the modules' top-level imports form no cycle (a cycle makes the import order
+    matter, and a half-initialised module answer with missing names)."""
+    import ast
+
+    modules = _package_modules()
+    graph = {}
+    for module, path in modules.items():
+        deps = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom):
+                target, names = _imported(module, path, node, modules)
+                deps |= {f"{target}.{n}" if m else target for n, m in names} & modules.keys()
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names} & modules.keys()
+        graph[module] = deps - {module}
+    # a module is in a cycle when it reaches itself: depth-first, colouring visited modules
+    state, cycles = {}, []
+
+    def visit(m, trail):
+        state[m] = "open"
+        for d in sorted(graph[m]):
+            if state.get(d) == "open":
+                cycles.append(trail[trail.index(d) :] + [d])
+            elif d not in state:
+                visit(d, [*trail, d])
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, cycles

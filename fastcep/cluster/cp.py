@@ -8,13 +8,15 @@ over its entries (the tensor's global object numbering): their site messages, 64
 entry and mode at rank 8, never leave the worker. Every iteration the client sends the
 posterior (P_Lam, P_eta, M, S, E2 and the noise: O(objects R^2)), each partition sweeps its
 entries and returns its groups' per-object sums of the new messages, its refused count and
-(cp_gaussian) its noise messages' chunk sums; the client reduces the groups in order with the
-one-process kernel, updates the learned prior and the noise, and asks the partitions for the
-stopping measure's partial sums under the new posterior.
+(cp_gaussian) its noise messages' sums over the fit's fixed chunks of ENTRY_CHUNK entries; the
+client reduces the groups in order with the one-process kernel, sums the chunks that two
+partitions share entry by entry (``noise_chunk_sums``), updates the learned prior and the
+noise, and asks the partitions for the stopping measure's partial sums under the new posterior.
 
-So the posterior is the one-process fit's, bitwise, when that fit sums the same groups (it does
-when ``summed_groups`` chooses to; otherwise within rounding) and, for cp_gaussian, when every
-partition but the last holds a multiple of ENTRY_CHUNK entries (the noise's fixed chunks).
+So the posterior, the noise and the messages are the one-process fit's, bitwise, when that fit
+sums the same groups (it does when ``summed_groups`` chooses to and there are no more workers
+than its groups; otherwise they agree within rounding). The stopping measure's sums are the
+partitions', so its trace agrees within rounding.
 
 The checks, the digest, the standardisation and the start (the SVD of the unfoldings) read the
 entries once on the client, as a fit in one process does; the sweeps, the messages and their

@@ -167,7 +167,7 @@ class LikelihoodLearner:
     def warn_at_bounds(self, func):
         """Warn (``ConvergenceWarning``) of each learned parameter that ended at an end of its
         range: the data did not determine it, and a value there is no estimate."""
-        from .._loop import ConvergenceWarning, _outside_the_package
+        from .._loop import ConvergenceWarning, outside_the_package
 
         for name in self.names:
             if isinstance(self.template, Gaussian):
@@ -180,7 +180,7 @@ class LikelihoodLearner:
                         f"its range, {bound:g}: the data do not determine it (counts that are all zero, "
                         f"or nearly so?); give it a value, as {type(self.template).__name__}({name}=...)",
                         ConvergenceWarning,
-                        stacklevel=_outside_the_package(),
+                        stacklevel=outside_the_package(),
                     )
 
     def update(self, *args):

@@ -244,13 +244,13 @@ class RegressionResult:
         self.options["rows_absorbed"] = self.options.get("rows_absorbed", 0) + X.shape[0]
         self.state = None  # (the sites of the batches are dropped)
         if not converged:
-            from .._loop import ConvergenceWarning, _outside_the_package
+            from .._loop import ConvergenceWarning, outside_the_package
 
             warnings.warn(
                 f"{func}: the batch's sweeps stopped at max_iter={max_iter} before its change fell below "
                 f"tol={tol}; raise max_iter, or damp more (damping=0.1)",
                 ConvergenceWarning,
-                stacklevel=_outside_the_package(),
+                stacklevel=outside_the_package(),
             )
         return self
 

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from .. import _validation as V
-from .._loop import ConvergenceWarning, ProgressLine, _outside_the_package
+from .._loop import ConvergenceWarning, ProgressLine, outside_the_package
 from ..io.csr import CSRReader
 from ..io.files import FileFormatError
 from ..io.kinds import file_kind
@@ -212,6 +212,6 @@ def stream_file(
             f"{func}: the sweeps of {stream['stopped_at_max_iter']} batches stopped at max_iter before their "
             "change fell below tol (each such batch is absorbed as it stands); raise max_iter",
             ConvergenceWarning,
-            stacklevel=_outside_the_package(),
+            stacklevel=outside_the_package(),
         )
     return res

@@ -109,7 +109,7 @@ def _variances(S, covariance):
     return S if covariance == "diag" else np.diagonal(S, axis1=1, axis2=2)
 
 
-def _change(M_old, var_old, M, var):
+def moments_change(M_old, var_old, M, var):
     """The paper's change measure: largest change of a mean (in sds) or relative change of a variance."""
     return float(max(np.max(np.abs(M - M_old) / np.sqrt(var)), np.max(np.abs(var - var_old) / var)))
 
@@ -553,7 +553,7 @@ class CPEngine:
             held = self.warm and it <= self.noise_warmup
             noise[2] = self.tau_init if held else noise[0] / noise[1]
         change = self.prediction_change()
-        param_change = _change(M_old, var_old, M, _variances(S, self.covariance))
+        param_change = moments_change(M_old, var_old, M, _variances(S, self.covariance))
         if self.learner is not None and not (self.learn_warm and it <= self.noise_warmup):
             # a generic model's learned likelihood parameters, from the entries' marginals under
             # the new posterior (as a regression's, ``fastcep.glm.learn``); the largest change of

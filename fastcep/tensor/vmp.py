@@ -24,9 +24,9 @@ from ..kernels.tensor.state import CPProblem, CPStore
 from .engine import (
     ENTRY_CHUNK,
     INIT_VAR_FRACTION,
-    _change,
     default_prior,
     initial_means,
+    moments_change,
     reference_var,
     run_engine,
 )
@@ -360,7 +360,7 @@ class VMPEngine:
         f_new, f_old = self.f_new, self.f_old
         change = float(np.sqrt(np.mean((f_new - f_old) ** 2) / max(np.mean(f_new**2), 1e-300)))
         self.f_old, self.f_new = f_new, f_old
-        param_change = _change(M_old, var_old, M, np.diagonal(S, axis1=1, axis2=2))
+        param_change = moments_change(M_old, var_old, M, np.diagonal(S, axis1=1, axis2=2))
         return _loop.StepReport(change, 0, values={"param_change": param_change, "elbo": self.elbo})
 
     def finite(self):

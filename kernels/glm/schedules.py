@@ -182,7 +182,7 @@ def _parallel_step(problem, lik, state, scratch, rho, key):
     return finish_parallel(problem, state, scratch)
 
 
-def _renamed(func, name):
+def renamed(func, name):
     """A copy of ``func`` under another name: numba caches a function under its qualified name,
     so two dispatchers of one Python function would share, and overwrite, one cache entry (a
     threaded driver then ran the serial build)."""
@@ -192,7 +192,7 @@ def _renamed(func, name):
 
 
 parallel_step = njit(**PARALLEL_CACHED)(_parallel_step)
-parallel_step_serial = njit(**SERIAL)(_renamed(_parallel_step, "_parallel_step_serial"))
+parallel_step_serial = njit(**SERIAL)(renamed(_parallel_step, "_parallel_step_serial"))
 
 
 @njit(**SERIAL)

@@ -28,7 +28,7 @@ from ..special import finite
 from .generic import site_message, tilted_curvature
 from .logistic import logistic_cep_site
 from .probit import probit_cep_site
-from .schedules import GENERIC_CODES, METHOD_CODES, _renamed, begin_sweep
+from .schedules import GENERIC_CODES, METHOD_CODES, begin_sweep, renamed
 from .sweep import posterior_change
 
 #: the row codes of a sparse problem: the generic rows' (``schedules.GENERIC_CODES``), and the
@@ -317,7 +317,7 @@ def _parallel_step(problem, lik, state, scratch, rho, key):
 
 
 parallel_step = njit(**PARALLEL_CACHED)(_parallel_step)
-parallel_step_serial = njit(**SERIAL)(_renamed(_parallel_step, "_sparse_parallel_step_serial"))
+parallel_step_serial = njit(**SERIAL)(renamed(_parallel_step, "_sparse_parallel_step_serial"))
 
 
 @njit(**SERIAL)

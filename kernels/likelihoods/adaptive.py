@@ -71,7 +71,7 @@ from numba.extending import overload
 
 from .._config import LEAF
 from ..special import LOG_SQRT_2PI, finite
-from .seam import WEAK_FACTOR, _leaf, log_lik, log_lik_derivs, log_lik_step
+from .seam import WEAK_FACTOR, leaf_of, log_lik, log_lik_derivs, log_lik_step
 
 #: the sinh map's rate: f = c + s sinh(KAPPA u) / KAPPA
 KAPPA = 0.75
@@ -129,7 +129,7 @@ def _peak(lik, y):
 
 @overload(_derivs)
 def _derivs_impl(lik, y, f, h):
-    if _leaf(lik, "log_lik_derivs") is not None:
+    if leaf_of(lik, "log_lik_derivs") is not None:
         return lambda lik, y, f, h: log_lik_derivs(lik, y, f)
 
     def finite_differences(lik, y, f, h):
@@ -145,14 +145,14 @@ def _derivs_impl(lik, y, f, h):
 
 @overload(_analytic)
 def _analytic_impl(lik):
-    if _leaf(lik, "log_lik_derivs") is not None:
+    if leaf_of(lik, "log_lik_derivs") is not None:
         return lambda lik: True
     return lambda lik: False
 
 
 @overload(_peak)
 def _peak_impl(lik, y):
-    leaf = _leaf(lik, "peak")
+    leaf = leaf_of(lik, "peak")
     if leaf is not None:
         return lambda lik, y: leaf(lik, y)
     return lambda lik, y: math.nan

@@ -101,7 +101,7 @@ def has_leaf(cls, name):
     return (cls, name) in _LEAVES
 
 
-def _leaf(lik_type, name):
+def leaf_of(lik_type, name):
     return _LEAVES.get((getattr(lik_type, "instance_class", None), name))
 
 
@@ -131,7 +131,7 @@ def _pointwise(name):
     """The overload of a leaf of (lik, y, f): the registered leaf of lik's class, if any."""
 
     def resolve(lik, y, f):
-        leaf = _leaf(lik, name)
+        leaf = leaf_of(lik, name)
         if leaf is not None:
             return lambda lik, y, f: leaf(lik, y, f)
         return None
@@ -151,32 +151,32 @@ overload(log_lik_derivs)(_pointwise("log_lik_derivs"))
 
 @overload(log_lik_step)
 def _log_lik_step(lik, y, f, x):
-    leaf = _leaf(lik, "log_lik_step")
+    leaf = leaf_of(lik, "log_lik_step")
     if leaf is not None:
         return lambda lik, y, f, x: leaf(lik, y, f, x)
-    if _leaf(lik, "log_lik") is not None:
+    if leaf_of(lik, "log_lik") is not None:
         return lambda lik, y, f, x: log_lik(lik, y, f + x) - log_lik(lik, y, f)
     return None
 
 
 @overload(tilted)
 def _tilted(lik, y, m, v, nodes, weights):
-    leaf = _leaf(lik, "tilted")
+    leaf = leaf_of(lik, "tilted")
     if leaf is not None:
         return lambda lik, y, m, v, nodes, weights: leaf(lik, y, m, v, nodes, weights)
-    if _leaf(lik, "log_lik_derivs") is not None:
+    if leaf_of(lik, "log_lik_derivs") is not None:
         return lambda lik, y, m, v, nodes, weights: mixed_tilted(lik, y, m, v, nodes, weights)
-    if _leaf(lik, "log_lik") is not None:
+    if leaf_of(lik, "log_lik") is not None:
         return lambda lik, y, m, v, nodes, weights: quadrature_tilted(lik, y, m, v, nodes, weights)
     return None
 
 
 @overload(log_predictive)
 def _log_predictive(lik, y, m, v, nodes, weights):
-    leaf = _leaf(lik, "log_predictive")
+    leaf = leaf_of(lik, "log_predictive")
     if leaf is not None:
         return lambda lik, y, m, v, nodes, weights: leaf(lik, y, m, v)
-    if _leaf(lik, "log_lik") is not None:
+    if leaf_of(lik, "log_lik") is not None:
         return lambda lik, y, m, v, nodes, weights: tilted(lik, y, m, v, nodes, weights)[0]
     return None
 
