@@ -450,9 +450,9 @@ OPTIONS = (
     Option("client", "Run on a Dask cluster: the rows stay on its workers (the 'dask' extra).", {
         "regression": Spec(
             Client(), None,
-            "dense X (a NumPy or Dask array, split by rows), methods 'cep1', 'cep2', 'ep', the parallel "
-            "schedule; the same posterior as one process (bitwise when each partition but the last holds "
-            "a multiple of the engine's chunk of rows)",
+            "dense or scipy.sparse X (a NumPy, SciPy or Dask array, split by rows), methods 'cep1', 'cep2', "
+            "'ep', the parallel schedule; the same posterior as one process (dense: bitwise when each "
+            "partition but the last holds a multiple of the engine's chunk of rows; sparse: within 1e-10 sd)",
         ),
         "cp": Spec(
             Client(), None,

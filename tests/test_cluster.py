@@ -162,12 +162,25 @@ def test_what_a_cluster_fit_does_not_run_is_refused_by_name(client, kw, named):
         fastcep.fit(X, y, client=client, **kw)
 
 
-def test_sparse_rows_are_refused(client):
+@pytest.mark.parametrize("kw", [dict(model="probit"), dict(model="logistic", method="ep")])
+def test_sparse_rows_give_one_process_posterior_within_1e_10_sd(client, kw):
+    """A scipy.sparse X, split by the client, and a Dask array of sparse blocks, computed on the
+    workers: each partition keeps its sites at its nonzeros and sends its sums per column, which
+    the client adds to the prior in partition order (one process adds the row chunks in order:
+    other roundings)."""
     import scipy.sparse as sp
 
-    X, y = data("probit", n=300)
-    with pytest.raises(NotImplementedError, match="sparse X"):
-        fastcep.fit(sp.csr_matrix(X), y, model="probit", client=client)
+    rng = np.random.default_rng(0)
+    X = sp.random(3000, 60, density=0.05, random_state=1, format="csr")
+    y = (X @ rng.normal(0.0, 1.0, 60) + 0.3 * rng.standard_normal(3000) > 0).astype(float)
+    one = fastcep.fit(X, y, **kw)
+    blocks = da.from_array(X, chunks=(1200, 60), asarray=False)
+    for Xc, yc in ((X, y), (blocks, da.from_array(y, chunks=1200))):
+        two = fastcep.fit(Xc, yc, client=client, **kw)
+        assert two.n_iter == one.n_iter and two.converged == one.converged
+        assert two.options["partitions"] == (2 if Xc is X else 3)
+        assert max_sd_difference(one, two) < 1e-10
+        assert two.intercept is not None and abs(two.intercept.mean - one.intercept.mean) < 1e-10
 
 
 # ------------------------------------------------------------------------------------ CP fits

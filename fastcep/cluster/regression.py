@@ -9,10 +9,11 @@ messages; the client reduces all chunks in partition order with the one-process 
 (``finish_parallel``), so the posterior, the change, the damping and the stopping rule are those
 of a fit in one process on the same chunks (``fastcep.glm.engine``).
 
-Supported: dense X (a NumPy array or a Dask array, split by rows), methods "cep1", "cep2" and
-"ep", the parallel schedule, the posterior stopping rule, any log-concave likelihood whose
-parameters are given (probit, logistic, Poisson, Gaussian(var=...), ...) and numeric labels.
-The rest is refused by name (``refusals``).
+Supported: dense or sparse X (a NumPy, scipy.sparse or Dask array, split by rows; a sparse
+partition sends per-column sums, ``SparsePartition``), methods "cep1", "cep2" and "ep", the
+parallel schedule, the posterior stopping rule, any log-concave likelihood whose parameters are
+given (probit, logistic, Poisson, Gaussian(var=...), ...) and numeric labels. The rest is
+refused by name (``refusals``).
 """
 
 import numpy as np
@@ -21,9 +22,11 @@ from .. import _loop
 from .. import _validation as V
 from .._threads import num_threads
 from ..glm import engine as E
+from ..glm import sparse as SP
 from ..glm.result import RegressionResult
 from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
+from ..kernels.glm import sparse as SPK
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..kernels.glm.sweep import reduce_posterior
 from . import n_workers
@@ -82,6 +85,50 @@ class Partition:
         return self.scratch.pT.copy(), self.scratch.pN.copy(), self.scratch.skipped.copy()
 
 
+class SparsePartition(Partition):
+    """A partition of sparse rows (a scipy.sparse block): its sites at its nonzeros only
+    (``glm.sparse``, not centred, the intercept one more column). Its problem's prior is zero, so
+    the one-process sparse sweep leaves in T, N the sums of the partition's sites per column
+    (each column's chunks added in order); those go back as one row of sums, and the client adds
+    the partitions' rows to the prior in partition order."""
+
+    def __init__(self, X, y, likelihood, func):
+        self.X = V.check_rows(X, "X", func)
+        E.check_feature_scale(self.X, func)
+        self.s = likelihood.check(np.asarray(y), "y", func, self.X.shape[0])
+        self.likelihood = likelihood
+
+    def stats(self):
+        return *self.X.shape, None  # (sparse features are not centred)
+
+    def setup(self, center, intercept, code, nodes, weights, chunk):
+        X = SP.with_intercept_column(self.X) if intercept else self.X
+        self.X = None
+        d = X.shape[1]
+        self.problem, self.state, self.scratch = SP.layout(
+            X, self.s, np.zeros(d), nodes, weights, code, np.zeros(0)
+        )
+        self.run = E.parallel_sweep(self.likelihood, sparse=True)
+        self.lik = self.likelihood.kernel()
+        return int(self.state.tau.shape[0])
+
+    def _sums(self, skipped=None):
+        st = self.state
+        out = st.T[None].copy(), st.N[None].copy()
+        return out if skipped is None else (*out, np.array([skipped], dtype=np.int64))
+
+    def reset(self):
+        SP.initial_messages(None, self.state.tau, self.state.nu, E.FLAT_PRECISION)
+        SPK.reduce_columns(self.problem, self.state)
+        return self._sums()
+
+    def sweep(self, posterior, rho, key):
+        for a, b in zip(self.state[2:], posterior, strict=True):
+            a[:] = b
+        _, skipped = self.run(self.problem, self.lik, self.state, self.scratch, rho, key)
+        return self._sums(int(skipped))
+
+
 def refusals(method, o, likelihood, X, func):
     """A clear error for what a cluster fit does not run (yet), naming the option."""
     meta = getattr(X, "_meta", X)  # (a Dask array's chunks are of its meta's type)
@@ -100,8 +147,10 @@ def refusals(method, o, likelihood, X, func):
         why = f"learned likelihood parameters ({', '.join(likelihood.learned)}): give their values"
     elif not likelihood.log_concave:
         why = f"a likelihood that is not log-concave ({likelihood.name}): its sweeps need one process's guard"
-    elif V.is_sparse(meta) or type(meta).__module__.split(".")[0] == "sparse":
-        why = "sparse X"
+    elif type(meta).__module__.split(".")[0] == "sparse":
+        why = "X of the 'sparse' package (give scipy.sparse blocks)"
+    elif V.is_sparse(meta) and method not in SP.METHODS:
+        why = f"method={method!r} with sparse X: the sparse rows run {', '.join(SP.METHODS)}"
     if why is None:
         return
     raise NotImplementedError(f"{func}(client=...) does not support {why}; fit in one process (client=None).")
@@ -125,7 +174,9 @@ def _row_blocks(client, X, y, intercept, func):
             )
         y = y.rechunk((X.chunks[0],))
         return [(X.blocks[i, 0], y.blocks[i]) for i in range(X.numblocks[0])]
-    X, y = np.asarray(X), np.asarray(y)
+    if not V.is_sparse(X):
+        X = np.asarray(X)
+    y = np.asarray(y)
     if X.ndim != 2:
         return [(X, y)]  # (the partition's check names the problem)
     if y.shape[:1] != X.shape[:1]:
@@ -133,6 +184,8 @@ def _row_blocks(client, X, y, intercept, func):
     chunk = chunk_rows(X.shape[1] + (1 if intercept else 0))
     per_worker = -(-X.shape[0] // n_workers(client))
     rows = max(1, -(-per_worker // chunk)) * chunk
+    if V.is_sparse(X):
+        X = X.tocsr()  # (row slices)
     return [(X[lo : lo + rows], y[lo : lo + rows]) for lo in range(0, max(X.shape[0], 1), rows)]
 
 
@@ -140,8 +193,10 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     """The cluster fit of ``fastcep.fit`` (options ``o`` validated already); its
     ``RegressionResult`` (``state`` None: the sites stay on the workers)."""
     refusals(method, o, likelihood, X, func)
+    sparse = V.is_sparse(getattr(X, "_meta", X))
+    kind = SparsePartition if sparse else Partition
     parts = Partitions(
-        client, _row_blocks(client, X, y, o["fit_intercept"], func), Partition, (likelihood, func), func
+        client, _row_blocks(client, X, y, o["fit_intercept"], func), kind, (likelihood, func), func
     )
     stats = parts.call("stats")
     keep = [i for i, st in enumerate(stats) if st[0] > 0]  # (empty partitions have no rows to sweep)
@@ -154,15 +209,17 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
         raise ValueError(f"{func}: the partitions of X have different numbers of columns.")
     prior_T = E.prior_precisions(o["prior_var"], d, func)
     intercept = o["fit_intercept"]
-    center = E.feature_means(n, [st[2] for st in stats]) if intercept and o["center"] else None
+    center = E.feature_means(n, [st[2] for st in stats]) if intercept and o["center"] and not sparse else None
     if intercept:
         prior_T = np.append(prior_T, 1.0 / o["intercept_var"])
         d += 1
-    code, nodes, weights = E.dense_rows(likelihood, model, method, np.empty(0), o["n_nodes"])
+    rows = E.sparse_rows if sparse else E.dense_rows
+    code, nodes, weights = rows(likelihood, model, method, np.empty(0), o["n_nodes"])
     chunk = chunk_rows(d)
     n_sites = sum(parts.call("setup", center, intercept, code, nodes, weights, chunk))
-    # the client's problem, state and scratch: the posterior and the reduce (no rows)
-    n_chunks = sum(-(-st[0] // chunk) for st in stats)
+    # the client's problem, state and scratch: the posterior and the reduce (no rows); the
+    # partitions' sums, a row per chunk (dense) or per partition (sparse)
+    n_chunks = len(stats) if sparse else sum(-(-st[0] // chunk) for st in stats)
     problem = GLMProblem(np.empty((0, d)), np.empty(0), prior_T, np.zeros(d), nodes, weights, code, chunk, 0)
     state = GLMState(np.empty((0, d)), np.empty((0, d)), *(np.empty(d) for _ in range(4)))
     scratch = GLMScratch.allocate(0, d, chunk, 1)._replace(

@@ -102,6 +102,16 @@ def dense_rows(likelihood, model, method, offset, n_nodes):
     return S.GENERIC_CODES[method], nodes, weights
 
 
+def sparse_rows(likelihood, model, method, offset, n_nodes):
+    """(code, nodes, weights) of a sparse fit's row functions (``glm.sparse.row_code``): the
+    hand-written CEP sites of the probit and the logistic where the dense fit takes its
+    hand-written rows, else the generic rows."""
+    code = SP.row_code(model, method, _hand_written(likelihood, model, method, offset, n_nodes))
+    if code in (3, 4):  # (the logistic's hand-written CEP sites)
+        return (code, *gauss_hermite(LOGISTIC_NODES if n_nodes is None else n_nodes))
+    return (code, *gauss_hermite(GENERIC_NODES))
+
+
 class StaleWatch:
     """Messages refused while the rest have settled keep stale values: no fixed point, and the
     state no longer moves (STALE_SWEEPS says where this was seen). ``update`` takes a sweep's
@@ -355,9 +365,15 @@ def _schedules(likelihood, drivers=S, sites=lambda problem: problem.X.size):
     return {"parallel": step_parallel, "sequential": likelihood.driver(drivers.sequential_step)}
 
 
-def parallel_sweep(likelihood):
-    """The parallel schedule's sweep of a likelihood (``_schedules``)."""
+def parallel_sweep(likelihood, sparse=False):
+    """The parallel schedule's sweep of a likelihood (``_schedules``), of dense or sparse rows."""
+    if sparse:
+        return _schedules(likelihood, SPK, _sparse_sites)["parallel"]
     return _schedules(likelihood)["parallel"]
+
+
+def _sparse_sites(problem):
+    return problem.data.shape[0]
 
 
 def result_options(o, classes, center, rho):
@@ -513,11 +529,7 @@ def fit_regression(
             )
 
     if sparse:  # sites at the nonzeros (``glm.sparse``), the generic rows of any likelihood
-        code = SP.row_code(model, method, _hand_written(likelihood, model, method, offset, n_nodes))
-        if code in (3, 4):  # (the logistic's hand-written CEP sites)
-            nodes, weights = gauss_hermite(LOGISTIC_NODES if n_nodes is None else n_nodes)
-        else:
-            nodes, weights = gauss_hermite(GENERIC_NODES)
+        code, nodes, weights = sparse_rows(likelihood, model, method, offset, n_nodes)
         problem, state, scratch = SP.layout(X, s, prior_T, nodes, weights, code, offset)
         tau, nu = state.tau, state.nu
         if init_state is not None:
@@ -539,7 +551,7 @@ def fit_regression(
             return float(np.sum((nu - nu_old) ** 2)) / n
 
         reset()
-        sweep = _schedules(likelihood, SPK, lambda problem: problem.data.shape[0])[schedule]
+        sweep = _schedules(likelihood, SPK, _sparse_sites)[schedule]
         kjit = None
     else:
         if init_state is not None:
