@@ -132,6 +132,21 @@ def test_a_killed_worker_is_replaced_and_the_fit_ends_at_the_same_fixed_point(cl
     client.wait_for_workers(2, timeout=60)  # (the nanny starts the killed one again)
 
 
+def test_the_errors_of_a_lost_worker_count_as_lost_and_the_data_s_do_not():
+    """``Partitions.lost``: what waiting on a lost partition's data raises (one cancelled future,
+    or several: ``FuturesCancelledError``, seen in a CI run where a CP fit's revival gave up)
+    makes it again; an error of the data ends the fit."""
+    from distributed.client import FutureCancelledError, FuturesCancelledError
+
+    from fastcep.cluster.partitions import Partitions
+
+    parts = Partitions.__new__(Partitions)
+    parts.distributed = distributed
+    for exc in (FuturesCancelledError([]), FutureCancelledError("k", "lost"), OSError("gone")):
+        assert parts.lost(exc), exc
+    assert not parts.lost(ValueError("fit: X holds NaN"))
+
+
 def test_bad_rows_on_a_worker_are_named(client):
     X, y = data("probit", n=600)
     X[450, 2] = np.nan

@@ -51,7 +51,7 @@ class Partitions:
     def lost(self, exc):
         """Whether ``exc`` says a partition's worker is gone (not an error of the data)."""
         return isinstance(exc, (OSError, self.distributed.comm.CommClosedError)) or type(exc).__name__ in (
-            "KilledWorker", "FutureCancelledError", "CancelledError",
+            "KilledWorker", "FutureCancelledError", "FuturesCancelledError", "CancelledError",
         )  # fmt: skip
 
     def revive(self, i):
