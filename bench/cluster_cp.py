@@ -58,9 +58,9 @@ def main(argv=None):
                 lambda callback: fastcep.fit(coords, values, client=client, callback=callback, **kw),
             )
             times, moved = timed_rounds(fits, sweeps, args.rounds, same_means)
-    # per sweep: the posterior (P_Lam, P_eta, M, S, E2: 3 R^2 + 2 R floats per object) to each
-    # partition, each group's sums (R^2 + R per object) back, the measure's 2 floats each way
-    payload = 8 * n_obj * (2 * (3 * R * R + 2 * R) + groups * (R * R + R))
+    # per sweep: what the sweeps read of the posterior (P_Lam, P_eta, M, E2: 2 R^2 + 2 R floats
+    # per object) to each partition, each group's sums (R^2 + R per object) back
+    payload = 8 * n_obj * (2 * (2 * R * R + 2 * R) + groups * (R * R + R))
     print(f"\n{n:,} entries of {SHAPE}, rank {R}, cp_gaussian CEP-1, {sweeps} sweeps, {args.rounds} rounds")
     report(times, moved, f"{payload:,} bytes ({groups} groups)")
 

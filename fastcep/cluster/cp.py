@@ -5,8 +5,9 @@ The map and the reduce of the parallel sweep (``kernels.tensor.sweep_full`` with
 sum groups (``tensor.engine.summed_groups``: fixed ranges of entries), and each partition, a
 run of whole groups, lives on one worker as a ``CPPartition`` actor with its own ``CPEngine``
 over its entries (the tensor's global object numbering): their site messages, 64 doubles per
-entry and mode at rank 8, never leave the worker. Every iteration the client sends the
-posterior (P_Lam, P_eta, M, S, E2 and the noise: O(objects R^2)), each partition sweeps its
+entry and mode at rank 8, never leave the worker. Every iteration the client sends what the
+sweeps read of the posterior (P_Lam, P_eta, M, E2 and the noise: O(objects R^2); not the
+covariances S, which only the rebuilds use), each partition sweeps its
 entries and returns its groups' per-object sums of the new messages, its refused count and
 (cp_gaussian) its noise messages' sums over the fit's fixed chunks of ENTRY_CHUNK entries; the
 client reduces the groups in order with the one-process kernel, sums the chunks that two
@@ -69,11 +70,11 @@ class CPPartition:
 
     def sweep(self, it, posterior, noise):
         """Iteration ``it``'s sweep of the partition's entries from ``posterior`` (P_Lam, P_eta,
-        M, S, E2) and ``noise``: (part_L, part_e) of its groups, its refused count, and
-        (cp_gaussian) its noise messages' pieces (``noise_pieces``)."""
+        M, E2: what the parallel sweeps read) and ``noise``: (part_L, part_e) of its groups, its
+        refused count, and (cp_gaussian) its noise messages' pieces (``noise_pieces``)."""
         eng = self.engine
         st, sc = eng.store, eng.scratch
-        for a, b in zip((st.P_Lam, st.P_eta, st.M, st.S, st.E2), posterior, strict=True):
+        for a, b in zip((st.P_Lam, st.P_eta, st.M, st.E2), posterior, strict=True):
             a[:] = b
         st.noise[:] = noise
         skipped = eng.sweep(eng, it)
@@ -86,7 +87,7 @@ class CPPartition:
 
     def noise_pieces(self):
         """The noise messages (alpha, beta) by the whole fit's chunks: the sums of the chunks
-        that lie in the partition (numbered from ``first_chunk``), and the entries of the ones it
+        that lie in the partition (the first one's number, then their sums), and the entries of the ones it
         shares with its neighbours, (chunk, alpha, beta) each, for the client to sum in order."""
         st, b0, b1 = self.engine.store, self.b0, self.b1
         K.noise_chunk_sums(st.alpha[b0:b1], st.beta[b0:b1], ENTRY_CHUNK, self.noise_chunks)
@@ -210,7 +211,7 @@ class ClusterCPEngine(CPEngine):
         """The partitions' sweeps from the posterior; their groups' sums into the scratch, in
         order (``step`` reduces them); the refused count."""
         st, sc = self.store, self.scratch
-        out = self.parts.call("sweep", it, (st.P_Lam, st.P_eta, st.M, st.S, st.E2), st.noise.copy())
+        out = self.parts.call("sweep", it, (st.P_Lam, st.P_eta, st.M, st.E2), st.noise.copy())
         np.concatenate([o[0] for o in out], out=sc.part_L)
         np.concatenate([o[1] for o in out], out=sc.part_e)
         if self.model == "cp_gaussian":
