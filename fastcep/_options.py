@@ -461,7 +461,17 @@ OPTIONS = (
             "posterior as one process (bitwise where that fit sums the same groups)",
             methods=CEP,
         ),
-        "stream": Spec(Client("streams run in one process so far; leave client=None."), None),
+        "stream": Spec(
+            Client(), None,
+            "method 'cep1': the entries cut into one shard per worker (a file's row ranges read there), each "
+            "streamed by ADF from the prior, combined as EP over shards and refined (passes)",
+        ),
+        "stream/post": Refused("POST's streams run in one process so far"),
+    }),
+    Option("passes", "Passes of a cluster stream (client=): each shard's ADF pass from the prior, then "
+           "refinements against the other shards' messages (EP over shards).", {
+        "stream": Spec(Maybe(Int(1)), None, "None: 3", none=3),
+        "stream/post": Refused("POST's streams run in one process so far"),
     }),
     Option("callback", "callback(info) after every iteration (an IterationInfo); True stops the run.", {
         "regression": Spec(Callable(), None),

@@ -686,14 +686,20 @@ def cmd_stream(args):
     _check_plot(args, [args.tensor, args.output, args.checkpoint])
     _check_tensor(args.tensor)
     names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")
-    opts = _options(args, (*names, "a0", "b0", "probit_curvature", "expect_under", "prior", "likelihood"))
+    more = ("a0", "b0", "probit_curvature", "expect_under", "prior", "likelihood", "passes")
+    opts = _options(args, (*names, *more))
     t0 = time.perf_counter()
-    res = stream(
-        args.tensor, model=args.model, rank=args.rank, method=args.method, batch_size=args.batch_size,
-        shuffle=args.shuffle, seed=args.seed, checkpoint=args.checkpoint, resume=args.resume,
-        n_threads=args.threads, progress=not args.quiet,
-        **opts,
-    )  # fmt: skip
+    with _scheduler(args) as client:
+        if client is not None:  # (an option of cluster streams only)
+            opts["client"] = client
+        elif "passes" in opts:
+            raise UserError("--passes are the passes of a cluster stream; give --scheduler too.")
+        res = stream(
+            args.tensor, model=args.model, rank=args.rank, method=args.method, batch_size=args.batch_size,
+            shuffle=args.shuffle, seed=args.seed, checkpoint=args.checkpoint, resume=args.resume,
+            n_threads=args.threads, progress=not args.quiet,
+            **opts,
+        )  # fmt: skip
     return _save_and_report(args, res, time.perf_counter() - t0, "batches")
 
 
@@ -1123,7 +1129,9 @@ def build_parser():
     option(s, "checkpoint", "stream", type=str)
     option(s, "checkpoint_every", "stream", type=int)
     option(s, "resume", "stream", action="store_true", default=False)
-    s.set_defaults(func=cmd_stream)
+    option(s, "passes", "stream", type=int)
+    scheduler_arg(s, "the entries are cut into one shard per worker, read there, combined as EP over shards")
+    s.set_defaults(func=cmd_stream, verb="stream")
 
     e = sub.add_parser("evaluate", help="test metrics of a model file on an HDF5 test tensor")
     e.add_argument("model", help="CP model file (from 'fastcep fit' or 'fastcep stream')")

@@ -32,7 +32,7 @@ from ..kernels import tensor as K
 from ..tensor.engine import COLLAPSED, ENTRY_CHUNK, SUM_GROUPS, CPEngine, exact_sum, guarded, summed_groups
 from ..tensor.layout import make_layout
 from ..tensor.likelihoods import is_generic
-from . import n_workers
+from . import n_workers, on_worker_threads, worker_threads
 from .partitions import Partitions
 
 
@@ -46,7 +46,9 @@ class CPPartition:
         self.data = (np.asarray(coords, dtype=np.int64), np.asarray(y, dtype=np.float64), np.asarray(s))
         self.first, self.func = first, func  # (the global number of the partition's first entry)
         self.engine = None
+        self.threads = worker_threads()
 
+    @on_worker_threads
     def setup(self, shape, prior_Lam, prior_eta, M, settings):
         """The partition's engine (``settings``: ``CPEngine``'s keywords, with the whole fit's
         ``sum_chunk``), its predictions under the start ``M``; returns its number of entries."""
@@ -68,6 +70,7 @@ class CPPartition:
     def reset(self):
         """(The flat messages are ``setup``'s.)"""
 
+    @on_worker_threads
     def sweep(self, it, posterior, noise):
         """Iteration ``it``'s sweep of the partition's entries from ``posterior`` (P_Lam, P_eta,
         M, E2: what the parallel sweeps read) and ``noise``: (part_L, part_e) of its groups, its
@@ -85,6 +88,7 @@ class CPPartition:
             self.noise_pieces() if eng.model == "cp_gaussian" else None,
         )
 
+    @on_worker_threads
     def noise_pieces(self):
         """The noise messages (alpha, beta) by the whole fit's chunks: the sums of the chunks
         that lie in the partition (the first one's number, then their sums), and the entries of the ones it
@@ -96,6 +100,7 @@ class CPPartition:
         shared = [(c, st.alpha[lo:hi].copy(), st.beta[lo:hi].copy()) for c, lo, hi in shared if hi > lo]
         return (first + b0) // ENTRY_CHUNK, self.noise_chunks.copy(), shared
 
+    @on_worker_threads
     def change(self, M):
         """(sum of the squared changes of the entries' predictive means since the last call, sum
         of their squares) under the posterior means ``M``."""
@@ -105,6 +110,7 @@ class CPPartition:
         eng.f_old, eng.f_new = f_new, f_old
         return float(np.sum((f_new - f_old) ** 2)), float(np.sum(f_new**2))
 
+    @on_worker_threads
     def messages(self):
         st = self.engine.store
         return st.Lam, st.eta, st.alpha, st.beta

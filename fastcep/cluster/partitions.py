@@ -4,6 +4,13 @@ worker when its own is lost."""
 from . import require
 
 
+def lost(distributed, exc):
+    """Whether ``exc`` says a worker is gone (not an error of the data)."""
+    return isinstance(exc, (OSError, distributed.comm.CommClosedError)) or type(exc).__name__ in (
+        "KilledWorker", "FutureCancelledError", "FuturesCancelledError", "CancelledError",
+    )  # fmt: skip
+
+
 class Partitions:
     """The client's handles of a fit's partitions: where each one's data come from (futures of
     its block's arrays) and its actor, ``kind(*block, *args)`` (``regression.Partition``,
@@ -23,23 +30,29 @@ class Partitions:
         self.blocks, self.futures, self.actors = [], [], []
         self.setup_args = None
         self.revived = 0
-        for block in blocks:
+        # partition i on worker i (round robin): left to itself, Dask put every block and actor of
+        # a 2-worker fit on the same worker (measured: both actors in one process)
+        workers = sorted(client.scheduler_info().get("workers", ())) or [None]
+        for i, block in enumerate(blocks):
+            where = workers[i % len(workers)]
             self.blocks.append(tuple(block))
-            self.futures.append(self._send(self.blocks[-1]))
-            self.actors.append(self._actor(self.futures[-1], local=True))
+            self.futures.append(self._send(self.blocks[-1], where))
+            self.actors.append(self._actor(self.futures[-1], where))
 
-    def _send(self, block):
+    def _send(self, block, worker=None):
         """Futures of a block's arrays on the cluster (computed there from Dask arrays, else
-        scattered from the client)."""
-        client = self.client
-        futures = client.compute(list(block)) if hasattr(block[0], "dask") else client.scatter(list(block))
+        scattered from the client), on ``worker`` if given."""
+        client, where = self.client, [worker] if worker else None
+        if hasattr(block[0], "dask"):
+            futures = client.compute(list(block), workers=where)
+        else:
+            futures = client.scatter(list(block), workers=where)
         self.distributed.wait(futures)
         return futures
 
-    def _actor(self, futures, local=False):
-        # (with ``local``, on a worker that holds the block: no copy of its data through another)
-        first = futures[0]
-        where = (list(self.client.who_has([first]).get(first.key, ())) or None) if local else None
+    def _actor(self, futures, worker=None):
+        """The partition's actor on ``worker`` (where its block is), else where Dask puts it."""
+        where = [worker] if worker else None
         return self.client.submit(self.kind, *futures, *self.args, actor=True, workers=where).result()
 
     def keep(self, indices):
@@ -50,9 +63,7 @@ class Partitions:
 
     def lost(self, exc):
         """Whether ``exc`` says a partition's worker is gone (not an error of the data)."""
-        return isinstance(exc, (OSError, self.distributed.comm.CommClosedError)) or type(exc).__name__ in (
-            "KilledWorker", "FutureCancelledError", "FuturesCancelledError", "CancelledError",
-        )  # fmt: skip
+        return lost(self.distributed, exc)
 
     def revive(self, i):
         """Partition i again, from its rows, set up, with the flat sites."""
@@ -61,7 +72,9 @@ class Partitions:
                 if any(f.status in ("lost", "cancelled", "error") for f in self.futures[i]):
                     self.futures[i] = self._send(self.blocks[i])  # (scattered data die with their worker)
                 self.distributed.wait(self.futures[i])  # (Dask recomputes a lost block)
-                self.actors[i] = self._actor(self.futures[i])
+                first = self.futures[i][0]  # (the actor where its data are: no copy through another)
+                holders = sorted(self.client.who_has([first]).get(first.key, ()))
+                self.actors[i] = self._actor(self.futures[i], holders[0] if holders else None)
                 if self.setup_args is not None:
                     self.actors[i].setup(*self.setup_args).result()
                     self.actors[i].reset().result()

@@ -29,7 +29,7 @@ from ..kernels.glm import schedules as S
 from ..kernels.glm import sparse as SPK
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..kernels.glm.sweep import reduce_posterior
-from . import n_workers
+from . import n_workers, on_worker_threads, worker_threads
 from .partitions import Partitions
 
 #: the methods and schedule a cluster fit runs (the parallel sweep: every message from one posterior)
@@ -52,11 +52,13 @@ class Partition:
         E.check_feature_scale(self.X, func)
         self.s = likelihood.check(np.asarray(y), "y", func, self.X.shape[0])
         self.likelihood = likelihood
+        self.threads = worker_threads()
 
     def stats(self):
         """(rows, columns, ``column_stats``: what the centre needs)."""
         return *self.X.shape, E.column_stats(self.X)
 
+    @on_worker_threads
     def setup(self, center, intercept, code, nodes, weights, chunk):
         """Lay out the rows as the one-process fit does (centred at ``center``, the intercept's
         constant column last); returns the number of sites (nonzero features)."""
@@ -70,12 +72,14 @@ class Partition:
         self.lik = self.likelihood.kernel()
         return int(np.count_nonzero(X))
 
+    @on_worker_threads
     def reset(self):
         """The flat messages; their per-chunk sums."""
         E.flat_messages(self.problem.X, self.state.tau, self.state.nu)
         S.rebuild(self.problem, self.state, self.scratch)
         return self.scratch.pT.copy(), self.scratch.pN.copy()
 
+    @on_worker_threads
     def sweep(self, posterior, rho, key):
         """One damped parallel sweep of the partition's rows from ``posterior`` (T, N, mu, v):
         the new messages stay here; the per-chunk sums and the chunks' refused counts go back."""
@@ -97,10 +101,12 @@ class SparsePartition(Partition):
         E.check_feature_scale(self.X, func)
         self.s = likelihood.check(np.asarray(y), "y", func, self.X.shape[0])
         self.likelihood = likelihood
+        self.threads = worker_threads()
 
     def stats(self):
         return *self.X.shape, None  # (sparse features are not centred)
 
+    @on_worker_threads
     def setup(self, center, intercept, code, nodes, weights, chunk):
         X = SP.with_intercept_column(self.X) if intercept else self.X
         self.X = None
@@ -117,11 +123,13 @@ class SparsePartition(Partition):
         out = st.T[None].copy(), st.N[None].copy()
         return out if skipped is None else (*out, np.array([skipped], dtype=np.int64))
 
+    @on_worker_threads
     def reset(self):
         SP.initial_messages(None, self.state.tau, self.state.nu, E.FLAT_PRECISION)
         SPK.reduce_columns(self.problem, self.state)
         return self._sums()
 
+    @on_worker_threads
     def sweep(self, posterior, rho, key):
         for a, b in zip(self.state[2:], posterior, strict=True):
             a[:] = b

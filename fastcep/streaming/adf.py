@@ -176,6 +176,7 @@ def stream(
     init_state=STREAM_DEFAULTS["init_state"],
     n_threads=STREAM_DEFAULTS["n_threads"],
     client=STREAM_DEFAULTS["client"],
+    passes=STREAM_DEFAULTS["passes"],
     callback=STREAM_DEFAULTS["callback"],
     progress=STREAM_DEFAULTS["progress"],
     verbose=STREAM_DEFAULTS["verbose"],
@@ -273,6 +274,15 @@ def stream(
     init_state : StreamState or None
         Continue from ``res.state`` of an earlier stream of the same tensor and settings (a
         checkpoint holds the same state).
+    client : distributed.Client or None
+        Stream on this Dask cluster (the ``dask`` extra; ``fastcep.cluster.stream``): the entries
+        cut into one shard per worker (a file's row ranges, read by the worker), each streamed by
+        ADF-CEP from the prior, the shards combined as EP over shards (the prior plus each shard's
+        net message), then ``passes`` - 1 refinement passes, each shard streaming again against
+        the others' messages. The result's trace has a row per pass, the callback is called after
+        each pass.
+    passes : int >= 1 or None
+        With ``client``: the passes over the shards (None: 3).
     n_threads, callback, progress, verbose
         ``callback(info)`` after every batch with an ``IterationInfo`` (``iteration``: batches
         absorbed, ``change``: the batch's last inner change, ``result``: the stream so far, whose
@@ -289,7 +299,9 @@ def stream(
         ``n_iter`` is the number of batches absorbed; ``trace`` has one row per batch (elapsed
         time, last inner change, skipped messages, inner iterations in ``inner_iter``, damping,
         eval metric or NaN); ``stop_reason`` is "end", "callback" or "max_batches"; ``state`` the
-        ``StreamState`` to continue from.
+        ``StreamState`` to continue from. On a cluster, ``n_iter`` and the trace's rows count
+        passes (``inner_iter``: the shards' batches, ``change``: the largest change of a
+        posterior mean in the pass).
     """
     given = O.arguments(locals())
     func = "stream"
@@ -306,9 +318,30 @@ def stream(
     if o["checkpoint"] is not None:  # (before any work: never over the input, a folder it can write)
         source_file = coords if isinstance(coords, (str, os.PathLike)) else None
         check_output(o["checkpoint"], [source_file], "checkpoint", func)
+    if o.get("client") is None and given["passes"] is not None:
+        raise ValueError(
+            f"{func}: passes={o['passes']} are the passes of a cluster stream; give client= too."
+        )
+    if o.get("client") is not None:  # (shards on a Dask cluster, combined by EP: ``fastcep.cluster.stream``)
+        from ..cluster import stream as cluster_stream
+
+        return cluster_stream.stream(o["client"], coords, values, o, method, func)
     src = open_source(coords, values, o["shape"], model, lik, o["batch_size"], func)
-    run = dict(
-        model=model, lik=lik, R=o["rank"], pv=o["prior_var"], func=func, method=method,
+    # the batches' thread count is governed from their times (one thread when it is clearly faster:
+    # a busy core makes every short parallel region of a batch wait)
+    governor = ThreadGovernor(o["n_threads"]) if o["n_threads"] != 1 else None
+    try:
+        with num_threads(o["n_threads"]):
+            return absorb(src, **settings(o, method, func), governor=governor)
+    finally:
+        src.close()
+
+
+def settings(o, method, func="stream"):
+    """The keyword arguments of ``absorb`` from the validated options ``o`` of ``stream`` (and its
+    ``method``)."""
+    return dict(
+        model=o["model"], lik=o["likelihood"], R=o["rank"], pv=o["prior_var"], func=func, method=method,
         **{k: o[k] for k in (
             "batch_size", "shuffle", "seed", "a0", "b0", "damping", "tol", "max_iter", "covariance",
             "schedule", "init_scale", "prior_mean", "checkpoint", "checkpoint_every", "resume",
@@ -316,26 +349,24 @@ def stream(
             "expect_under", "init_state", "standardize", "prior",
         )},
     )  # fmt: skip
-    # the batches' thread count is governed from their times (one thread when it is clearly faster:
-    # a busy core makes every short parallel region of a batch wait)
-    governor = ThreadGovernor(o["n_threads"]) if o["n_threads"] != 1 else None
-    try:
-        with num_threads(o["n_threads"]):
-            return _run(src, **run, governor=governor)
-    finally:
-        src.close()
 
 
 if stream.__doc__ is not None:  # (None under python -OO)
     stream.__doc__ += O.document(("stream",))
 
 
-def _run(
+def absorb(
     src, *, model, lik, R, batch_size, shuffle, seed, pv, a0, b0, damping, tol, max_iter, covariance,
     schedule, init_scale, prior_mean, checkpoint, checkpoint_every, resume, eval_set, callback, progress,
     verbose, max_batches, func, method, probit_curvature, expect_under, init_state, standardize, prior,
-    governor=None,
+    governor=None, warmup=True, values_scale=None, touched=None,
 ):  # fmt: skip
+    """The stream of ``src`` (a source of ``open_source``) with the options of ``stream``
+    (``settings``): every batch absorbed in turn; its ``CPResult``. ``warmup=False``: no noise
+    warm-up in the first batch (a cluster stream's refinement passes, whose noise is known);
+    ``values_scale``: cp_gaussian's (center, scale) of all the stream's values, given (a shard's
+    are those of every shard), else from ``src``; ``touched``: a bool array (n_obj,) marked
+    with the objects the batches touch."""
     shape = tuple(int(d) for d in src.shape)
     if R is None:  # (fit's generous rank, from the whole stream's length)
         R = default_rank(shape, src.n)
@@ -362,7 +393,9 @@ def _run(
     # a generic model's learned likelihood parameters: updated after every batch
     learn = is_generic(model) and bool(lik.learned)
     # cp_gaussian: the values' scale (one pass over a file); the batches are standardized
-    center, scale = standardization(src.value_blocks(), model, standardize)
+    if values_scale is None:
+        values_scale = standardization(src.value_blocks(), model, standardize)
+    center, scale = values_scale
     options.update(standardize=standardize, value_center=center, value_scale=scale)
     if eval_set is not None:
         ev_coords, _ = check_coords(eval_set[0], shape, func, "eval_set[0]")
@@ -419,7 +452,7 @@ def _run(
     def snapshot(stop_reason, copy=True):
         fitted = current if current is not None or not is_generic(model) else lik  # (before a batch)
         args = (model, covariance, R, shape, state_now(), trace, options, stop_reason, method, copy)
-        return _result(*args, fitted)
+        return stream_result(*args, fitted)
 
     def evaluate():
         return eval_metric(snapshot("end"), ev_coords, ev_values)
@@ -440,6 +473,8 @@ def _run(
             glob.append(offsets[k] + u)
         local_shape = tuple(len(g) for g in glob)
         glob = np.concatenate(glob)
+        if touched is not None:
+            touched[glob] = True
         init, init_cov = M[glob], S[glob]  # copies (fancy indexing)
         new = ~seen[glob]
         y_b, s_b = _batch_values(values, lik.binary, center, scale)
@@ -486,7 +521,7 @@ def _run(
             engine = CPEngine(
                 lay, y_b, s_b, model, "cep1", R, covariance, schedule, damping, **prior,
                 probit_curvature=probit_curvature, expect_under=expect_under, init_means=init,
-                init_covs=init_cov, noise_warmup=NOISE_WARMUP if b == 0 else 0,
+                init_covs=init_cov, noise_warmup=NOISE_WARMUP if b == 0 and warmup else 0,
                 rng=np.random.default_rng(seed), likelihood=current, learner=learner,
             )  # fmt: skip
         inner = _loop.run(
@@ -611,11 +646,22 @@ def _check_stream_state(state, n_obj, R, covariance, func, template=None):
     return state._replace(likelihood=held, **{name: np.array(getattr(state, name)) for name in shapes})
 
 
-def _result(
-    model, covariance, R, shape, state, trace, options, stop_reason, method, copy=True, likelihood=None
+def stream_result(
+    model,
+    covariance,
+    R,
+    shape,
+    state,
+    trace,
+    options,
+    stop_reason,
+    method,
+    copy=True,
+    likelihood=None,
+    n_iter=None,
 ):
     """The stream so far as a CPResult, its state the ``StreamState`` (copied unless ``copy=False``:
-    at the end the arrays are handed over)."""
+    at the end the arrays are handed over); ``n_iter``: the trace's rows (default: the batches)."""
     if copy:
         state = state._replace(
             **{k: np.array(getattr(state, k)) for k in ("P_Lam", "P_eta", "M", "S", "seen", "noise")}
@@ -635,7 +681,8 @@ def _result(
     )
     noise = (float(state.noise[0]), float(state.noise[1])) if model == "cp_gaussian" else None
     return CPResult(
-        model, method, covariance, R, shape, state.M, state.S, noise, int(state.batches_done),
+        model, method, covariance, R, shape, state.M, state.S, noise,
+        int(state.batches_done if n_iter is None else n_iter),
         stop_reason == "end", stop_reason, t, state, dict(options, stream=True),
         hyper=state.prior.hyper if state.prior is not None else None, likelihood=likelihood,
     )  # fmt: skip

@@ -93,7 +93,7 @@ class PriorLedger:
             M_o, S_o = M_old[part][seen], S_old[part][seen]
             self.counts[k] += np.count_nonzero(new[part])
             self.sum_M[k] += M_new[part].sum(axis=0) - M_o.sum(axis=0)
-            self.sum_E2[k] += _second_moment_sum(M_new[part], S_new[part]) - _second_moment_sum(M_o, S_o)
+            self.sum_E2[k] += second_moment_sum(M_new[part], S_new[part]) - second_moment_sum(M_o, S_o)
         self.hyper = H.update_from_sums(self.hyper, self.counts, self.sum_M, self.sum_E2)
         Lam, eta = H.messages(self.hyper, Kmodes, cov)
         if self.n_versions == len(self._Lam):
@@ -115,7 +115,7 @@ class PriorLedger:
             M[:] = S * P_eta
 
 
-def _second_moment_sum(M, S):
+def second_moment_sum(M, S):
     """sum_j E[u_j u_j^T] = sum_j S_j + M^T M (R, R), or its diagonal (R,) for variances S (n, R)
     (numpy's own loops, not BLAS: the same bits whatever the machine's BLAS threads)."""
     if S.ndim == 3:

@@ -43,12 +43,20 @@ class ArraySource:
 
 
 class FileSource:
-    """Blocks of whole chunks read by a background thread; batches cut from the stream order."""
+    """Blocks of whole chunks read by a background thread; batches cut from the stream order.
+    With ``rows`` (lo, hi), only the file's entries lo..hi-1 (a shard of a cluster stream, read
+    on its worker): a stream of hi - lo entries."""
 
-    def __init__(self, path, model, likelihood, block_rows):
+    def __init__(self, path, model, likelihood, block_rows, rows=None):
         self.reader = TensorReader(path)
         self.shape = self.reader.shape
-        self.n = self.reader.n
+        self.lo, self.hi = (0, self.reader.n) if rows is None else (int(rows[0]), int(rows[1]))
+        if not 0 <= self.lo <= self.hi <= self.reader.n:
+            self.reader.close()
+            raise ValueError(
+                f"rows {self.lo}..{self.hi} are not within the {self.reader.n} entries of {path!r}."
+            )
+        self.n = self.hi - self.lo
         # a binary model's stream from a file not marked binary, or any other model's: its values
         # are checked block by block (by the likelihood's own check: counts, a Custom one's)
         self.model, self.likelihood = model, likelihood
@@ -58,11 +66,16 @@ class FileSource:
 
     def identity(self):
         """The digest of the file's entries (``entries_digest``; one pass over the file)."""
-        return entries_digest(self.shape, ((c, v) for _, c, v in self.reader.blocks(1 << 20)))
+        if (self.lo, self.hi) == (0, self.reader.n):
+            return entries_digest(self.shape, ((c, v) for _, c, v in self.reader.blocks(1 << 20)))
+        step = 1 << 20
+        blocks = (self.reader.read(lo, min(self.hi, lo + step)) for lo in range(self.lo, self.hi, step))
+        return entries_digest(self.shape, blocks)
 
     def value_blocks(self):
         """The values, in blocks (one pass over the file's values)."""
-        return (self.reader.values(lo, lo + (1 << 22)) for lo in range(0, self.n, 1 << 22))
+        step = 1 << 22
+        return (self.reader.values(lo, min(self.hi, lo + step)) for lo in range(self.lo, self.hi, step))
 
     def batches(self, batch_size, order_rng, start_batch):
         n_blocks = -(-self.n // self.block_rows)
@@ -77,7 +90,8 @@ class FileSource:
         def read():
             for pos in todo:
                 b = int(block_order[pos])
-                coords, values = self.reader.read(b * self.block_rows, (b + 1) * self.block_rows)
+                lo = self.lo + b * self.block_rows
+                coords, values = self.reader.read(lo, min(self.hi, lo + self.block_rows))
                 if within is not None:
                     p = np.random.default_rng(within[pos]).permutation(len(values))
                     coords, values = coords[p], values[p]
@@ -115,16 +129,20 @@ class FileSource:
             except ValueError as exc:
                 raise ValueError(
                     f"stream: model {self.model!r} ({self.likelihood!r}) refuses values of "
-                    f"{self.reader.path!r} from stream position {row} on (rows counted from there): {exc}"
+                    f"{self.reader.path!r} from stream position {row} on (rows counted from "
+                    f"there{self._where()}): {exc}"
                 ) from None
             return coords
         bad = block_errors(values)
         if bad.size:
             raise ValueError(
                 f"stream: model {self.model!r} needs binary values; {self.reader.path!r} has "
-                f"{float(values[bad[0]])!r} (stream position {row + int(bad[0])})."
+                f"{float(values[bad[0]])!r} (stream position {row + int(bad[0])}{self._where()})."
             )
         return coords
+
+    def _where(self):
+        return f"; the file's entries {self.lo}..{self.hi - 1}" if self.lo else ""
 
     def close(self):
         self.reader.close()

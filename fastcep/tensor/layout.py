@@ -131,23 +131,43 @@ def standardization(blocks, model, standardize):
     "none"."""
     if model != "cp_gaussian" or standardize == "none":
         return 0.0, 1.0
-    n, mean, m2, unit = 0, 0.0, 0.0, None  # (the moments of y / unit)
+    return scale_of(value_moments(blocks), standardize)
+
+
+def value_moments(blocks, moments=(0, 0.0, 0.0, None)):
+    """The moments (n, mean, m2, unit) of the values in ``blocks`` merged into ``moments`` (of
+    y / unit: sum of squared deviations m2; unit 1 or the power of 2 that keeps extreme values
+    finite, ``_unit``): a block's own, or those of other blocks (a cluster stream's shards)."""
     for values in blocks:
-        k = len(values)
-        if k == 0:
-            continue
-        block_unit = _unit(values)
-        if unit is None or block_unit > unit:  # (the moments so far in the larger unit)
-            f = 1.0 if unit is None else unit / block_unit
-            mean, m2, unit = mean * f, m2 * f * f, block_unit
-        if unit != 1.0:
-            values = values / unit  # (a power of 2: exact)
-        bm = float(np.mean(values))
-        bm2 = float(np.sum((values - bm) ** 2))
-        delta = bm - mean
-        mean += delta * k / (n + k)
-        m2 += bm2 + delta * delta * n * k / (n + k)
-        n += k
+        if len(values):
+            block_unit = _unit(values)
+            scaled = values / block_unit if block_unit != 1.0 else values  # (a power of 2: exact)
+            bm = float(np.mean(scaled))
+            moments = merge_moments(moments, (len(values), bm, float(np.sum((scaled - bm) ** 2)), block_unit))
+    return moments
+
+
+def merge_moments(a, b):
+    """Two sets of moments (n, mean, m2, unit) as one, in the larger unit (Chan's update)."""
+    (n, mean, m2, unit), (k, bm, bm2, block_unit) = a, b
+    if k == 0:
+        return a
+    if unit is None or block_unit > unit:  # (the moments so far in the larger unit)
+        f = 1.0 if unit is None else unit / block_unit
+        mean, m2, unit = mean * f, m2 * f * f, block_unit
+    elif block_unit < unit:
+        f = block_unit / unit
+        bm, bm2 = bm * f, bm2 * f * f
+    delta = bm - mean
+    mean += delta * k / (n + k)
+    m2 += bm2 + delta * delta * n * k / (n + k)
+    return n + k, mean, m2, unit
+
+
+def scale_of(moments, standardize):
+    """(center, scale) from the values' ``moments`` (``value_moments``) for ``standardize``
+    "scale" or "center" (``standardization``)."""
+    n, mean, m2, unit = moments
     if standardize == "scale":  # mean(y^2) = var + mean^2
         mean, m2 = 0.0, m2 + n * mean * mean
     sd = math.sqrt(m2 / n) if n else 0.0

@@ -1,0 +1,488 @@
+"""Streams on a Dask cluster: ``fastcep.stream(..., client=client)``, EP over shards.
+
+The stream's entries are cut into shards, one per worker: contiguous runs of the stream order (a
+tensor file's row ranges, read by the worker that streams them, so no entry passes through the
+client; arrays' rows, sent once). Each shard is a site of an EP over shards (Vehtari et al.,
+"Expectation propagation as a way of life", JMLR 2020):
+
+- **Pass 1.** Every shard streams its entries by ADF-CEP (``streaming.adf.absorb``, the
+  one-process stream) from the shared prior. Its net message is, for every object its entries
+  touch, its posterior minus its prior message, in natural parameters (with a learned prior, the
+  message of the shard's last hyper-posterior), and for cp_gaussian the change of its noise
+  Gamma posterior.
+- **The client** adds the shards' net messages to the prior message in shard order, learns the
+  prior from that posterior (``HYPER_STEPS`` VMP updates of the hyper-posterior from the seen
+  objects' moments, as the stream's ledger does) and adds the noise changes to (a0, b0).
+- **Refinement passes** (``passes`` - 1): every shard streams its entries again from its cavity,
+  the prior message plus the other shards' net messages, starting from the current posterior
+  means; its new net message replaces the old one, damped (``SHARD_DAMPING``). A row of a cavity
+  or posterior that is not positive definite keeps the shard's old message (counted in the
+  trace's ``skipped``).
+
+An object first seen by a shard in pass 1 takes the one-process stream's start (a learned prior's
+mean, ``prior_mean``'s offset, seeded random means); each shard draws from its own seed. The
+result is a ``CPResult`` like the one-process stream's, whose ``trace`` has one row per pass
+(``change``: the largest change of a posterior mean in the pass; ``inner_iter``: the batches of
+all shards) and whose state continues in one process as any stream's does.
+
+Refused by name (``refusals``): methods other than "cep1", learned likelihood parameters,
+checkpoints and ``resume``, ``init_state`` and ``max_batches``.
+"""
+
+import os
+import sys
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _loop
+from .._loop import IterationInfo
+from .._threads import num_threads
+from ..results import StreamPrior, StreamState
+from ..streaming import adf
+from ..streaming.prior import second_moment_sum
+from ..streaming.sources import ArraySource, FileSource, open_source
+from ..tensor import hyper as H
+from ..tensor.layout import check_coords, check_values, default_rank, merge_moments, scale_of, value_moments
+from ..tensor.likelihoods import is_generic
+from ..tensor.result import eval_metric
+from . import n_workers, require, worker_threads
+from .partitions import lost
+
+#: VMP updates of the learned prior's hyper-posterior from the combined posterior, each pass
+HYPER_STEPS = 5
+#: seconds to wait for a worker when every one was lost
+WAIT = 60
+#: the step of a shard's net message towards its new one in the refinement passes (EP's damping)
+SHARD_DAMPING = 0.5
+
+
+# ------------------------------------------------------------------------------- on a worker
+def shard_moments(data, model, likelihood, func):
+    """The moments (``value_moments``) of a shard's values (for cp_gaussian's standardization)."""
+    src = _source(data, model, likelihood, func)
+    try:
+        return value_moments(src.value_blocks())
+    finally:
+        src.close()
+
+
+def shard_pass(data, run, cavity, values_scale):
+    """One pass of a shard: its entries streamed from ``cavity`` (a ``StreamState``; None: the
+    fresh stream's start, pass 1); returns a ``ShardMessage``: the objects its entries touch, its
+    net message there (the posterior minus its prior message, minus the cavity's: natural
+    parameters), its noise Gamma's change, and what the client's result takes from it."""
+    src = _source(data, run["model"], run["lik"], run["func"])
+    n_obj = int(sum(src.shape))
+    touched = np.zeros(n_obj, dtype=bool)
+    try:
+        with num_threads(worker_threads()):
+            res = adf.absorb(
+                src,
+                **run,
+                init_state=cavity,
+                values_scale=values_scale,
+                warmup=cavity is None,
+                touched=touched,
+            )
+    finally:
+        src.close()
+    st = res.state
+    idx = np.flatnonzero(touched)
+    modes = np.searchsorted(_offsets(res.shape), idx, side="right") - 1
+    K = len(res.shape)
+    after = _prior_message(st, -1, K, run)
+    d_Lam, d_eta = st.P_Lam[idx] - after[0][modes], st.P_eta[idx] - after[1][modes]
+    noise = np.array([run["a0"], run["b0"]])
+    if cavity is not None:
+        before = _prior_message(cavity, 0, K, run)
+        d_Lam -= cavity.P_Lam[idx] - before[0][modes]
+        d_eta -= cavity.P_eta[idx] - before[1][modes]
+        noise = cavity.noise
+    return ShardMessage(idx, d_Lam, d_eta, st.noise - noise, st.init_sd, int(st.batches_done), res.options)
+
+
+class ShardMessage(NamedTuple):
+    """A shard's net message after a pass (``shard_pass``)."""
+
+    idx: np.ndarray  #: (m,) the objects its entries touch
+    Lam: np.ndarray  #: (m, R, R) or (m, R) their net precisions
+    eta: np.ndarray  #: (m, R) their net precision-times-means
+    noise: np.ndarray  #: (2,) the change of the noise Gamma posterior (a, b)
+    init_sd: float  #: the sd of the shard's random starts (pass 1)
+    batches: int  #: its batches
+    options: dict  #: its stream's recorded options
+
+
+def _source(data, model, likelihood, func):
+    if data[0] == "file":  # (a row range of a file the workers share: read here)
+        _, path, rows, batch_size = data
+        return FileSource(path, model, likelihood, block_rows=max(batch_size, 1 << 16), rows=rows)
+    _, coords, values, shape = data
+    return ArraySource(coords, values, shape, likelihood, func)
+
+
+def _prior_message(state, version, K, run):
+    """The prior message (per mode: precisions, precision-times-means) of a version (0 or -1) of a
+    state's learned prior, or the fixed prior's N(0, prior_var I)."""
+    if state.prior is not None:
+        return state.prior.msg_Lam[version], state.prior.msg_eta[version]
+    R = state.M.shape[1]
+    eye = np.eye(R) if run["covariance"] == "full" else np.ones(R)
+    return np.broadcast_to(eye / run["pv"], (K, *eye.shape)), np.zeros((K, R))
+
+
+def _offsets(shape):
+    return np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
+
+
+# ------------------------------------------------------------------------------- the client
+def refusals(o, method, func):
+    """A clear error for what a cluster stream does not run (yet), naming the option."""
+    lik = o["likelihood"]
+    why = None
+    if method != "cep1":
+        why = f"method={method!r}: a cluster stream runs 'cep1'"
+    elif is_generic(o["model"]) and lik.learned:
+        why = f"learned likelihood parameters ({', '.join(lik.learned)}): give their values"
+    elif o["checkpoint"] is not None or o["resume"]:
+        why = "checkpoint= or resume: a cluster stream's passes are not written to a checkpoint yet"
+    elif o["init_state"] is not None:
+        why = "init_state: a cluster stream starts from the prior"
+    elif o["max_batches"] is not None:
+        why = "max_batches: a cluster stream runs whole passes"
+    if why is not None:
+        raise NotImplementedError(
+            f"{func}(client=...) does not support {why}; stream in one process (client=None)."
+        )
+
+
+def stream(client, coords, values, o, method, func="stream"):
+    """The cluster stream of ``fastcep.stream`` (options ``o`` validated already): its
+    ``CPResult`` (the module's text)."""
+    distributed = require(func)
+    refusals(o, method, func)
+    model, lik, cov = o["model"], o["likelihood"], o["covariance"]
+    described, shape, n = _shards(client, coords, values, o, func)
+    shards = Shards(client, distributed, described)
+    R = o["rank"] if o["rank"] is not None else default_rank(shape, n)
+    K, offsets = len(shape), _offsets(shape)
+    n_obj = int(offsets[-1])
+    modes = np.searchsorted(offsets, np.arange(n_obj), side="right") - 1
+    run = dict(
+        adf.settings(o, "cep1", func), R=R, callback=None, eval_set=None, progress=False, verbose=False,
+        checkpoint=None, resume=False, max_batches=None,
+    )  # fmt: skip
+    del run["init_state"]
+    values_scale = (0.0, 1.0)
+    if model == "cp_gaussian" and o["standardize"] != "none":  # (each shard's moments, merged in order)
+        moments = (0, 0.0, 0.0, None)
+        for m in shards.run(shard_moments, lambda k: (model, lik, func)):
+            moments = merge_moments(moments, m)
+        values_scale = scale_of(moments, o["standardize"])
+    if o["eval_set"] is not None:
+        ev_coords, _ = check_coords(o["eval_set"][0], shape, func, "eval_set[0]")
+        ev_values = check_values(o["eval_set"][1], len(ev_coords), lik, func, "eval_set[1]")
+    hyper = H.initial(o["prior"], K, R, o["prior_var"]) if o["prior"] != "fixed" else None
+    post = Posterior(K, R, cov, o["prior_var"], modes, hyper)
+    noise0 = np.array([o["a0"], o["b0"]])
+    messages = [None] * len(shards)
+    trace = {k: [] for k in ("elapsed", "change", "skipped", "inner", "damping", "eval_metric")}
+    start = time.perf_counter()
+    stop_reason = "end"
+    n_batches = -(-n // o["batch_size"])
+
+    def result_now(stop_reason):
+        options = dict(first.options, n=n, seed=o["seed"], shuffle=o["shuffle"], rank=R)
+        options.update(shards=len(shards), passes=len(trace["elapsed"]), shard_damping=SHARD_DAMPING)
+        state = post.state(noise, init_sd, n_batches, n)
+        fitted = lik if is_generic(model) else None
+        return adf.stream_result(
+            model,
+            cov,
+            R,
+            shape,
+            state,
+            trace,
+            options,
+            stop_reason,
+            "cep1",
+            False,
+            fitted,
+            len(trace["elapsed"]),
+        )
+
+    for p in range(o["passes"]):
+        label = f"{model}/cep1 on {len(shards)} shards, pass {p + 1}/{o['passes']}"
+        if o["progress"]:
+            _loop.write_status(label)
+        noise = noise0 + sum(m.noise for m in messages) if p else noise0
+        cavities = [post.cavity(m, noise - m.noise) for m in messages] if p else [(None, None)] * len(shards)
+
+        def arguments(k, p=p, cavities=cavities):
+            return dict(run, seed=shard_seed(o["seed"], k, p)), cavities[k][0], values_scale
+
+        new = shards.run(shard_pass, arguments)
+        first = new[0]
+        if p == 0:
+            init_sd = first.init_sd
+        skipped = 0
+        if p == 0:
+            messages = new
+        else:  # (damped; the rows whose cavity was not positive definite keep their old message)
+            messages = [
+                _damped(old, fresh, cavities[k][1])
+                for k, (old, fresh) in enumerate(zip(messages, new, strict=True))
+            ]
+            skipped = sum(int(c[1].sum()) for c in cavities)
+        before = post.M.copy()
+        skipped += post.combine(messages)
+        noise = noise0 + sum(m.noise for m in messages)
+        trace["elapsed"].append(time.perf_counter() - start)
+        trace["change"].append(float(np.max(np.abs(post.M - before))) if p else np.nan)
+        trace["skipped"].append(float(skipped))
+        trace["inner"].append(float(sum(m.batches for m in new)))
+        trace["damping"].append(1.0 if p == 0 else SHARD_DAMPING)
+        trace["eval_metric"].append(np.nan)
+        if o["eval_set"] is not None:
+            trace["eval_metric"][-1] = eval_metric(result_now("running"), ev_coords, ev_values)
+        if o["verbose"]:
+            print(
+                f"[fastcep] {label}: {trace['elapsed'][-1]:.3f} s, change {trace['change'][-1]:.3e}",
+                file=sys.stderr,
+            )
+        if o["callback"] is not None:
+            info = IterationInfo(
+                p + 1, trace["change"][-1], trace["elapsed"][-1], skipped, result_now("running")
+            )
+            if o["callback"](info):
+                stop_reason = "callback"
+                break
+    if o["progress"]:
+        _loop.end_status()
+    return result_now(stop_reason)
+
+
+def shard_seed(seed, k, p):
+    """The seed of shard k's stream in pass p (its shuffle, its new objects' random starts)."""
+    return int(np.random.SeedSequence([seed, k, p]).generate_state(1)[0])
+
+
+def _damped(old, fresh, frozen):
+    """A shard's message a damped step from ``old`` towards ``fresh`` (the same objects), where
+    ``frozen`` (a mask of its objects) is False."""
+    step = np.where(frozen, 0.0, SHARD_DAMPING)
+    w = step.reshape(-1, *([1] * (old.Lam.ndim - 1)))
+    return fresh._replace(
+        Lam=old.Lam + w * (fresh.Lam - old.Lam),
+        eta=old.eta + step[:, None] * (fresh.eta - old.eta),
+        noise=old.noise + SHARD_DAMPING * (fresh.noise - old.noise),
+    )
+
+
+class Posterior:
+    """The client's posterior of a cluster stream: the prior message (fixed, or a learned prior's
+    hyper-posterior) plus the shards' net messages, and its moments."""
+
+    def __init__(self, K, R, covariance, prior_var, modes, hyper):
+        self.K, self.R, self.cov, self.modes, self.hyper = K, R, covariance, modes, hyper
+        n_obj = len(modes)
+        eye = np.eye(R) if covariance == "full" else np.ones(R)
+        self.fixed = (np.broadcast_to(eye / prior_var, (K, *eye.shape)).copy(), np.zeros((K, R)))
+        self.msg = self.fixed if hyper is None else H.messages(hyper, K, covariance)
+        self.D_Lam, self.D_eta = np.zeros((n_obj, *eye.shape)), np.zeros((n_obj, R))
+        self.seen = np.zeros(n_obj, dtype=bool)
+        self.sums = None
+        self._moments()
+
+    def _moments(self):
+        self.P_Lam = self.msg[0][self.modes] + self.D_Lam
+        self.P_eta = self.msg[1][self.modes] + self.D_eta
+        self.M, self.S = moments(self.P_Lam, self.P_eta)
+
+    def combine(self, messages):
+        """The shards' net messages added to the prior message in shard order; a learned prior's
+        hyper-posterior learned from the seen objects' moments. Returns the objects whose posterior
+        is not positive definite (their messages dropped)."""
+        self.D_Lam[:], self.D_eta[:] = 0.0, 0.0
+        for m in messages:
+            self.D_Lam[m.idx] += m.Lam
+            self.D_eta[m.idx] += m.eta
+            self.seen[m.idx] = True
+        bad = ~positive_definite(self.msg[0][self.modes] + self.D_Lam)
+        self.D_Lam[bad], self.D_eta[bad] = 0.0, 0.0
+        for _ in range(HYPER_STEPS if self.hyper is not None else 0):
+            self._moments()
+            self.sums = self._sums()
+            self.hyper = H.update_from_sums(self.hyper, *self.sums)
+            self.msg = H.messages(self.hyper, self.K, self.cov)
+        self._moments()
+        if self.hyper is not None:
+            self.sums = self._sums()
+        return int(bad.sum())
+
+    def _sums(self):
+        """Per mode: the seen objects' count, sum of means and sum of second moments."""
+        counts = np.zeros(self.K)
+        sum_M = np.zeros((self.K, self.R))
+        sum_E2 = np.zeros((self.K, *self.S.shape[1:]))
+        for k in range(self.K):
+            rows = self.seen & (self.modes == k)
+            counts[k] = np.count_nonzero(rows)
+            sum_M[k] = self.M[rows].sum(axis=0)
+            sum_E2[k] = second_moment_sum(self.M[rows], self.S[rows])
+        return counts, sum_M, sum_E2
+
+    def prior(self):
+        """The learned prior as a stream's state holds it (every object holds its message), or None."""
+        if self.hyper is None:
+            return None
+        version = np.zeros(len(self.modes), dtype=np.int64)
+        return StreamPrior(
+            self.hyper, *(a.copy() for a in self.sums), version, self.msg[0][None], self.msg[1][None]
+        )
+
+    def cavity(self, m, noise):
+        """(the cavity of a shard's message ``m``: a ``StreamState`` that starts from the
+        posterior's means, the mask of its objects whose cavity is not positive definite (they
+        keep the posterior there))."""
+        P_Lam, P_eta = self.P_Lam.copy(), self.P_eta.copy()
+        P_Lam[m.idx] -= m.Lam
+        P_eta[m.idx] -= m.eta
+        frozen = ~positive_definite(P_Lam[m.idx])
+        P_Lam[m.idx[frozen]], P_eta[m.idx[frozen]] = self.P_Lam[m.idx[frozen]], self.P_eta[m.idx[frozen]]
+        state = StreamState(
+            P_Lam,
+            P_eta,
+            self.M.copy(),
+            self.S.copy(),
+            self.seen.copy(),
+            np.array(noise),
+            0,
+            0,
+            1.0,
+            self.prior(),
+        )
+        return state, frozen
+
+    def state(self, noise, init_sd, batches, rows):
+        """The posterior as a stream's ``StreamState``."""
+        return StreamState(
+            self.P_Lam,
+            self.P_eta,
+            self.M,
+            self.S,
+            self.seen,
+            np.array(noise),
+            batches,
+            rows,
+            init_sd,
+            self.prior(),
+        )
+
+
+def moments(P_Lam, P_eta):
+    """Means and covariances (or variances) from natural parameters."""
+    if P_Lam.ndim == 2:
+        S = 1.0 / P_Lam
+        return S * P_eta, S
+    S = np.linalg.inv(P_Lam)
+    S = 0.5 * (S + np.swapaxes(S, 1, 2))
+    return np.einsum("oij,oj->oi", S, P_eta), S
+
+
+def positive_definite(P):
+    """Per object, whether its precision (R, R) or precisions (R,) are positive definite."""
+    if P.ndim == 2:
+        return np.all(P > 0, axis=1)
+    return np.linalg.eigvalsh(P)[:, 0] > 0
+
+
+def _shards(client, coords, values, o, func):
+    """The shards (one per worker, contiguous runs of whole batches of the stream order) as data
+    descriptions a worker reads: a file's row ranges, or arrays scattered to their workers; the
+    tensor's shape and entries."""
+    batch = o["batch_size"]
+    if isinstance(coords, (str, os.PathLike)):
+        src = open_source(
+            coords, values, o["shape"], o["model"], o["likelihood"], batch, func
+        )  # (its header)
+        shape, n = tuple(int(d) for d in src.shape), int(src.n)
+        src.close()
+        rows = _cuts(n, batch, n_workers(client))
+        path = os.path.abspath(coords)  # (the workers share the storage, not the working folder)
+        return [("file", path, r, batch) for r in rows], shape, n
+    src = open_source(coords, values, o["shape"], o["model"], o["likelihood"], batch, func)
+    shape, n = tuple(int(d) for d in src.shape), int(src.n)
+    c, v = src.coords, src.values
+    if o["shuffle"]:  # (the one-process stream's order, cut into shards)
+        order = np.random.default_rng(o["seed"]).permutation(n)
+        c, v = c[order], v[order]
+    return [("arrays", c[lo:hi], v[lo:hi], shape) for lo, hi in _cuts(n, batch, n_workers(client))], shape, n
+
+
+def _cuts(n, batch, workers):
+    """Row ranges of about n / workers entries, whole batches but the last; none empty."""
+    per_worker = -(-n // workers)
+    per = max(1, -(-per_worker // batch)) * batch
+    return [(lo, min(n, lo + per)) for lo in range(0, n, per)] or [(0, 0)]
+
+
+class Shards:
+    """The shards on the cluster: shard k's data description on worker k (arrays scattered there
+    once, a file's row range as it is), and ``run(func, arguments)``: ``func(data, *arguments(k))``
+    for every shard k at once, results in shard order; a shard whose worker was lost runs again
+    on another (its arrays sent again from the client)."""
+
+    #: attempts to run a lost shard's work again
+    ATTEMPTS = 3
+
+    def __init__(self, client, distributed, shards):
+        self.client, self.distributed, self.shards = client, distributed, shards
+        workers = sorted(client.scheduler_info().get("workers", ())) or [None]
+        self.workers = [workers[k % len(workers)] for k in range(len(shards))]
+        self.data = [self._place(k) for k in range(len(shards))]
+
+    def __len__(self):
+        return len(self.shards)
+
+    def _place(self, k, anywhere=False):
+        shard = self.shards[k]
+        if shard[0] == "file":
+            return shard
+        where = None if anywhere or self.workers[k] is None else [self.workers[k]]
+        return self.client.scatter([shard], workers=where, hash=False)[0]
+
+    def run(self, func, arguments):
+        futures = [self._submit(func, k, arguments, self.workers[k]) for k in range(len(self))]
+        out = []
+        for k, f in enumerate(futures):
+            for attempt in range(self.ATTEMPTS + 1):
+                try:
+                    out.append(f.result())
+                    break
+                except Exception as exc:
+                    if not lost(self.distributed, exc) or attempt == self.ATTEMPTS:
+                        raise
+                    f = self._again(func, k, arguments)
+        return out
+
+    def _submit(self, func, k, arguments, worker=None):
+        where = dict(workers=[worker], allow_other_workers=True) if worker else {}
+        return self.client.submit(func, self.data[k], *arguments(k), pure=False, **where)
+
+    def _again(self, func, k, arguments):
+        """Shard k's work submitted again once a worker is there (its arrays sent again)."""
+        for _ in range(self.ATTEMPTS):
+            try:
+                self.client.wait_for_workers(1, timeout=WAIT)
+                self.data[k] = self._place(k, anywhere=True)
+                return self._submit(func, k, arguments)
+            except Exception as exc:
+                if not lost(self.distributed, exc):
+                    raise
+        raise RuntimeError(
+            f"shard {k} of the cluster stream was lost and could not be sent again on {self.ATTEMPTS} "
+            f"attempts; is the Dask scheduler still running?"
+        )

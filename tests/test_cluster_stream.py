@@ -1,0 +1,170 @@
+"""Streams on a Dask cluster (``stream(..., client=client)``, ``fastcep.cluster.stream``): EP over
+shards. One pass is the prior plus each shard's one-process stream of its rows (checked against
+that sum written out here); the refinement passes; a file's shards read on the workers; a killed
+worker; the command line; what is refused."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import fastcep
+from fastcep.cluster.stream import shard_seed
+from fastcep.data_tools import make_cp_tensor
+
+distributed = pytest.importorskip("distributed")
+
+SHAPE = (40, 30, 20)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Two worker processes of one thread each."""
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+def tensor(binary=True, n=12000, seed=0):
+    """A rank-3 tensor's entries in a random order, 80 % to train, the rest to test."""
+    T, _ = make_cp_tensor(SHAPE, 3, n, noise_sd=0.1, binary=binary, seed=seed, factor_scale=1.2)
+    p = np.random.default_rng(1).permutation(n)
+    cut = int(0.8 * n)
+    return (T.coords[p[:cut]], T.values[p[:cut]]), (T.coords[p[cut:]], T.values[p[cut:]])
+
+
+def summed_shards(coords, values, cuts, kw):
+    """The textbook first pass with a fixed prior: the prior's natural parameters plus, for each
+    shard, its one-process stream's posterior minus the prior (as a stream holds it)."""
+    runs = [
+        fastcep.stream(coords[lo:hi], values[lo:hi], shape=SHAPE, seed=shard_seed(0, k, 0), **kw).state
+        for k, (lo, hi) in enumerate(cuts)
+    ]
+    R = runs[0].M.shape[1]
+    prior = np.eye(R) / 1.0  # (prior_var 1)
+    P_Lam = prior + sum(r.P_Lam - prior for r in runs)
+    P_eta = sum(r.P_eta for r in runs)
+    noise = np.array([1e-3, 1e-3]) + sum(r.noise - 1e-3 for r in runs)
+    return P_Lam, P_eta, noise
+
+
+@pytest.mark.parametrize("model, more", [("cp_probit", {}), ("cp_gaussian", dict(standardize="none"))])
+def test_one_pass_is_the_prior_plus_each_shard_s_stream(client, tmp_path, model, more):
+    """passes=1, fixed prior: the posterior is the prior plus each shard's net message, where a
+    shard is the one-process stream of its rows (about half the file each, two workers, in whole
+    batches: 10 of 500, then the 9,600 entries' other 4,600) with its seed; the shards read their
+    rows from the file on the workers."""
+    (coords, values), _ = tensor(binary=model == "cp_probit")
+    path = tmp_path / "train.h5"
+    fastcep.write_tensor(path, coords, values, shape=SHAPE)
+    kw = dict(model=model, rank=3, prior="fixed", batch_size=500, **more)
+    res = fastcep.stream(path, client=client, passes=1, **kw)
+    assert res.options["shards"] == 2 and res.n_iter == 1 and res.state.batches_done == 20
+    P_Lam, P_eta, noise = summed_shards(coords, values, [(0, 5000), (5000, 9600)], kw)
+    np.testing.assert_allclose(res.state.P_Lam, P_Lam, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(res.state.P_eta, P_eta, rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(res.state.M, np.linalg.solve(P_Lam, P_eta[..., None])[..., 0], atol=1e-10)
+    if model == "cp_gaussian":
+        np.testing.assert_allclose(res.state.noise, noise, rtol=1e-12)
+    assert res.trace.elapsed.shape == (1,) and res.stop_reason == "end"
+
+
+def test_refinement_passes_raise_the_test_auc(client):
+    """The defaults (learned prior), 4 passes: each refinement pass streams every shard against
+    the others' messages. On this tensor the first pass (each shard half the data from the
+    prior) gives AUC 0.70, the fourth 0.84; the one-process stream of all the data gives
+    0.69-0.93 over seeds 0-3 (median 0.77)."""
+    (coords, values), test = tensor()
+    res = fastcep.stream(
+        coords, values, shape=SHAPE, model="cp_probit", rank=3, batch_size=500, client=client, passes=4,
+        eval_set=test,
+    )  # fmt: skip
+    auc = res.trace.eval_metric
+    assert auc.shape == (4,) and np.all(np.isfinite(auc))
+    assert auc[-1] > auc[0] + 0.1 and auc[-1] > 0.8
+    assert res.auc(*test) == auc[-1]
+    # (the state continues in one process as a stream's does)
+    more = fastcep.stream(coords, values, shape=SHAPE, model="cp_probit", rank=3, init_state=res.state)
+    assert more.n_iter == res.state.batches_done and np.array_equal(more.state.M, res.state.M)
+
+
+def test_a_killed_worker_s_shard_runs_again_with_the_same_result(client):
+    """Every worker process killed (SIGKILL) after the first pass: the shards' rows are sent
+    again, their passes run on the workers the nannies start, and the stream ends with the
+    bits of the uninterrupted stream (a shard's pass depends only on its rows, seed and cavity)."""
+    (coords, values), _ = tensor(n=4000)
+    kw = dict(shape=SHAPE, model="cp_probit", rank=3, batch_size=500, client=client, passes=2)
+    one = fastcep.stream(coords, values, **kw)
+    killed = []
+
+    def kill(info):
+        if info.iteration == 1:
+            for pid in client.run(os.getpid).values():
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+    two = fastcep.stream(coords, values, callback=kill, **kw)
+    assert killed
+    np.testing.assert_array_equal(two.state.P_Lam, one.state.P_Lam)
+    np.testing.assert_array_equal(two.state.M, one.state.M)
+    client.wait_for_workers(2, timeout=60)
+
+
+def test_a_stream_shorter_than_the_workers_batches_is_one_shard(client):
+    """400 entries, batches of 1,000, two workers: one shard (no empty one), whose pass is the
+    one-process stream (fixed prior: with a learned one the client learns it again)."""
+    (coords, values), _ = tensor(n=500)
+    kw = dict(shape=SHAPE, model="cp_probit", rank=2, prior="fixed")
+    res = fastcep.stream(coords, values, client=client, passes=1, **kw)
+    alone = fastcep.stream(coords, values, seed=shard_seed(0, 0, 0), **kw)
+    assert res.options["shards"] == 1
+    np.testing.assert_allclose(res.state.M, alone.state.M, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "kw, named",
+    [
+        (dict(model="cp", likelihood=fastcep.likelihoods.StudentT(df=4.0)), "learned likelihood parameters"),
+        (dict(checkpoint="c.h5"), "checkpoint"),
+        (dict(max_batches=2), "max_batches"),
+    ],
+)
+def test_what_a_cluster_stream_does_not_run_is_refused_by_name(client, tmp_path, monkeypatch, kw, named):
+    monkeypatch.chdir(tmp_path)
+    (coords, values), _ = tensor(binary=False, n=600)
+    kw = dict(dict(model="cp_gaussian", rank=2, shape=SHAPE), **kw)
+    with pytest.raises(NotImplementedError, match=named):
+        fastcep.stream(coords, values, client=client, **kw)
+    assert not (tmp_path / "c.h5").exists()
+    with pytest.raises(ValueError, match="'client' option does not apply to method='post'"):
+        fastcep.stream(coords, values, model="cp_gaussian", method="post", rank=2, shape=SHAPE, client=client)
+
+
+def test_passes_without_a_client_are_an_error():
+    (coords, values), _ = tensor(n=600)
+    with pytest.raises(ValueError, match="passes=2 are the passes of a cluster stream"):
+        fastcep.stream(coords, values, shape=SHAPE, model="cp_probit", rank=2, passes=2)
+
+
+def test_the_command_line_streams_on_a_scheduler(client, tmp_path, monkeypatch, capsys):
+    """``fastcep stream TENSOR -o MODEL --scheduler ADDRESS --passes P``: the API's cluster
+    stream of the file; --passes without --scheduler is named."""
+    from fastcep import cli
+
+    (coords, values), _ = tensor(n=3000)
+    fastcep.write_tensor(tmp_path / "t.h5", coords, values, shape=SHAPE)
+    monkeypatch.chdir(tmp_path)
+    argv = ["stream", "t.h5", "--model", "cp_probit", "--rank", "3", "--batch-size", "500", "--quiet"]
+    address = client.scheduler.address
+    assert cli.main([*argv, "-o", "c.h5", "--scheduler", address, "--passes", "2"]) == 0
+    saved = fastcep.load_model("c.h5")
+    api = fastcep.stream("t.h5", model="cp_probit", rank=3, batch_size=500, client=client, passes=2)
+    np.testing.assert_array_equal(saved.posterior.means[0], api.posterior.means[0])
+    capsys.readouterr()
+    assert cli.main([*argv, "-o", "x.h5", "--passes", "2"]) == 2
+    assert "give --scheduler too" in capsys.readouterr().err and not (tmp_path / "x.h5").exists()
