@@ -168,3 +168,29 @@ def test_the_command_line_streams_on_a_scheduler(client, tmp_path, monkeypatch, 
     capsys.readouterr()
     assert cli.main([*argv, "-o", "x.h5", "--passes", "2"]) == 2
     assert "give --scheduler too" in capsys.readouterr().err and not (tmp_path / "x.h5").exists()
+
+
+@pytest.mark.parametrize("what", ["regression fit", "stream"])
+def test_a_lost_scheduler_is_a_clear_error(what):
+    """The cluster (its scheduler and workers) closed after the first sweep or pass: a clear
+    RuntimeError that names the scheduler, within seconds (a cluster of its own)."""
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
+        ) as cl,
+        distributed.Client(cl) as c,
+    ):
+
+        def close(info):
+            if info.iteration == 1:
+                cl.close()
+
+        with pytest.raises(RuntimeError, match="the Dask scheduler was lost"):
+            if what == "stream":
+                (coords, values), _ = tensor(n=2000)
+                fastcep.stream(coords, values, shape=SHAPE, model="cp_probit", rank=2, batch_size=500,
+                               client=c, callback=close)  # fmt: skip
+            else:
+                X = np.random.default_rng(0).standard_normal((3000, 4))
+                y = (X @ [1.0, -1.0, 0.5, 0.0] > 0).astype(float)
+                fastcep.fit(X, y, model="probit", tol=1e-9, client=c, callback=close)

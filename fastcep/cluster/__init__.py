@@ -43,6 +43,17 @@ def check_client(client, func="fit"):
     return client
 
 
+def check_scheduler(client, func, exc=None):
+    """A clear error if ``client`` lost its scheduler (what failed, ``exc``, as the cause): the fit
+    cannot go on without it (its posterior is on the client, its sites are on the workers)."""
+    if client.status == "running" and client.scheduler is not None:
+        return
+    raise RuntimeError(
+        f"{func}: the Dask scheduler was lost (the client is {client.status!r}); the cluster fit cannot "
+        "go on. Start the cluster again and fit again."
+    ) from exc
+
+
 def n_workers(client):
     """The cluster's number of workers (at least 1)."""
     return max(1, len(client.scheduler_info().get("workers", ())))

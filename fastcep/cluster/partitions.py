@@ -1,11 +1,13 @@
 """The partitions of a cluster fit: one Dask actor per block of the data, made again on another
 worker when its own is lost."""
 
-from . import require
+from . import check_scheduler, require
 
 
 def lost(distributed, exc):
     """Whether ``exc`` says a worker is gone (not an error of the data)."""
+    if isinstance(exc, RuntimeError) and "Worker holding Actor was lost" in str(exc):
+        return True
     return isinstance(exc, (OSError, distributed.comm.CommClosedError)) or type(exc).__name__ in (
         "KilledWorker", "FutureCancelledError", "FuturesCancelledError", "CancelledError",
     )  # fmt: skip
@@ -81,6 +83,7 @@ class Partitions:
                 self.revived += 1
                 return
             except Exception as exc:
+                check_scheduler(self.client, self.func, exc)
                 if not self.lost(exc):
                     raise
         raise RuntimeError(
@@ -90,18 +93,29 @@ class Partitions:
 
     def call(self, name, *args):
         """Each partition's ``name(*args)``, at once; their results in partition order."""
-        calls = [getattr(actor, name)(*args) for actor in self.actors]
+        calls = [self._call(i, name, args) for i in range(len(self.actors))]
         out = []
         for i, c in enumerate(calls):
             for attempt in range(self.ATTEMPTS + 1):
                 try:
+                    if isinstance(c, Exception):  # (the call could not even be made)
+                        raise c
                     out.append(c.result())
                     break
                 except Exception as exc:
+                    check_scheduler(self.client, self.func, exc)
                     if not self.lost(exc) or attempt == self.ATTEMPTS:
                         raise
                     self.revive(i)
-                    c = getattr(self.actors[i], name)(*args)
+                    c = self._call(i, name, args)
         if name == "setup":
             self.setup_args = args
         return out
+
+    def _call(self, i, name, args):
+        """Partition i's ``name(*args)`` (a future), or the error of making the call (an actor
+        whose worker is gone refuses it at once)."""
+        try:
+            return getattr(self.actors[i], name)(*args)
+        except Exception as exc:
+            return exc

@@ -47,7 +47,7 @@ from ..tensor import hyper as H
 from ..tensor.layout import check_coords, check_values, default_rank, merge_moments, scale_of, value_moments
 from ..tensor.likelihoods import is_generic
 from ..tensor.result import eval_metric
-from . import n_workers, require, worker_threads
+from . import check_scheduler, n_workers, require, worker_threads
 from .partitions import lost
 
 #: VMP updates of the learned prior's hyper-posterior from the combined posterior, each pass
@@ -165,7 +165,7 @@ def stream(client, coords, values, o, method, func="stream"):
     refusals(o, method, func)
     model, lik, cov = o["model"], o["likelihood"], o["covariance"]
     described, shape, n = _shards(client, coords, values, o, func)
-    shards = Shards(client, distributed, described)
+    shards = Shards(client, distributed, described, func)
     R = o["rank"] if o["rank"] is not None else default_rank(shape, n)
     K, offsets = len(shape), _offsets(shape)
     n_obj = int(offsets[-1])
@@ -438,8 +438,8 @@ class Shards:
     #: attempts to run a lost shard's work again
     ATTEMPTS = 3
 
-    def __init__(self, client, distributed, shards):
-        self.client, self.distributed, self.shards = client, distributed, shards
+    def __init__(self, client, distributed, shards, func="stream"):
+        self.client, self.distributed, self.shards, self.func = client, distributed, shards, func
         workers = sorted(client.scheduler_info().get("workers", ())) or [None]
         self.workers = [workers[k % len(workers)] for k in range(len(shards))]
         self.data = [self._place(k) for k in range(len(shards))]
@@ -455,7 +455,21 @@ class Shards:
         return self.client.scatter([shard], workers=where, hash=False)[0]
 
     def run(self, func, arguments):
-        futures = [self._submit(func, k, arguments, self.workers[k]) for k in range(len(self))]
+        alive = sorted(self.client.scheduler_info().get("workers", ()))
+        for k, worker in enumerate(self.workers):  # (workers gone since the last run: another one)
+            if worker is not None and worker not in alive:
+                self.workers[k] = alive[k % len(alive)] if alive else None
+        futures = []
+        for k in range(len(self)):
+            try:
+                futures.append(self._submit(func, k, arguments, self.workers[k]))
+            except Exception as exc:  # (its worker gone since the last run: the arrays sent again)
+                check_scheduler(self.client, self.func, exc)
+                if not (
+                    lost(self.distributed, exc) or isinstance(exc, KeyError)
+                ):  # (KeyError: unknown worker)
+                    raise
+                futures.append(self._again(func, k, arguments))
         out = []
         for k, f in enumerate(futures):
             for attempt in range(self.ATTEMPTS + 1):
@@ -463,6 +477,7 @@ class Shards:
                     out.append(f.result())
                     break
                 except Exception as exc:
+                    check_scheduler(self.client, self.func, exc)
                     if not lost(self.distributed, exc) or attempt == self.ATTEMPTS:
                         raise
                     f = self._again(func, k, arguments)
@@ -470,7 +485,14 @@ class Shards:
 
     def _submit(self, func, k, arguments, worker=None):
         where = dict(workers=[worker], allow_other_workers=True) if worker else {}
-        return self.client.submit(func, self.data[k], *arguments(k), pure=False, **where)
+        # (a cavity, tens of MB, is sent to the worker first: not through the scheduler in the task)
+        args = [
+            self.client.scatter([a], workers=where.get("workers"), hash=False)[0]
+            if isinstance(a, StreamState)
+            else a
+            for a in arguments(k)
+        ]
+        return self.client.submit(func, self.data[k], *args, pure=False, **where)
 
     def _again(self, func, k, arguments):
         """Shard k's work submitted again once a worker is there (its arrays sent again)."""
@@ -478,9 +500,14 @@ class Shards:
             try:
                 self.client.wait_for_workers(1, timeout=WAIT)
                 self.data[k] = self._place(k, anywhere=True)
-                return self._submit(func, k, arguments)
+                self.workers[k] = None  # (from now on where its arrays are, or anywhere)
+                if not isinstance(self.data[k], tuple):
+                    held = self.client.who_has([self.data[k]]).get(self.data[k].key, ())
+                    self.workers[k] = sorted(held)[0] if held else None
+                return self._submit(func, k, arguments, self.workers[k])
             except Exception as exc:
-                if not lost(self.distributed, exc):
+                check_scheduler(self.client, self.func, exc)
+                if not (lost(self.distributed, exc) or isinstance(exc, KeyError)):
                     raise
         raise RuntimeError(
             f"shard {k} of the cluster stream was lost and could not be sent again on {self.ATTEMPTS} "
