@@ -434,12 +434,23 @@ OPTIONS = (
     }),
     Option("checkpoint", "HDF5 file written atomically every checkpoint_every batches and at the end.", {
         "stream": Spec(Maybe(PathLike()), None),
+        "regression": Spec(
+            Maybe(PathLike()), None,
+            "a cluster fit's (client=): the client's posterior, damping and trace every checkpoint_every "
+            "sweeps and at the end",
+        ),
     }),
     Option("checkpoint_every", "Batches between checkpoints.", {
         "stream": Spec(Int(1), 10),
+        "regression": Spec(Int(1), 10, "sweeps"),
     }),
     Option("resume", "Continue from the checkpoint if it exists (the settings must match).", {
         "stream": Spec(Bool(), False),
+        "regression": Spec(
+            Bool(), False,
+            "a cluster fit starts from the checkpoint's posterior, its sites flat on the workers, and ends "
+            "at the uninterrupted fit's fixed point",
+        ),
     }),
     Option("max_batches", "Stop after this many batches in this call (None: no limit).", {
         "stream": Spec(Maybe(Int(0)), None),
@@ -749,9 +760,19 @@ def _resume_needs_checkpoint(func, model, method, o):
         raise ValueError(f"{func}: give init_state or resume=True with a checkpoint, not both.")
 
 
+def _checkpoint_needs_client(func, model, method, o):
+    if o["checkpoint"] is not None and o["client"] is None:
+        raise ValueError(
+            f"{func}: checkpoint= applies to fits on a Dask cluster (client=) so far; a fit in one "
+            "process keeps no checkpoint."
+        )
+    if o["resume"] and o["checkpoint"] is None:
+        raise ValueError(f"{func}: resume=True needs a checkpoint path.")
+
+
 #: the checks that involve more than one option, per family, in order (after each option's own)
 RULES = {
-    "regression": (_generic_methods, _kjit_is_logistic),
+    "regression": (_generic_methods, _kjit_is_logistic, _checkpoint_needs_client),
     "cp": (
         _cp_defaults,
         _generic_cep1_only,

@@ -194,3 +194,31 @@ def test_a_lost_scheduler_is_a_clear_error(what):
                 X = np.random.default_rng(0).standard_normal((3000, 4))
                 y = (X @ [1.0, -1.0, 0.5, 0.0] > 0).astype(float)
                 fastcep.fit(X, y, model="probit", tol=1e-9, client=c, callback=close)
+
+
+def test_a_cluster_fit_resumes_from_its_checkpoint_at_the_same_fixed_point(client, tmp_path):
+    """checkpoint= writes the client's state every 2 sweeps; a fit stopped after 5 sweeps and
+    resumed (resume=True) starts from the posterior of sweep 4, its sites flat on the workers, and
+    ends at the uninterrupted fit's fixed point (within the stop rule's tolerance), its trace and
+    sweep count going on from the checkpoint's. Other settings or other data are refused by name."""
+    from fastcep.io.files import FileFormatError
+
+    X = np.random.default_rng(0).standard_normal((6000, 5))
+    y = (X @ [1.0, -1.0, 0.5, 0.25, 0.0] + np.random.default_rng(1).standard_normal(6000) > 0).astype(float)
+    path = tmp_path / "fit.h5"
+    kw = dict(model="probit", tol=1e-8, client=client)
+    whole = fastcep.fit(X, y, **kw)
+    five = lambda info: info.iteration == 5  # noqa: E731
+    stopped = fastcep.fit(X, y, checkpoint=path, checkpoint_every=2, callback=five, **kw)
+    assert stopped.stop_reason == "callback" and stopped.n_iter == 5 and path.exists()
+    on = fastcep.fit(X, y, checkpoint=path, checkpoint_every=2, resume=True, **kw)
+    assert on.converged and on.options["resumed_at"] == 5 and on.n_iter > 5
+    assert on.trace.elapsed.shape == (on.n_iter,) and np.all(np.diff(on.trace.elapsed) > 0)
+    sd = np.sqrt(whole.posterior.var)
+    assert np.max(np.abs(on.posterior.mean - whole.posterior.mean) / sd) < 1e-5
+    with pytest.raises(FileFormatError, match="other settings .prior_var"):
+        fastcep.fit(X, y, checkpoint=path, resume=True, prior_var=2.0, **kw)
+    with pytest.raises(FileFormatError, match="other data"):
+        fastcep.fit(X[::-1], y[::-1], checkpoint=path, resume=True, **kw)
+    with pytest.raises(ValueError, match="checkpoint= applies to fits on a Dask cluster"):
+        fastcep.fit(X, y, model="probit", checkpoint=tmp_path / "x.h5")

@@ -48,7 +48,8 @@ class Partitions:
         if hasattr(block[0], "dask"):
             futures = client.compute(list(block), workers=where)
         else:
-            futures = client.scatter(list(block), workers=where)
+            futures = client.scatter(list(block), workers=where, hash=False)  # (a fit just before of
+            # the same arrays releases its futures of the same key: "lost dependencies")
         self.distributed.wait(futures)
         return futures
 

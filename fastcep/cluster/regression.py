@@ -16,6 +16,9 @@ given (probit, logistic, Poisson, Gaussian(var=...), ...) and numeric labels. Th
 refused by name (``refusals``).
 """
 
+import hashlib
+import os
+
 import numpy as np
 
 from .. import _loop
@@ -24,6 +27,8 @@ from .._threads import num_threads
 from ..glm import engine as E
 from ..glm import sparse as SP
 from ..glm.result import RegressionResult
+from ..io.checkpoint import read_fit_checkpoint, write_fit_checkpoint
+from ..io.files import check_output
 from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm import sparse as SPK
@@ -57,6 +62,15 @@ class Partition:
     def stats(self):
         """(rows, columns, ``column_stats``: what the centre needs)."""
         return *self.X.shape, E.column_stats(self.X)
+
+    def digest(self):
+        """SHA-256 (hex) of the partition's rows and values (what a checkpoint is bound to)."""
+        X = self.X
+        parts = (X.data, X.indices, X.indptr) if V.is_sparse(X) else (X,)
+        h = hashlib.sha256(repr(X.shape).encode())
+        for a in (*parts, self.s):
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()
 
     @on_worker_threads
     def setup(self, center, intercept, code, nodes, weights, chunk):
@@ -213,6 +227,7 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     if not stats:
         raise ValueError(f"{func}: X has no rows.")
     n, d = sum(st[0] for st in stats), stats[0][1]
+    digest = Checkpoints.data_digest(o, parts, func)
     if any(st[1] != d for st in stats):
         raise ValueError(f"{func}: the partitions of X have different numbers of columns.")
     prior_T = E.prior_precisions(o["prior_var"], d, func)
@@ -278,14 +293,100 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
         return bool(np.all(np.isfinite(state.mu)) and np.all(np.isfinite(state.v)) and np.all(state.v > 0))
 
     label = f"{model}/{method}, {len(stats)} partitions"
+    saved = Checkpoints(o, digest, state, damp, func, dict(
+        model=model, method=method, likelihood=likelihood.name, params=likelihood.params(), n=n, d=d,
+        **{k: options[k] for k in ("prior_var", "fit_intercept", "intercept_var", "center", "n_nodes")},
+    ))  # fmt: skip
     with num_threads(o["n_threads"]):
         reset()
+        done = saved.resume()  # (a checkpoint's posterior and damping; the sites stay flat)
         out = _loop.run(
-            step, max_iter=o["max_iter"], tol=tol, callback=o["callback"], snapshot=snapshot, finite=finite,
-            verbose=o["verbose"], progress=o["progress"], label=label, start=start,
+            step, max_iter=max(o["max_iter"] - done, 0), tol=tol, callback=saved.callback(o["callback"]),
+            snapshot=snapshot, finite=finite, verbose=o["verbose"], progress=o["progress"], label=label,
+            start=start,
         )  # fmt: skip
+        trace = saved.trace(out.trace)
+        saved.write(trace)
     options["revived"] = parts.revived  # (partitions made again after their worker was lost)
+    if saved.path is not None:
+        options.update(checkpoint=os.fspath(saved.path), resumed_at=done)
     return RegressionResult.of(
-        model, method, state.mu, state.v, out.n_iter, out.converged, out.stop_reason, out.trace, None,
+        model, method, state.mu, state.v, done + out.n_iter, out.converged, out.stop_reason, trace, None,
         options, likelihood, center,
     )  # fmt: skip
+
+
+class Checkpoints:
+    """A cluster fit's checkpoints (``checkpoint=``): the client's state (the posterior's natural
+    parameters and moments, the damping, the sweeps done, the trace) every ``checkpoint_every``
+    sweeps and at the end, bound to the settings ``keys`` and to the digest of the partitions'
+    data; ``resume`` starts from one (the sites on the workers flat: they restart against its
+    posterior, as a lost partition's do, and the fit goes on to the same fixed point)."""
+
+    def __init__(self, o, digest, state, damp, func, keys):
+        self.path, self.every, self.func = o["checkpoint"], o["checkpoint_every"], func
+        self.state, self.damp, self.keys = state, damp, keys
+        self.done, self.before = 0, None
+        self.resuming = bool(o["resume"]) and self.path is not None and os.path.exists(self.path)
+        self.digest = digest
+
+    @staticmethod
+    def data_digest(o, parts, func):
+        """The digest of the partitions' data (in partition order) when the fit keeps checkpoints
+        (before their ``setup``, which drops the rows as given), else None; checks the path."""
+        if o["checkpoint"] is None:
+            return None
+        if not (o["resume"] and os.path.exists(o["checkpoint"])):  # (a folder it can write, no input)
+            check_output(o["checkpoint"], [], "checkpoint", func)
+        h = hashlib.sha256()
+        for part in parts.call("digest"):
+            h.update(part.encode())
+        return h.hexdigest()
+
+    def resume(self):
+        """The checkpoint's posterior and damping into the fit (if resuming); the sweeps done."""
+        if not self.resuming:
+            return 0
+        st = self.state
+        shapes = {name: st.mu.shape for name in ("T", "N", "mu", "v")}
+        arrays, position, self.before = read_fit_checkpoint(
+            self.path, self.keys, list(self.keys), self.digest, shapes, self.func
+        )
+        for name in shapes:
+            getattr(st, name)[:] = arrays[name]
+        damp = self.damp
+        damp.rho, damp.undamped, damp.halved = position["rho"], position["undamped"], position["halved"]
+        self.done = int(position["sweeps"])
+        return self.done
+
+    def callback(self, user):
+        """The fit's callback: a checkpoint every ``every`` sweeps, then the user's."""
+        if self.path is None:
+            return user
+
+        def keep(info):
+            if (self.done + info.iteration) % self.every == 0:
+                self.write(self.trace(info.result.trace))
+            return user(info) if user is not None else None
+
+        return keep
+
+    def trace(self, new):
+        """The whole fit's trace: the checkpoint's rows, then this run's (elapsed from there)."""
+        if self.before is None:
+            return new
+        n0 = len(self.before["elapsed"])
+        shift = {"elapsed": float(self.before["elapsed"][-1]) if n0 else 0.0}
+        columns = {
+            name: np.concatenate([self.before[name], np.asarray(getattr(new, name)) + shift.get(name, 0)])
+            for name in new._fields
+        }
+        return _loop.Trace.from_columns(n0 + len(new.elapsed), **columns)
+
+    def write(self, trace):
+        if self.path is None:
+            return
+        st, damp = self.state, self.damp
+        position = dict(sweeps=len(trace.elapsed), rho=damp.rho, undamped=damp.undamped, halved=damp.halved)
+        arrays = {name: getattr(st, name) for name in ("T", "N", "mu", "v")}
+        write_fit_checkpoint(self.path, arrays, position, self.keys, trace, self.digest)

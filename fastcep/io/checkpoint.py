@@ -21,8 +21,8 @@ import numpy as np
 
 from ..results import StreamPrior, StreamState
 from ..tensor import hyper as H
-from .files import FileFormatError, atomic_h5, sign, verify
-from .formats import CHECKPOINT_FORMAT
+from .files import FileFormatError, atomic_h5, json_default, sign, verify
+from .formats import CHECKPOINT_FORMAT, FIT_CHECKPOINT_FORMAT
 
 #: arrays of the stream state in a checkpoint (the per-batch trace is stored beside them)
 _STATE_ARRAYS = ("P_Lam", "P_eta", "M", "S", "seen", "noise")
@@ -247,3 +247,79 @@ def _check_prior(prior, Kmodes, R, n_obj, covariance):
     if V < 1 or prior.version.min() < -1 or prior.version.max() >= V or np.any(prior.counts < 0):
         return "the learned prior's versions or counts are out of range"
     return ""
+
+
+# ----------------------------------------------------------------- a cluster fit's checkpoints
+#: version of a fit checkpoint's layout
+FIT_CHECKPOINT_VERSION = 1
+
+
+def write_fit_checkpoint(path, arrays, position, options, trace, data_digest):
+    """Write a cluster fit's client state (``fastcep.cluster``): the posterior's ``arrays`` (name
+    -> array), its ``position`` (name -> number: the iteration, the damping), its settings, its
+    trace (``Trace``) and the digest of its data, atomically (a killed fit leaves the previous
+    checkpoint) and signed."""
+
+    def write(f):
+        f.attrs["format"] = FIT_CHECKPOINT_FORMAT
+        f.attrs["format_version"] = FIT_CHECKPOINT_VERSION
+        f.attrs["options"] = json.dumps(options, default=json_default)
+        f.attrs["data_sha256"] = data_digest
+        f.attrs["position"] = json.dumps(position, default=json_default)
+        for name, a in arrays.items():
+            f.create_dataset(f"state/{name}", data=a)
+        for name in trace._fields:
+            f.create_dataset(f"trace/{name}", data=getattr(trace, name))
+        sign(f)
+
+    atomic_h5(path, write)
+
+
+def read_fit_checkpoint(path, options, keys, data_digest, shapes, func="fit"):
+    """A cluster fit's checkpoint: ``(arrays, position, trace columns)``. The settings of ``keys``
+    must match ``options``, the digest ``data_digest``, and each array of ``shapes`` (name ->
+    shape) must be there, finite, of that shape; else FileFormatError naming the problem."""
+    path = os.fspath(path)
+
+    def bad(why):
+        return FileFormatError(f"{func}: cannot resume from checkpoint {path!r}: {why}.")
+
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise bad(f"not a readable HDF5 file ({exc})") from exc
+    with f:
+        if f.attrs.get("format") != FIT_CHECKPOINT_FORMAT:
+            raise bad(f"format attribute {f.attrs.get('format')!r}, not {FIT_CHECKPOINT_FORMAT!r}")
+        if int(f.attrs.get("format_version", -1)) != FIT_CHECKPOINT_VERSION:
+            raise bad(
+                f"format version {f.attrs.get('format_version')!r}; this fastcep reads "
+                f"{FIT_CHECKPOINT_VERSION}"
+            )
+        try:
+            if not verify(f, "checkpoint", path):
+                raise bad("its checksum is missing")
+            saved = json.loads(f.attrs["options"])
+            saved_data = f.attrs["data_sha256"]
+            position = json.loads(f.attrs["position"])
+            arrays = {name: np.array(f[f"state/{name}"]) for name in shapes}
+            trace = {name: np.array(v) for name, v in f["trace"].items()}
+        except FileFormatError:
+            raise
+        except (KeyError, OSError, ValueError, TypeError, RuntimeError) as exc:
+            raise bad(f"missing or unreadable content ({exc})") from exc
+    diff = [
+        k
+        for k in keys
+        if json.dumps(saved.get(k), default=json_default) != json.dumps(options.get(k), default=json_default)
+    ]
+    if diff:
+        detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {options.get(k)!r}" for k in diff)
+        raise bad(f"it was written by a fit with other settings ({detail})")
+    if saved_data != data_digest:
+        raise bad("it was written for other data; resume on the same data, or fit again without resume")
+    for name, shape in shapes.items():
+        a = arrays[name]
+        if a.shape != tuple(shape) or not np.all(np.isfinite(a)):
+            raise bad(f"its {name} is not {tuple(shape)} finite numbers")
+    return arrays, position, trace
