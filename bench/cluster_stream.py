@@ -1,6 +1,6 @@
 """A stream on a Dask cluster (EP over shards) against the one-process stream (issue 41).
 
-    python -m bench.cluster_stream [--data synthetic|dblp] [--passes 4] [--seeds 3]
+    python -m bench.cluster_stream [--data synthetic|dblp|rows] [--passes 4] [--seeds 3]
 
 The training entries are written to an HDF5 tensor file; the one-process stream
 (``fastcep.stream(path, ...)``, the defaults, rank 8 for DBLP and 3 for the synthetic tensor,
@@ -11,6 +11,11 @@ batches of 1,000) and the cluster stream (a LocalCluster of 2 worker processes o
   random order), 80 % to train, the test AUC on the rest;
 * ``dblp``: the papers' training set (``bench.dblp_stream``'s protocol, shuffled with seeds
   1..S), the mean test AUC over the 50 test sets.
+
+* ``rows``: a click log's stream instead (``glm stream``, ``fastcep.glm.stream.stream_file``):
+  60,000 sparse 0/1 rows of 300 hashed features, 8 a row, logistic labels; 40,000 to a
+  sparse-row file, the test AUC and log loss on the rest; the one-process pass against the
+  cluster's after each of 1..passes passes (a run per pass count), batches of 1,000.
 
 Reported per seed: the one-process AUC and seconds, the cluster's AUC after each pass and its
 seconds per pass (the evaluation after a pass excluded), and the bytes a pass moves (each
@@ -51,12 +56,15 @@ def dblp(tmp, data_dir):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", choices=("synthetic", "dblp"), default="synthetic")
+    p.add_argument("--data", choices=("synthetic", "dblp", "rows"), default="synthetic")
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "dblp"))
     p.add_argument("--passes", type=int, default=4)
     p.add_argument("--seeds", type=int, default=3)
     args = p.parse_args(argv)
     from distributed import Client, LocalCluster
+
+    if args.data == "rows":
+        return rows_stream(args.passes)
 
     with tempfile.TemporaryDirectory() as tmp:
         path, R, metric, shuffle = synthetic(tmp) if args.data == "synthetic" else dblp(tmp, args.data_dir)
@@ -107,6 +115,52 @@ def main(argv=None):
     last = np.median([r[3][-1] for r in rows])
     print(f"| median | {med(1):.3f} | {med(2):.1f} | last pass {last:.3f} | {med(4):.1f} |")
     print(f"bytes a pass: {out:,} out (cavities), at most {back:,} back (net messages)")
+
+
+def rows_stream(passes):
+    """The click log's one-process pass against the cluster's passes (``--data rows``)."""
+    import scipy.sparse as sp
+    from distributed import Client, LocalCluster
+
+    from fastcep.glm.stream import stream_file
+
+    r = np.random.default_rng(0)
+    n, d, nnz = 60000, 300, 8
+    X = sp.csr_array(
+        (np.ones(n * nnz), (np.repeat(np.arange(n), nnz), r.integers(0, d, n * nnz))), shape=(n, d)
+    )
+    X.sum_duplicates()
+    X.data[:] = 1.0
+    y = (r.random(n) < 1 / (1 + np.exp(-(X @ (r.standard_normal(d) * 0.7) - 0.5)))).astype(float)
+    Xt, yt = X[40000:], y[40000:]
+
+    def scores(res):
+        p = np.clip(res.predict_proba(Xt), 1e-12, 1 - 1e-12)
+        order = np.argsort(p)
+        ranks = np.empty(len(p))
+        ranks[order] = np.arange(1, len(p) + 1)
+        pos = yt == 1
+        auc = (ranks[pos].sum() - pos.sum() * (pos.sum() + 1) / 2) / (pos.sum() * (~pos).sum())
+        return auc, -np.mean(yt * np.log(p) + (1 - yt) * np.log(1 - p))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "rows.h5"
+        fastcep.io.write_csr(path, X[:40000], y[:40000])
+        with LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
+        ) as cluster:
+            with Client(cluster) as client:
+                stream_file(path, "logistic", batch_rows=1000, client=client, passes=1)  # (compile)
+                t0 = time.perf_counter()
+                one = stream_file(path, "logistic", batch_rows=1000)
+                print(f"| one process | {time.perf_counter() - t0:.2f} | %.4f | %.4f |" % scores(one))
+                for k in range(1, passes + 1):
+                    t0 = time.perf_counter()
+                    res = stream_file(path, "logistic", batch_rows=1000, client=client, passes=k)
+                    print(
+                        f"| cluster, {k} passes | {time.perf_counter() - t0:.2f} | %.4f | %.4f |"
+                        % scores(res)
+                    )
 
 
 if __name__ == "__main__":

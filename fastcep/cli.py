@@ -944,12 +944,17 @@ def cmd_glm_stream(args):
         _check_output(args.checkpoint, "--checkpoint", inputs, GLM_MODEL_FORMAT, args.force)
     init = None if args.init is None else _load_glm_model(args.init).result
     opts = dict(forget=args.forget, max_iter=args.max_iter, tol=args.tol, prior_var=args.prior_var)
-    res = stream_file(
-        args.data, args.model, args.method, batch_rows=args.batch_rows, intercept_var=args.intercept_var,
-        fit_intercept=args.fit_intercept, n_features=args.width, index_base=args.index_base, init=init,
-        checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every, resume=args.resume,
-        progress=not args.quiet, n_threads=args.threads, **opts,
-    )  # fmt: skip
+    if args.passes is not None and args.scheduler is None:
+        raise UserError("--passes are the passes of a cluster stream; give --scheduler too.")
+    with _scheduler(args) as client:
+        if client is not None:
+            opts.update(client=client, passes=3 if args.passes is None else args.passes)
+        res = stream_file(
+            args.data, args.model, args.method, batch_rows=args.batch_rows, intercept_var=args.intercept_var,
+            fit_intercept=args.fit_intercept, n_features=args.width, index_base=args.index_base, init=init,
+            checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every, resume=args.resume,
+            progress=not args.quiet, n_threads=args.threads, **opts,
+        )  # fmt: skip
     save_glm_model(res, args.output, target="label")
     info = res.options["stream"]
     payload = {
@@ -1233,6 +1238,12 @@ def build_parser():
         "--checkpoint-every", type=int, default=100, help="batches a checkpoint (default %(default)s)"
     )
     gs.add_argument("--resume", action="store_true", help="go on from --checkpoint if it exists")
+    gs.add_argument(
+        "--passes", type=int, default=None, help="with --scheduler: the passes over the shards (default 3)"
+    )
+    scheduler_arg(
+        gs, "a sparse-row file's rows are cut into one shard per worker, combined as EP over shards"
+    )
     gs.add_argument("--threads", type=int, default=None, help=O.cli_help("n_threads", "regression"))
     gs.add_argument("--quiet", action="store_true", help="no progress on stderr")
     gs.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -96,7 +96,8 @@ def binary_labels(part, path, func):
 def stream_file(
     path, model="probit", method="cep1", *, batch_rows=BATCH_ROWS, forget=0.0, max_iter=None, tol=1e-5,
     prior_var=1.0, fit_intercept=True, intercept_var=100.0, n_features=None, index_base=0, init=None,
-    checkpoint=None, checkpoint_every=100, resume=False, progress=False, n_threads=None,
+    checkpoint=None, checkpoint_every=100, resume=False, progress=False, n_threads=None, client=None,
+    passes=3,
 ):  # fmt: skip
     """One online pass over a file of labelled sparse rows: each batch is absorbed into the
     posterior (assumed density filtering with CEP, ``RegressionResult.update``), so memory is
@@ -130,6 +131,14 @@ def stream_file(
         an uninterrupted one.
     progress : bool
         A progress line on stderr: rows, rows/s, batches.
+    client : distributed.Client or None
+        Stream on this Dask cluster (``fastcep.cluster.glm_stream``): a sparse-row HDF5 file's
+        rows cut into one shard per worker and read there, each absorbed from the start, the
+        shards combined as EP over shards (the start plus each shard's net message), then
+        ``passes`` - 1 refinement passes against the others' messages. No forgetting, no
+        checkpoints.
+    passes : int >= 1
+        With ``client``: the passes over the shards.
 
     Returns
     -------
@@ -151,6 +160,12 @@ def stream_file(
             f"{func}: the likelihood's parameters {likelihood.learned} must have values in a stream (an "
             "online update does not learn them); give them, or fit a first batch and pass it as init"
         )
+    if client is not None:
+        from ..cluster import check_client, glm_stream
+
+        check_client(client, func)
+        passes = V.check_int(passes, "passes", func, low=1)
+        glm_stream.refusals(path, forget, checkpoint, resume, init, func)
     width, n_rows, blocks = open_rows(path, batch_rows, n_features, index_base, func)
     source = {"file": identity(path), "batch_rows": batch_rows, "forget": forget}
     if resume and os.path.exists(checkpoint):  # (resume=True without a checkpoint yet: a fresh start)
@@ -172,6 +187,10 @@ def stream_file(
         raise ValueError(
             f"{func}: {os.fspath(path)!r} has {width} columns, the posterior {res.posterior.mean.size}."
         )
+    if client is not None:  # (EP over shards on the cluster: ``cluster.glm_stream``)
+        out = glm_stream.stream(client, path, res, batch_rows, max_iter, tol, passes, func)
+        out.options["stream"].update(source)
+        return out
     stream = dict(res.options.get("stream") or {}, **source) if resume else dict(source)
     stream.setdefault("rows", 0)
     stream.setdefault("stopped_at_max_iter", 0)
