@@ -8,6 +8,20 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = pathlib.Path(os.environ.get("FASTCEP_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A Dask cluster of two worker processes of one thread each (processes=True, as the cluster
+    issue's tests ask), one per test module; skipped without the dask extra."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(20191122)

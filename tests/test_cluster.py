@@ -17,18 +17,6 @@ distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
 
 
-@pytest.fixture(scope="module")
-def client():
-    """Two worker processes of one thread each (as the issue's tests ask: processes=True)."""
-    with (
-        distributed.LocalCluster(
-            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
-
-
 def data(model, n=2500, d=4, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d)) + 0.3 * np.arange(d)  # (un-centred columns: the centre matters)

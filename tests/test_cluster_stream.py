@@ -18,18 +18,6 @@ distributed = pytest.importorskip("distributed")
 SHAPE = (40, 30, 20)
 
 
-@pytest.fixture(scope="module")
-def client():
-    """Two worker processes of one thread each."""
-    with (
-        distributed.LocalCluster(
-            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
-
-
 def tensor(binary=True, n=12000, seed=0):
     """A rank-3 tensor's entries in a random order, 80 % to train, the rest to test."""
     T, _ = make_cp_tensor(SHAPE, 3, n, noise_sd=0.1, binary=binary, seed=seed, factor_scale=1.2)

@@ -13,6 +13,10 @@ def lost(distributed, exc):
     )  # fmt: skip
 
 
+#: seconds to wait for a partition's actor to be made (a worker that never comes: lost)
+ACTOR_WAIT = 300
+
+
 class Partitions:
     """The client's handles of a fit's partitions: where each one's data come from (futures of
     its block's arrays) and its actor, ``kind(*block, *args)`` (``regression.Partition``,
@@ -56,7 +60,8 @@ class Partitions:
     def _actor(self, futures, worker=None):
         """The partition's actor on ``worker`` (where its block is), else where Dask puts it."""
         where = [worker] if worker else None
-        return self.client.submit(self.kind, *futures, *self.args, actor=True, workers=where).result()
+        future = self.client.submit(self.kind, *futures, *self.args, actor=True, workers=where)
+        return future.result(timeout=ACTOR_WAIT)  # (a TimeoutError counts as lost: made again)
 
     def keep(self, indices):
         """Only the partitions ``indices`` (the others have no rows)."""
@@ -75,9 +80,9 @@ class Partitions:
                 if any(f.status in ("lost", "cancelled", "error") for f in self.futures[i]):
                     self.futures[i] = self._send(self.blocks[i])  # (scattered data die with their worker)
                 self.distributed.wait(self.futures[i])  # (Dask recomputes a lost block)
-                first = self.futures[i][0]  # (the actor where its data are: no copy through another)
-                holders = sorted(self.client.who_has([first]).get(first.key, ()))
-                self.actors[i] = self._actor(self.futures[i], holders[0] if holders else None)
+                # (anywhere: pinned to the worker that holds its data, an actor whose address was
+                # stale after the kill waited for ever; measured once in a test run)
+                self.actors[i] = self._actor(self.futures[i])
                 if self.setup_args is not None:
                     self.actors[i].setup(*self.setup_args).result()
                     self.actors[i].reset().result()

@@ -32,6 +32,30 @@ CHECKPOINT_FORMAT_VERSION = 4
 READABLE_VERSIONS = (1, 2, 3, 4)
 
 
+def _opened(path, func, fmt, versions, newest):
+    """(the checkpoint file at ``path`` open for reading, its format version, the maker of its
+    errors): a FileFormatError naming the path when it is not a readable HDF5 file of format
+    ``fmt`` in one of ``versions``."""
+
+    def bad(why):
+        return FileFormatError(f"{func}: cannot resume from checkpoint {path!r}: {why}.")
+
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise bad(f"not a readable HDF5 file ({exc})") from exc
+    version = int(f.attrs.get("format_version", -1))
+    why = None
+    if f.attrs.get("format") != fmt:
+        why = f"format attribute {f.attrs.get('format')!r}, not {fmt!r}"
+    elif version not in versions:
+        why = f"format version {version}, this fastcep reads {newest}"
+    if why is not None:
+        f.close()
+        raise bad(why)
+    return f, version, bad
+
+
 def write_checkpoint(path, state, options, trace_lists, data_digest):
     """Write a stream's ``StreamState``, its settings, its per-batch trace and the digest of its
     data to ``path`` (atomically: a killed run leaves the previous checkpoint)."""
@@ -66,20 +90,8 @@ def read_checkpoint(path, options, resume_keys=(), data_digest=None, likelihood=
     model's), whose current values the checkpoint must hold (the state's ``likelihood`` is it with
     them filled in); None: the state's likelihood is read as the built-in it names, if any."""
     path = os.fspath(path)
-
-    def bad(why):
-        return FileFormatError(f"stream: cannot resume from checkpoint {path!r}: {why}.")
-
-    try:
-        f = h5py.File(path, "r")
-    except OSError as exc:
-        raise bad(f"not a readable HDF5 file ({exc})") from exc
+    f, version, bad = _opened(path, "stream", CHECKPOINT_FORMAT, READABLE_VERSIONS, CHECKPOINT_FORMAT_VERSION)
     with f:
-        if f.attrs.get("format") != CHECKPOINT_FORMAT:
-            raise bad(f"format attribute {f.attrs.get('format')!r}, not {CHECKPOINT_FORMAT!r}")
-        version = int(f.attrs.get("format_version", -1))
-        if version not in READABLE_VERSIONS:
-            raise bad(f"format version {version}, this fastcep reads {CHECKPOINT_FORMAT_VERSION}")
         try:
             if not verify(f, "checkpoint", path) and version >= 2:
                 raise bad("its checksum is missing")
@@ -280,22 +292,8 @@ def read_fit_checkpoint(path, options, keys, data_digest, shapes, func="fit"):
     must match ``options``, the digest ``data_digest``, and each array of ``shapes`` (name ->
     shape) must be there, finite, of that shape; else FileFormatError naming the problem."""
     path = os.fspath(path)
-
-    def bad(why):
-        return FileFormatError(f"{func}: cannot resume from checkpoint {path!r}: {why}.")
-
-    try:
-        f = h5py.File(path, "r")
-    except OSError as exc:
-        raise bad(f"not a readable HDF5 file ({exc})") from exc
+    f, _, bad = _opened(path, func, FIT_CHECKPOINT_FORMAT, (FIT_CHECKPOINT_VERSION,), FIT_CHECKPOINT_VERSION)
     with f:
-        if f.attrs.get("format") != FIT_CHECKPOINT_FORMAT:
-            raise bad(f"format attribute {f.attrs.get('format')!r}, not {FIT_CHECKPOINT_FORMAT!r}")
-        if int(f.attrs.get("format_version", -1)) != FIT_CHECKPOINT_VERSION:
-            raise bad(
-                f"format version {f.attrs.get('format_version')!r}; this fastcep reads "
-                f"{FIT_CHECKPOINT_VERSION}"
-            )
         try:
             if not verify(f, "checkpoint", path):
                 raise bad("its checksum is missing")
