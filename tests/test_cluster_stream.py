@@ -189,6 +189,8 @@ def test_a_cluster_fit_resumes_from_its_checkpoint_at_the_same_fixed_point(clien
     resumed (resume=True) starts from the posterior of sweep 4, its sites flat on the workers, and
     ends at the uninterrupted fit's fixed point (within the stop rule's tolerance), its trace and
     sweep count going on from the checkpoint's. Other settings or other data are refused by name."""
+    import dask.array as da
+
     from fastcep.io.files import FileFormatError
 
     X = np.random.default_rng(0).standard_normal((6000, 5))
@@ -208,6 +210,14 @@ def test_a_cluster_fit_resumes_from_its_checkpoint_at_the_same_fixed_point(clien
         fastcep.fit(X, y, checkpoint=path, resume=True, prior_var=2.0, **kw)
     with pytest.raises(FileFormatError, match="other data"):
         fastcep.fit(X[::-1], y[::-1], checkpoint=path, resume=True, **kw)
+    with pytest.raises(FileFormatError, match="other settings .partition_rows"):
+        fastcep.fit(
+            da.from_array(X, chunks=(1000, 5)),
+            da.from_array(y, chunks=1000),
+            checkpoint=path,
+            resume=True,
+            **kw,
+        )
     with pytest.raises(ValueError, match="checkpoint= applies to fits on a Dask cluster"):
         fastcep.fit(X, y, model="probit", checkpoint=tmp_path / "x.h5")
 

@@ -295,6 +295,7 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     label = f"{model}/{method}, {len(stats)} partitions"
     saved = Checkpoints(o, digest, state, damp, func, dict(
         model=model, method=method, likelihood=likelihood.name, params=likelihood.params(), n=n, d=d,
+        partition_rows=[int(st[0]) for st in stats],  # (the digest is the partitions', in order)
         **{k: options[k] for k in ("prior_var", "fit_intercept", "intercept_var", "center", "n_nodes")},
     ))  # fmt: skip
     with num_threads(o["n_threads"]):
@@ -321,7 +322,10 @@ class Checkpoints:
     parameters and moments, the damping, the sweeps done, the trace) every ``checkpoint_every``
     sweeps and at the end, bound to the settings ``keys`` and to the digest of the partitions'
     data; ``resume`` starts from one (the sites on the workers flat: they restart against its
-    posterior, as a lost partition's do, and the fit goes on to the same fixed point)."""
+    posterior, as a lost partition's do, and the fit goes on to the same fixed point). The
+    digest is taken partition by partition: a fit resumes on the same rows split the same way (a
+    NumPy X over as many workers, a Dask array in the same chunks); another split is refused,
+    naming ``partition_rows``."""
 
     def __init__(self, o, digest, state, damp, func, keys):
         self.path, self.every, self.func = o["checkpoint"], o["checkpoint_every"], func
