@@ -36,26 +36,34 @@ class Partitions:
         self.blocks, self.futures, self.actors = [], [], []
         self.setup_args = None
         self.revived = 0
-        # partition i on worker i (round robin): left to itself, Dask put every block and actor of
-        # a 2-worker fit on the same worker (measured: both actors in one process)
+        # the client's blocks sent to worker i in turn (left to itself, Dask put every scattered
+        # block and actor of a 2-worker fit on the same worker); a Dask array's blocks where Dask
+        # computes them (pinned, a block lost with its worker was recomputed only there: a
+        # killed-worker fit waited for ever); each actor where its block is
         workers = sorted(client.scheduler_info().get("workers", ())) or [None]
         for i, block in enumerate(blocks):
-            where = workers[i % len(workers)]
             self.blocks.append(tuple(block))
-            self.futures.append(self._send(self.blocks[-1], where))
-            self.actors.append(self._actor(self.futures[-1], where))
+            self.futures.append(self._send(self.blocks[-1], workers[i % len(workers)]))
+            self.actors.append(self._actor(self.futures[-1], self._holder(self.futures[-1])))
 
     def _send(self, block, worker=None):
-        """Futures of a block's arrays on the cluster (computed there from Dask arrays, else
-        scattered from the client), on ``worker`` if given."""
-        client, where = self.client, [worker] if worker else None
+        """Futures of a block's arrays on the cluster: computed by Dask from Dask arrays, or
+        scattered from the client (to ``worker`` if given)."""
+        client = self.client
         if hasattr(block[0], "dask"):
-            futures = client.compute(list(block), workers=where)
+            futures = client.compute(list(block))
         else:
+            where = [worker] if worker else None
             futures = client.scatter(list(block), workers=where, hash=False)  # (a fit just before of
             # the same arrays releases its futures of the same key: "lost dependencies")
         self.distributed.wait(futures)
         return futures
+
+    def _holder(self, futures):
+        """A worker that holds a block (its first array), or None."""
+        first = futures[0]
+        held = sorted(self.client.who_has([first]).get(first.key, ()))
+        return held[0] if held else None
 
     def _actor(self, futures, worker=None):
         """The partition's actor on ``worker`` (where its block is), else where Dask puts it."""
