@@ -64,10 +64,14 @@ async def test_the_shards_work_on_dask_s_test_cluster_as_in_one_process(c, s, a,
         fastcep.io.write_csr(path, X, y)
         start = RegressionResult.prior("logistic", "cep1", X.shape[1])
         future = c.submit(
-            glm_stream.shard_pass, path, (500, 1500), start, 250, None, 1e-5, workers=[b.address]
+            glm_stream.shard_pass, ("file", path, (500, 1500)), start, 250, None, 1e-5, workers=[b.address]
         )
         got = await future
         want = glm_stream.shard_pass(
-            path, (500, 1500), RegressionResult.prior("logistic", "cep1", X.shape[1]), 250, None, 1e-5
+            ("file", path, (500, 1500)),
+            RegressionResult.prior("logistic", "cep1", X.shape[1]),
+            250,
+            None,
+            1e-5,
         )
         assert all(np.array_equal(g, w) for g, w in zip(got[:2], want[:2], strict=True))

@@ -31,9 +31,8 @@ from .._threads import num_threads
 from ..glm.result import RegressionResult
 from ..io.csr import CSRReader
 from ..io.kinds import file_kind
-from . import check_scheduler, n_workers, require, worker_threads
-from .partitions import lost
-from .stream import SHARD_DAMPING
+from . import n_workers, require, worker_threads
+from .stream import SHARD_DAMPING, Shards
 
 
 def natural(res):
@@ -55,12 +54,13 @@ def from_natural(start, T, N, n_iter=0, stop_reason="prior", trace=None):
     )  # fmt: skip
 
 
-def shard_pass(path, rows, cavity, batch_rows, max_iter, tol):
-    """A shard's rows ``rows`` (lo, hi) of the file absorbed batch by batch from ``cavity`` (a
-    ``RegressionResult``): (its posterior's T, N; the batches that stopped at max_iter)."""
+def shard_pass(data, cavity, batch_rows, max_iter, tol):
+    """A shard's rows (``data``: ("file", path, (lo, hi))) absorbed batch by batch from
+    ``cavity`` (a ``RegressionResult``): (its posterior's T, N; the batches that stopped at
+    max_iter)."""
     from ..glm.stream import binary_labels
 
-    lo, hi = rows
+    _, path, (lo, hi) = data
     stopped = 0
     with num_threads(worker_threads()), CSRReader(path) as reader:
         for start in range(lo, hi, batch_rows):
@@ -96,7 +96,7 @@ def stream(client, path, start, batch_rows, max_iter, tol, passes, func="stream_
     per_worker = -(-n // n_workers(client))
     per = max(1, -(-per_worker // batch_rows)) * batch_rows
     cuts = [(lo, min(n, lo + per)) for lo in range(0, n, per)]
-    workers = sorted(client.scheduler_info().get("workers", ())) or [None]
+    shards = Shards(client, distributed, [("file", path, c) for c in cuts], func)
     T0, N0 = natural(start)
     messages = [None] * len(cuts)
     T, N = T0.copy(), N0.copy()
@@ -114,8 +114,7 @@ def stream(client, path, start, batch_rows, max_iter, tol, passes, func="stream_
             Tc[bad], Nc[bad] = T[bad], N[bad]
             cavities.append(from_natural(start, Tc, Nc))
             frozen.append(bad)
-        args = [(path, c, cav, batch_rows, max_iter, tol) for c, cav in zip(cuts, cavities, strict=True)]
-        new = _run(client, distributed, args, workers, func)
+        new = shards.run(shard_pass, lambda k, cavities=cavities: (cavities[k], batch_rows, max_iter, tol))
         fresh = []
         for k, (Tk, Nk, st) in enumerate(new):
             Tc, Nc = natural(cavities[k])
@@ -144,23 +143,3 @@ def stream(client, path, start, batch_rows, max_iter, tol, passes, func="stream_
         seconds=elapsed[-1],
     )
     return res
-
-
-def _run(client, distributed, args, workers, func):
-    """``shard_pass(*args[k])`` on worker k for every shard, at once; a lost one again anywhere."""
-    futures = [
-        client.submit(shard_pass, *a, workers=[w] if w else None, allow_other_workers=bool(w), pure=False)
-        for a, w in zip(args, (workers[k % len(workers)] for k in range(len(args))), strict=True)
-    ]
-    out = []
-    for k, f in enumerate(futures):
-        for attempt in range(4):
-            try:
-                out.append(f.result())
-                break
-            except Exception as exc:
-                check_scheduler(client, func, exc)
-                if not lost(distributed, exc) or attempt == 3:
-                    raise
-                f = client.submit(shard_pass, *args[k], pure=False)
-    return out
