@@ -338,6 +338,7 @@ def test_the_command_line_fits_on_a_scheduler(client, tmp_path, monkeypatch, cap
     """``fastcep glm fit ... --scheduler ADDRESS``: the fit of the file's rows on that cluster,
     the one-process fit's bits; a scheduler that does not answer is a clear error."""
     from fastcep import cli
+    from fastcep.cli import _fitting
     from fastcep.io import load_glm_model
 
     X, y = data("probit", n=2500)
@@ -355,7 +356,7 @@ def test_the_command_line_fits_on_a_scheduler(client, tmp_path, monkeypatch, cap
     assert cli.main(["glm", "fit", "t.csv", "--target", "label", "-o", "o.h5", "--quiet"]) == 0
     on, off = load_glm_model("c.h5").result, load_glm_model("o.h5").result
     np.testing.assert_array_equal(on.posterior.mean, off.posterior.mean)
-    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 1)
+    monkeypatch.setattr(_fitting, "SCHEDULER_TIMEOUT", 1)  # (read by cli._fitting.scheduler)
     capsys.readouterr()
     argv = ["glm", "fit", "t.csv", "--target", "label", "-o", "x.h5", "--quiet"]
     argv += ["--scheduler", "tcp://127.0.0.1:9"]

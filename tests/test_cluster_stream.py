@@ -191,6 +191,7 @@ def test_a_cluster_fit_resumes_from_its_checkpoint_at_the_same_fixed_point(clien
     sweep count going on from the checkpoint's. Other settings or other data are refused by name."""
     import dask.array as da
 
+    from fastcep.io import describe
     from fastcep.io.files import FileFormatError
 
     X = np.random.default_rng(0).standard_normal((6000, 5))
@@ -201,6 +202,11 @@ def test_a_cluster_fit_resumes_from_its_checkpoint_at_the_same_fixed_point(clien
     five = lambda info: info.iteration == 5  # noqa: E731
     stopped = fastcep.fit(X, y, checkpoint=path, checkpoint_every=2, callback=five, **kw)
     assert stopped.stop_reason == "callback" and stopped.n_iter == 5 and path.exists()
+    fields, text = describe(path)  # (what ``fastcep info`` prints)
+    assert fields["sweeps_done"] == 5 and sum(fields["partition_rows"]) == 6000
+    assert text.endswith(
+        f"probit/cep1 regression of 6000 rows x {fields['features']} features in 2 partitions, after 5 sweeps"
+    )
     on = fastcep.fit(X, y, checkpoint=path, checkpoint_every=2, resume=True, **kw)
     assert on.converged and on.options["resumed_at"] == 5 and on.n_iter > 5
     assert on.trace.elapsed.shape == (on.n_iter,) and np.all(np.diff(on.trace.elapsed) > 0)

@@ -5,10 +5,11 @@ svmlight text (``svmlight``) or HDF5 (``csr``), CSV tables hashed to sparse rows
 ``prefetch`` reads ahead in a thread; ``results`` writes and
 reads any fitted result (``save``, ``load``); ``files`` holds the atomic
 write and the one error class, ``FileFormatError``; ``kinds`` tells what a file holds;
-``formats`` names the formats."""
+``describe`` what a fastcep file holds (``fastcep info``); ``formats`` names the formats."""
 
 from .checkpoint import read_checkpoint, write_checkpoint
 from .csr import CSRReader, CSRWriter, read_csr, svmlight_to_csr, write_csr
+from .describe import Description, NotFastcepFileError, describe
 from .files import FileFormatError, atomic_h5
 from .glm_model import GLMModel, load_glm_model, save_glm_model
 from .hashed import hash_csv_to_csr
@@ -30,6 +31,9 @@ __all__ = [
     "read_svmlight",
     "svmlight_to_csr",
     "write_csr",
+    "Description",
+    "NotFastcepFileError",
+    "describe",
     "FileFormatError",
     "GLMModel",
     "Table",

@@ -287,6 +287,23 @@ def write_fit_checkpoint(path, arrays, position, options, trace, data_digest):
     atomic_h5(path, write)
 
 
+def fit_checkpoint_position(path, func="info"):
+    """``(options, position)`` of a cluster fit's checkpoint (its settings, and where the fit
+    stood: ``sweeps`` done, the damping), checked as ``read_fit_checkpoint`` checks a file
+    (format, version, checksum): what ``fastcep info`` says of it."""
+    path = os.fspath(path)
+    f, _, bad = _opened(path, func, FIT_CHECKPOINT_FORMAT, (FIT_CHECKPOINT_VERSION,), FIT_CHECKPOINT_VERSION)
+    with f:
+        try:
+            if not verify(f, "checkpoint", path):
+                raise bad("its checksum is missing")
+            return json.loads(f.attrs["options"]), json.loads(f.attrs["position"])
+        except FileFormatError:
+            raise
+        except (KeyError, OSError, ValueError, TypeError, RuntimeError) as exc:
+            raise bad(f"missing or unreadable content ({exc})") from exc
+
+
 def read_fit_checkpoint(path, options, keys, data_digest, shapes, func="fit"):
     """A cluster fit's checkpoint: ``(arrays, position, trace columns)``. The settings of ``keys``
     must match ``options``, the digest ``data_digest``, and each array of ``shapes`` (name ->

@@ -6,6 +6,32 @@ import re
 
 import h5py
 
+from .formats import (
+    CHECKPOINT_FORMAT,
+    CSR_FORMAT,
+    FIT_CHECKPOINT_FORMAT,
+    GLM_MODEL_FORMAT,
+    MODEL_FORMAT,
+    TENSOR_FORMAT,
+)
+
+#: what ``file_kind`` calls a file, in words (e.g. the refusal of an output that exists)
+KIND_WORDS = {
+    "numbers": "text of numbers (a text tensor?)",
+    "table": "a text table (CSV data?)",
+    "text": "text",
+    "binary": "a binary file",
+    "hdf5": "an HDF5 file that is not fastcep's",
+    "unreadable": "a file that cannot be read",
+    TENSOR_FORMAT: "a fastcep tensor",
+    MODEL_FORMAT: "a fastcep CP model",
+    GLM_MODEL_FORMAT: "a fastcep regression model",
+    CHECKPOINT_FORMAT: "a fastcep stream checkpoint",
+    FIT_CHECKPOINT_FORMAT: "a fastcep cluster fit checkpoint",
+    CSR_FORMAT: "fastcep sparse rows",
+    "svmlight": "svmlight text (sparse rows)",
+}
+
 #: bytes read to tell text from binary
 _HEAD = 8192
 _FIELD = re.compile(r"[,\t; ]+")

@@ -1,0 +1,67 @@
+"""What the fitting verbs share: the options given (``options``), the Dask client of
+``--scheduler`` (``scheduler``), and the report of a fit (``report_fit``; a CP model written and
+reported, ``save_and_report``)."""
+
+import contextlib
+
+from ._common import UserError, out
+from ._plots import draw_convergence, save_plot
+
+#: seconds to wait for the Dask scheduler of --scheduler
+SCHEDULER_TIMEOUT = 30
+
+
+def options(args, names):
+    """{name: value} of the options among ``names`` that were given (not None)."""
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+@contextlib.contextmanager
+def scheduler(args):
+    """A Dask client of ``--scheduler ADDRESS`` (closed after the fit), or None without it."""
+    if getattr(args, "scheduler", None) is None:
+        yield None
+        return
+    from ..cluster import require
+
+    distributed = require(f"fastcep {args.verb} --scheduler")
+    try:
+        client = distributed.Client(args.scheduler, timeout=SCHEDULER_TIMEOUT)
+    except OSError as exc:
+        raise UserError(
+            f"no Dask scheduler answered at {args.scheduler!r} within {SCHEDULER_TIMEOUT} s: {exc}"
+        ) from exc
+    with client:
+        yield client
+
+
+def report_fit(args, res, summary, text):
+    """Draw the fit's convergence to --plot if asked, and print what was written."""
+    plotted = save_plot(args, draw_convergence(res), (10.0, 4.0))
+    if plotted is not None:
+        summary["plot"] = plotted
+        text += f"\nwrote {plotted}: convergence"
+    out(args, summary, text)
+    return 0
+
+
+def save_and_report(args, res, secs, unit):
+    """Write the fitted CP model to --output (and --plot) and print what was written (text or
+    JSON); ``unit``: what ``res.n_iter`` counts ("iterations", "batches")."""
+    from ..io import save_model
+
+    save_model(res, args.output)
+    summary = {
+        "model_file": args.output,
+        "model": res.model,
+        "rank": res.rank,
+        "iterations": res.n_iter,
+        "converged": res.converged,
+        "stop_reason": res.stop_reason,
+        "seconds": secs,
+    }
+    text = (
+        f"wrote {args.output}: {res.model} rank {res.rank}, {res.n_iter} {unit} ({res.stop_reason}), "
+        f"{secs:.1f} s"
+    )
+    return report_fit(args, res, summary, text)

@@ -1,0 +1,64 @@
+"""``fastcep glm fit DATA --target COL -o MODEL.h5``: Bayesian regression (``--model``: probit,
+logistic, gaussian, poisson, negbin, student_t) on a CSV file, an HDF5 table (``fastcep.io.table``)
+or labelled sparse rows; writes a regression model file (``fastcep.io.glm_model``)."""
+
+import time
+
+from ..io.formats import GLM_MODEL_FORMAT
+from ..likelihoods import resolve as resolve_likelihood
+from ._common import UserError
+from ._data import is_rows, rows_data, table_data
+from ._files import check_output
+from ._fitting import options, report_fit, scheduler
+from ._plots import check_plot
+
+#: the options of ``fastcep glm fit`` from the option table (family "regression")
+GLM_OPTIONS = (
+    "prior_var", "fit_intercept", "intercept_var", "center", "damping", "max_iter", "tol", "schedule",
+    "stopping", "n_nodes", "n_samples", "threshold", "n_features", "seed",
+)  # fmt: skip
+
+
+def cmd_glm_fit(args):
+    from ..api import fit
+    from ..io import save_glm_model
+
+    check_output(args.output, "-o", [args.data], GLM_MODEL_FORMAT, args.force)
+    check_plot(args, [args.data, args.output])
+    binary = resolve_likelihood(args.model).binary
+    if is_rows(args.data):
+        features, X, y = rows_data(args, binary)
+        args.target = args.target or "label"
+    elif args.target is None:
+        raise UserError(f"{args.data!r} is a table: give --target COL, the column to regress")
+    else:
+        features, X, y = table_data(args.data, args.target, args.features, args.delimiter, binary)
+    t0 = time.perf_counter()
+    with scheduler(args) as client:
+        res = fit(
+            X, y, model=args.model, method=args.method, n_threads=args.threads, progress=not args.quiet,
+            client=client, **options(args, GLM_OPTIONS),
+        )  # fmt: skip
+    secs = time.perf_counter() - t0
+    save_glm_model(res, args.output, features, args.target)
+    summary = {
+        "model_file": args.output,
+        "model": res.model,
+        "method": res.method,
+        "target": args.target,
+        "features": None if features is None else list(features),
+        "n_features": X.shape[1],
+        "rows": len(y),
+        "intercept": res.intercept is not None,
+        "iterations": res.n_iter,
+        "converged": res.converged,
+        "stop_reason": res.stop_reason,
+        "seconds": secs,
+    }
+    text = (
+        f"wrote {args.output}: {res.model}/{res.method} on {len(y)} rows, {X.shape[1]} feature"
+        f"{'s' if X.shape[1] != 1 else ''}"
+        f"{' and an intercept' if res.intercept is not None else ''}, {res.n_iter} iterations "
+        f"({res.stop_reason}), {secs:.1f} s"
+    )
+    return report_fit(args, res, summary, text)
