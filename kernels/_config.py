@@ -19,6 +19,8 @@ It leaves out ``reassoc`` too, for two reasons:
   ``likelihoods.adaptive._offset``.
 """
 
+import types
+
 FASTMATH = {"nsz", "arcp", "contract", "afn"}
 
 #: numpy's error model: a division by zero gives inf/nan (caught by the kernels' finiteness
@@ -41,6 +43,16 @@ PARALLEL = {"parallel": True, "fastmath": FASTMATH, "nogil": True, "error_model"
 #: parallel drivers whose compile time a benchmark showed to matter (BENCHMARKS.md, "first fit"):
 #: cached on disk like the leaves
 PARALLEL_CACHED = dict(PARALLEL, cache=True)
+
+
+def renamed(func, name):
+    """A copy of ``func`` under another name, to compile it twice (threaded and serial): numba
+    caches a function under its qualified name, so two dispatchers of one Python function would
+    share, and overwrite, one cache entry (a threaded driver then ran the serial build)."""
+    copy = types.FunctionType(func.__code__, func.__globals__, name, func.__defaults__, func.__closure__)
+    copy.__qualname__ = name
+    return copy
+
 
 #: rows per work unit of the parallel regression sweeps, at most; fixed by the data's shape, so
 #: that partial sums and their reduction order do not depend on the number of threads

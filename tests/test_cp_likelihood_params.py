@@ -429,6 +429,28 @@ class EMGaussian(fastcep.likelihoods.Likelihood):
         return m, v + self.var
 
 
+def test_the_em_objective_is_the_textbook_sum_threaded_or_not():
+    """``expected_log_lik``, the objective of a learned parameter: the textbook sum of E[log p(y |
+    f)] (the Gaussian's is exact under the rule), in one chunk or several; without threads
+    (``em_step``'s choice for one chunk, where a parallel region on a busy core cost a quantum a
+    call) the same bits as with them."""
+    from fastcep.kernels.glm import generic
+
+    rng = np.random.default_rng(5)
+    rule = gauss_hermite(learn.EXPECTATION_NODES)
+    lik = Gaussian(var=0.7).kernel()
+    for n in (300, 2 * generic.EXPECT_CHUNK + 7):
+        y, m, s2 = rng.normal(size=n), rng.normal(size=n), rng.uniform(0.01, 2.0, n)
+        part = learn.expectation_scratch(n)
+        got = generic.expected_log_lik(lik, y, m, s2, *rule, part)
+        want = naive.expected_log_lik(naive.gaussian_log_lik_of(0.7), y, m, s2)
+        assert got == pytest.approx(want, rel=1e-12)
+        if part.shape[0] == 1:
+            assert generic.expected_log_lik_serial(lik, y, m, s2, *rule, part) == got
+        else:
+            assert part.shape[0] == 3
+
+
 def test_an_em_learned_parameter_in_a_fit_and_a_stream(tensor):
     """A parameter learned by EM (``glm.learn.em_step``): in a fit, the maximiser of sum E[log
     p(y | f)] under the final marginals (for the Gaussian, mean((y - m)^2 + s2)); in a stream, the

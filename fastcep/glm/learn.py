@@ -98,9 +98,11 @@ def em_step(likelihood, name, old, y, m, s2, nodes, weights, partial):
     not finite there.
     ``partial``: the scratch of ``kernels.glm.generic.expected_log_lik``."""
 
+    expected = generic.expected_log_lik if partial.shape[0] > 1 else generic.expected_log_lik_serial
+
     def negative(log_theta):
         lik = likelihood.with_params(**{name: math.exp(log_theta)}).kernel()
-        total = generic.expected_log_lik(lik, y, m, s2, nodes, weights, partial)
+        total = expected(lik, y, m, s2, nodes, weights, partial)
         return -total if math.isfinite(total) else math.inf
 
     centre = math.log(old)

@@ -25,12 +25,10 @@ precisions (importance sampling keeps them, see ``importance``): a weight whose 
 cavity would be improper after a sweep keeps its messages from before the sweep.
 """
 
-import types
-
 from numba import njit, prange
 from numba.extending import overload
 
-from .._config import LEAF, LOGISTIC, PARALLEL_CACHED, PROBIT, SERIAL
+from .._config import LEAF, LOGISTIC, PARALLEL_CACHED, PROBIT, SERIAL, renamed
 from ..likelihoods import Logistic, Probit
 from ..special import finite
 from . import generic, importance, laplace, logistic, probit
@@ -180,15 +178,6 @@ def _parallel_step(problem, lik, state, scratch, rho, key):
             problem.code, problem, lik, state, scratch, scratch.order, lo, hi, False, rho, pT, pN, c, key
         )
     return finish_parallel(problem, state, scratch)
-
-
-def renamed(func, name):
-    """A copy of ``func`` under another name: numba caches a function under its qualified name,
-    so two dispatchers of one Python function would share, and overwrite, one cache entry (a
-    threaded driver then ran the serial build)."""
-    copy = types.FunctionType(func.__code__, func.__globals__, name, func.__defaults__, func.__closure__)
-    copy.__qualname__ = name
-    return copy
 
 
 parallel_step = njit(**PARALLEL_CACHED)(_parallel_step)

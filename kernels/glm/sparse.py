@@ -22,13 +22,13 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from .._config import LEAF, PARALLEL_CACHED, SERIAL
+from .._config import LEAF, PARALLEL_CACHED, SERIAL, renamed
 from ..likelihoods import log_predictive, tilted
 from ..special import finite
 from .generic import site_message, tilted_curvature
 from .logistic import logistic_cep_site
 from .probit import probit_cep_site
-from .schedules import GENERIC_CODES, METHOD_CODES, begin_sweep, renamed
+from .schedules import GENERIC_CODES, METHOD_CODES, begin_sweep
 from .sweep import posterior_change
 
 #: the row codes of a sparse problem: the generic rows' (``schedules.GENERIC_CODES``), and the
