@@ -19,6 +19,14 @@ import difflib
 import textwrap
 
 from . import _validation as V
+from ._models import (
+    CP_FAST_PATHS,
+    CP_MODELS,
+    GENERIC_METHODS,
+    REGRESSION_LIKELIHOODS,
+    REGRESSION_METHODS,
+    resolve,
+)
 from ._validation import (
     REQUIRED,
     Bool,
@@ -55,16 +63,8 @@ NO_CP_CEP2 = (
 POSITIVE = Real(0.0, low_open=True)
 NON_NEGATIVE = Real(0.0)
 DAMPING = Real(0.0, 1.0, low_open=True)
-#: the hand-written CP models (their own kernels); every other likelihood of the seam's registry
-#: is the generic model "cp_<name>" (CEP-1 through its tilted moments; ``fastcep.tensor.likelihoods``)
-CP_FAST_PATHS = ("cp_gaussian", "cp_probit")
-CP_GENERIC = tuple(f"cp_{name}" for name in REGISTRY if f"cp_{name}" not in CP_FAST_PATHS)
-#: "cp": the likelihood comes from the ``likelihood`` option (``fastcep.tensor.likelihoods.resolve``)
-CP_MODEL = Choice("cp", *CP_FAST_PATHS, *CP_GENERIC)
-#: the regression likelihoods by name (``fastcep.likelihoods``; "custom": a ``Custom`` object)
-REGRESSION_LIKELIHOODS = ("probit", "logistic", "gaussian", "poisson", "negbin", "student_t", "custom")
-#: the methods of every likelihood; the others are written for the binary ones
-GENERIC_METHODS = ("cep1", "cep2", "ep")
+#: the CP models (``fastcep._models``: "cp" takes the ``likelihood`` option)
+CP_MODEL = Choice(*CP_MODELS)
 CP_SCHEDULE = Choice("parallel", "block", "sequential")
 #: the probit curvature's spec in fit and stream (what None stands for: ``_rank_one_default``)
 RANK_ONE = Spec(
@@ -92,7 +92,7 @@ OPTIONS = (
     }),
     Option("method", "The inference method (the paper's CEP, or a baseline).", {
         "regression": Spec(
-            Choice("cep1", "cep2", "ep", "lp", "is", "vb", "kjit"), "cep1",
+            Choice(*REGRESSION_METHODS), "cep1",
             "see the method parameter above",
         ),
         "cp": Spec(
@@ -661,9 +661,7 @@ def _model_likelihood(func, model, o):
     """The CP model/likelihood consistency rule, run first (the per-model defaults depend on its
     outcome): model "cp" needs a likelihood, "cp_<name>" takes none; the likelihood (a name or a
     ``fastcep.likelihoods`` object, one of the seam's registry) resolves to the model that runs
-    (``fastcep.tensor.likelihoods.resolve``). Returns (model, likelihood object)."""
-    from .tensor.likelihoods import resolve  # (at call time: fastcep.tensor imports this module)
-
+    (``fastcep._models.resolve``). Returns (model, likelihood object)."""
     return resolve(model, o.get("likelihood"), func)
 
 

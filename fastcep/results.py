@@ -1,4 +1,6 @@
-"""Result types shared by every model: posteriors, resumable regression state, traces."""
+"""Result types shared by every model: posteriors, resumable regression and stream states, the CP
+hyper-posterior, traces. ``fastcep.io`` reads and writes them (and the results of ``glm.result``
+and ``tensor.result``)."""
 
 from typing import NamedTuple
 
@@ -49,10 +51,60 @@ Trace = _loop.Trace
 IterationInfo = _loop.IterationInfo
 
 
+#: the hierarchical priors of the CP embeddings (``prior=`` of ``fastcep.fit``; "fixed" is
+#: N(m, prior_var I); ``fastcep.tensor.hyper``)
+HYPER_KINDS = ("ard", "wishart")
+
+
+class HyperState(NamedTuple):
+    """The hyper-posterior of a hierarchical prior (flat arrays; unused fields have size 0).
+
+    ``kind`` "ard": ``a`` (1,) the shape and ``b`` (R,) the rates of the Gamma posteriors of the
+    column precisions. ``kind`` "wishart": per mode k, ``mean`` (K, R) and ``beta`` (K,) of the
+    Gaussian of mu_k, ``nu`` (K,) and ``W_inv`` (K, R, R) of the Wishart of Lambda_k (scale
+    matrix W = inv(W_inv)).
+    """
+
+    kind: str
+    a: np.ndarray
+    b: np.ndarray
+    mean: np.ndarray
+    beta: np.ndarray
+    nu: np.ndarray
+    W_inv: np.ndarray
+
+
+def hyper_problems(hyper, Kmodes, R):
+    """What is wrong with a hyper-posterior read from a file, or "" (shapes, finite numbers,
+    proper Gamma and Normal-Wishart posteriors)."""
+    if hyper.kind not in HYPER_KINDS:
+        return f"unknown kind {hyper.kind!r} (fastcep knows {', '.join(HYPER_KINDS)})"
+    arrays = hyper[1:]
+    if not all(np.all(np.isfinite(x)) for x in arrays):
+        return "non-finite numbers"
+    if hyper.kind == "ard":
+        if hyper.a.shape != (1,) or hyper.b.shape != (R,):
+            return f"shapes {hyper.a.shape}, {hyper.b.shape} (expected (1,), ({R},))"
+        if hyper.a[0] <= 0 or np.any(hyper.b <= 0):
+            return "a Gamma posterior with a shape or rate <= 0"
+        return ""
+    want = ((Kmodes, R), (Kmodes,), (Kmodes,), (Kmodes, R, R))
+    got = (hyper.mean.shape, hyper.beta.shape, hyper.nu.shape, hyper.W_inv.shape)
+    if got != want:
+        return f"shapes {got} (expected {want})"
+    if np.any(hyper.beta <= 0) or np.any(hyper.nu <= R - 1):
+        return f"beta <= 0 or nu <= R - 1 = {R - 1}"
+    W = hyper.W_inv
+    symmetric = np.allclose(W, np.swapaxes(W, 1, 2), rtol=1e-10, atol=0)
+    if not (symmetric and np.all(np.linalg.eigvalsh(W)[:, 0] > 0)):
+        return "a Wishart scale that is not positive definite"
+    return ""
+
+
 class StreamPrior(NamedTuple):
     """A stream's learned prior, as its state and checkpoints hold it (``fastcep.streaming.prior``)."""
 
-    hyper: object  #: the hyper-posterior (``fastcep.tensor.hyper.HyperState``)
+    hyper: HyperState  #: the hyper-posterior
     counts: np.ndarray  #: (K,) seen objects per mode
     sum_M: np.ndarray  #: (K, R) sums of their posterior means
     sum_E2: np.ndarray  #: (K, R, R) or (K, R) sums of their second moments (diagonals with "diag")

@@ -16,6 +16,7 @@ from test_cp_kernels import kernel_state, random_state, spd
 
 import fastcep
 import naive
+from fastcep import _models as M
 from fastcep import _options as O
 from fastcep._quadrature import gauss_hermite
 from fastcep.kernels import tensor as K
@@ -302,14 +303,14 @@ def test_gaussian_through_the_generic_message_is_the_hand_written_one_when_the_o
 
 # ---------------------------------------------------------------- the model
 def test_the_generic_models_follow_the_registry():
-    assert O.CP_GENERIC == tuple(f"cp_{name}" for name in REGISTRY if name not in ("probit", "gaussian"))
+    assert M.CP_GENERIC == tuple(f"cp_{name}" for name in REGISTRY if name not in ("probit", "gaussian"))
     assert "cp_logistic" in O.choices("model", "cp") and "cp_logistic" in O.choices("model", "stream")
     assert CPL.kernel_model("cp_logistic")[0] == K.MODEL_GENERIC
     assert isinstance(CPL.kernel_model("cp_logistic")[1][0], Logistic)
     assert CPL.kernel_model("cp_probit", "rank1") == (K.MODEL_PROBIT_RANK1, ())
-    assert CPL.shorthand("cp_logistic").binary and not CPL.shorthand("cp_gaussian").binary
+    assert M.shorthand("cp_logistic").binary and not M.shorthand("cp_gaussian").binary
     # every likelihood of the registry has its public object (its CP model's likelihood)
-    assert all(CPL.shorthand(f"cp_{name}").name == name for name in REGISTRY)
+    assert all(M.shorthand(f"cp_{name}").name == name for name in REGISTRY)
 
 
 def test_the_same_seed_gives_the_same_fit_on_any_thread_count():

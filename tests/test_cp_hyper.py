@@ -8,6 +8,7 @@ import pytest
 import fastcep
 import naive
 from fastcep.data_tools import make_cp_tensor
+from fastcep.results import HYPER_KINDS, HyperState
 from fastcep.tensor import hyper as H
 from fastcep.tensor.result import CPState, second_moments
 
@@ -58,7 +59,7 @@ def test_normal_wishart_update_is_the_textbook_update(monkeypatch, w0_inv):
         np.testing.assert_allclose(H.expected_precision(new)[k], nu * W, rtol=1e-10)
 
 
-@pytest.mark.parametrize("kind", H.KINDS)
+@pytest.mark.parametrize("kind", HYPER_KINDS)
 def test_the_start_is_the_fixed_prior_and_the_prior_message_its_expectation(kind):
     R, offsets = 3, np.array([0, 4, 9])
     hyper = H.initial(kind, 2, R, 2.5)
@@ -72,7 +73,7 @@ def test_the_start_is_the_fixed_prior_and_the_prior_message_its_expectation(kind
         np.testing.assert_allclose(eta[5], np.array([0.0, -1.0, 0.5]) / 2.5, rtol=1e-14)
 
 
-@pytest.mark.parametrize("kind", H.KINDS)
+@pytest.mark.parametrize("kind", HYPER_KINDS)
 @pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
 def test_engine_iterations_equal_the_slow_loop(kind, model):
     """Resumed from messages, each iteration: the hyper-posterior from the posterior so far, its
@@ -121,7 +122,7 @@ def test_engine_iterations_equal_the_slow_loop(kind, model):
         np.testing.assert_allclose(getattr(res.hyper, field), getattr(hyper, field), rtol=1e-8, atol=1e-12)
 
 
-@pytest.mark.parametrize("kind", H.KINDS)
+@pytest.mark.parametrize("kind", HYPER_KINDS)
 def test_resuming_continues_the_hyper_posterior(kind):
     T, _ = make_cp_tensor(SHAPE, 2, 400, noise_sd=0.2, seed=5)
     kw = dict(model="cp_gaussian", shape=SHAPE, rank=3, seed=2, prior=kind, noise_warmup=2, tol=0.0)
@@ -135,7 +136,7 @@ def test_resuming_continues_the_hyper_posterior(kind):
     np.testing.assert_allclose(rest.hyper.b, whole.hyper.b, rtol=1e-7)
 
 
-@pytest.mark.parametrize("kind", H.KINDS)
+@pytest.mark.parametrize("kind", HYPER_KINDS)
 @pytest.mark.parametrize("covariance", ["full", "diag"])
 def test_learned_priors_are_deterministic_over_threads(kind, covariance):
     if kind == "wishart" and covariance == "diag":
@@ -178,7 +179,7 @@ def test_bad_options():
         fastcep.fit(T.coords, T.values, method="vmp", prior="ard", **kw)
 
 
-@pytest.mark.parametrize("kind", H.KINDS)
+@pytest.mark.parametrize("kind", HYPER_KINDS)
 def test_a_model_file_keeps_the_hyper_posterior(kind, tmp_path):
     T, _ = make_cp_tensor(SHAPE, 2, 300, noise_sd=0.2, seed=9)
     res = fastcep.fit(T.coords, T.values, model="cp_gaussian", shape=SHAPE, rank=2, prior=kind, max_iter=15)
@@ -186,7 +187,7 @@ def test_a_model_file_keeps_the_hyper_posterior(kind, tmp_path):
     fastcep.save_model(res, path)
     back = fastcep.load_model(path)
     assert back.hyper.kind == kind and back.effective_rank == res.effective_rank
-    for name in H.HyperState._fields[1:]:
+    for name in HyperState._fields[1:]:
         np.testing.assert_array_equal(getattr(back.hyper, name), getattr(res.hyper, name))
     fixed = fastcep.fit(
         T.coords, T.values, model="cp_gaussian", shape=SHAPE, rank=2, max_iter=5, prior="fixed"

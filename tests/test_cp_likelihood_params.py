@@ -17,13 +17,14 @@ from scipy.stats import norm
 
 import fastcep
 import naive
+from fastcep import _models as M
 from fastcep import _options as O
 from fastcep._quadrature import gauss_hermite
 from fastcep.data_tools import make_cp_tensor
 from fastcep.glm import learn
 from fastcep.io.files import sign
+from fastcep.kernels.likelihoods import REGISTRY
 from fastcep.likelihoods import Bernoulli, Custom, Gaussian
-from fastcep.tensor import likelihoods as CPL
 from fastcep.tensor.engine import entry_marginals
 
 NOISE_SD = 0.3
@@ -40,7 +41,7 @@ def tensor():
 @pytest.fixture
 def generic_gaussian(monkeypatch):
     """``model="cp", likelihood=Gaussian()`` (learned variance) through the generic path."""
-    monkeypatch.delitem(CPL.HAND_WRITTEN, "cp_gaussian")
+    monkeypatch.delitem(M.HAND_WRITTEN, "cp_gaussian")
 
 
 def fit(coords, values, **kw):
@@ -73,7 +74,7 @@ def test_model_cp_resolves_to_the_model_that_runs(tensor):
         for family, func in (("cp", "fit"), ("stream", "stream")):
             o = O.validate(func, family, "cp", "cep1", {"rank": 2, "likelihood": lik})
             assert o["model"] == model, lik
-            assert o["likelihood"] == (CPL.resolve("cp", lik)[1])
+            assert o["likelihood"] == (M.resolve("cp", lik)[1])
     o = O.validate("fit", "cp", "cp_gaussian", "cep1", {"rank": 2})
     assert (o["model"], o["likelihood"]) == ("cp_gaussian", Gaussian())
     # the per-model defaults of a stream follow the likelihood's kind of values
@@ -369,7 +370,7 @@ def test_bad_likelihoods_raise_clear_errors(tensor, tmp_path):
         stream(coords, values, likelihood="nope")
     with pytest.raises(TypeError, match="The 'likelihood' parameter of fit must be a likelihood object"):
         fit(coords, values, likelihood=0.3)
-    if "poisson" not in CPL.REGISTRY:  # (a built-in without compiled leaves yet)
+    if "poisson" not in REGISTRY:  # (a built-in without compiled leaves yet)
         with pytest.raises(ValueError, match="'poisson' has no compiled leaves in the seam's registry"):
             fit(coords, np.round(np.abs(values) * 3), likelihood="poisson")
     with pytest.raises(ValueError, match="supports method='cep1' only"):

@@ -9,11 +9,12 @@ from conftest import same_posterior
 import fastcep
 from fastcep.data_tools import make_cp_tensor
 from fastcep.io.files import sign
+from fastcep.results import HYPER_KINDS, HyperState
 from fastcep.tensor import hyper as H
 from fastcep.tensor.result import second_moments
 
 SHAPE = (30, 25, 20)
-KINDS = H.KINDS
+KINDS = HYPER_KINDS
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def test_the_ledger_sums_are_the_seen_objects_moments(gaussian, kind):
         want = H.update_from_sums(
             H.initial(kind, 3, 3, 1.0), st.prior.counts, st.prior.sum_M, st.prior.sum_E2
         )
-        for name in H.HyperState._fields[1:]:
+        for name in HyperState._fields[1:]:
             np.testing.assert_array_equal(getattr(st.prior.hyper, name), getattr(want, name))
         assert len(st.prior.msg_Lam) == info.iteration + 1  # one version a batch, and the start's
         checked.append(info.iteration)

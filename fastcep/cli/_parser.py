@@ -38,7 +38,7 @@ def _float_or_auto(text):
 
 def _cp_likelihood_names():
     """The likelihood names ``--likelihood`` takes (with ``--model cp``: a built-in, its defaults)."""
-    from ..tensor.likelihoods import names
+    from .._models import names
 
     return names()
 

@@ -28,10 +28,10 @@ import math
 
 import numpy as np
 
+from .._models import is_generic
 from ..kernels import tensor as K
 from ..tensor.engine import COLLAPSED, ENTRY_CHUNK, SUM_GROUPS, CPEngine, exact_sum, guarded, summed_groups
 from ..tensor.layout import make_layout
-from ..tensor.likelihoods import is_generic
 from . import n_workers, on_worker_threads, worker_threads
 from .partitions import Partitions
 

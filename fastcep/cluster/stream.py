@@ -38,6 +38,7 @@ import numpy as np
 
 from .. import _loop
 from .._loop import IterationInfo
+from .._models import is_generic
 from .._threads import num_threads
 from ..results import StreamPrior, StreamState
 from ..streaming import adf
@@ -45,7 +46,6 @@ from ..streaming.prior import second_moment_sum
 from ..streaming.sources import ArraySource, FileSource, open_source
 from ..tensor import hyper as H
 from ..tensor.layout import check_coords, check_values, default_rank, merge_moments, scale_of, value_moments
-from ..tensor.likelihoods import is_generic
 from ..tensor.result import eval_metric
 from . import check_scheduler, n_workers, require, worker_threads
 from .partitions import lost

@@ -19,8 +19,7 @@ import warnings
 import h5py
 import numpy as np
 
-from ..results import StreamPrior, StreamState
-from ..tensor import hyper as H
+from ..results import HyperState, StreamPrior, StreamState, hyper_problems
 from .files import FileFormatError, atomic_h5, json_default, sign, verify
 from .formats import CHECKPOINT_FORMAT, FIT_CHECKPOINT_FORMAT
 
@@ -184,14 +183,14 @@ def _write_prior(g, prior):
         g.create_dataset(name, data=getattr(prior, name))
     gh = g.create_group("hyper")
     gh.attrs["kind"] = prior.hyper.kind
-    for name in H.HyperState._fields[1:]:
+    for name in HyperState._fields[1:]:
         gh.create_dataset(name, data=np.asarray(getattr(prior.hyper, name), dtype=np.float64))
 
 
 def _read_prior(g):
     gh = g["hyper"]
-    hyper = H.HyperState(
-        str(gh.attrs["kind"]), *(np.array(gh[n], dtype=np.float64) for n in H.HyperState._fields[1:])
+    hyper = HyperState(
+        str(gh.attrs["kind"]), *(np.array(gh[n], dtype=np.float64) for n in HyperState._fields[1:])
     )
     arrays = {n: np.array(g[n]) for n in StreamPrior._fields[1:]}
     arrays["version"] = arrays["version"].astype(np.int64)
@@ -241,7 +240,7 @@ def _check(state, options):
 
 def _check_prior(prior, Kmodes, R, n_obj, covariance):
     """What is wrong with a ``StreamPrior`` read from a checkpoint, or ""."""
-    why = H.check(prior.hyper, Kmodes, R)
+    why = hyper_problems(prior.hyper, Kmodes, R)
     if why:
         return f"hyper-posterior: {why}"
     cov = (R, R) if covariance == "full" else (R,)

@@ -30,8 +30,8 @@ from typing import NamedTuple
 import h5py
 import numpy as np
 
-from .. import _options as O
 from .._loop import TRACE_FIELDS, Trace
+from .._models import REGRESSION_LIKELIHOODS, REGRESSION_METHODS
 from ..glm.result import RegressionResult
 from ..likelihoods import SHORTHANDS, Custom
 from ..results import GaussianPosterior
@@ -217,7 +217,7 @@ def _read(f, path):
 def _model(path, model, method, features, mean, var, intercept, center, options, n_iter, trace, target,
            converged, stop_reason, params, online):  # fmt: skip
     """The ``GLMModel`` of a file's fields (``_read``), each checked."""
-    models, methods = O.choices("model", "regression"), O.choices("method", "regression")
+    models, methods = REGRESSION_LIKELIHOODS, REGRESSION_METHODS
     known = [m for m in models if m in SHORTHANDS]
     _check(path, model in known, f"unknown model {model!r} (this fastcep knows {', '.join(known)})")
     likelihood = _likelihood(path, model, params)

@@ -6,7 +6,7 @@ A model file holds, under the root group, the attributes ``format`` ("fastcep-cp
 (d_k, R), ``covs/<k>`` (d_k, R, R) or (d_k, R), ``noise`` (a, b) for cp_gaussian, and the trace
 under ``trace/``, (version 3) the digest of all of it in the attribute ``sha256``, (version 4)
 with a hierarchical prior its hyper-posterior under ``hyper/`` (attribute ``kind``, datasets
-``a``, ``b``, ``mean``, ``beta``, ``nu``, ``W_inv``: ``fastcep.tensor.hyper.HyperState``), and
+``a``, ``b``, ``mean``, ``beta``, ``nu``, ``W_inv``: ``fastcep.results.HyperState``), and
 (version 5) the fitted likelihood in the attribute ``likelihood``: JSON {"name": the built-in's
 name (``fastcep.likelihoods.SHORTHANDS``), parameter: value, ...}, learned values filled in (a
 ``Custom`` likelihood, code, cannot be written). Files before version 5 have the likelihood of
@@ -23,9 +23,9 @@ import os
 import numpy as np
 
 from .._loop import TRACE_FIELDS, Trace
+from .._models import CP_MODELS
 from ..likelihoods import SHORTHANDS, Custom
-from ..tensor import hyper as H
-from ..tensor.likelihoods import FAST_PATHS, GENERIC
+from ..results import HyperState, hyper_problems
 from ..tensor.result import POINT_METHODS, CPResult
 from .files import atomic_h5, bad_file, json_default, open_h5, sign, verify
 from .formats import MODEL_FORMAT
@@ -36,12 +36,10 @@ from .formats import MODEL_FORMAT
 MODEL_FORMAT_VERSION = 5
 #: versions this fastcep reads (1 and 2 have no digest)
 READABLE_VERSIONS = (1, 2, 3, 4, 5)
-#: the CP models ("cp": the file's likelihood says which)
-MODELS = ("cp", *FAST_PATHS, *GENERIC)
 METHODS = ("cep1", "cep2", "lp", "vmp", "cp_wopt", "post")
 COVARIANCES = ("full", "diag")
 #: the arrays of a hyper-posterior (``HyperState`` after its kind)
-HYPER_FIELDS = H.HyperState._fields[1:]
+HYPER_FIELDS = HyperState._fields[1:]
 #: version 1's trace columns: "paper_change" held CEP's and VMP's largest parameter change,
 #: CP-WOPT's change of the reconstructions and a stream's inner iterations; "elbo" held CP-WOPT's
 #: objective (it may be missing in files written before it existed)
@@ -160,7 +158,7 @@ def _read_hyper(f):
         return None
     g = f["hyper"]
     arrays = (np.asarray(g[name], dtype=np.float64) for name in HYPER_FIELDS)
-    return H.HyperState(str(g.attrs["kind"]), *arrays)
+    return HyperState(str(g.attrs["kind"]), *arrays)
 
 
 def _int(value, name):
@@ -181,8 +179,8 @@ def _check(fields, path):
     model, method, covariance, rank, shape = (
         fields[k] for k in ("model", "method", "covariance", "rank", "shape")
     )
-    if model not in MODELS:
-        raise bad(f"unknown model {model!r} (fastcep knows {', '.join(MODELS)})")
+    if model not in CP_MODELS:
+        raise bad(f"unknown model {model!r} (fastcep knows {', '.join(CP_MODELS)})")
     if method not in METHODS:
         raise bad(f"unknown method {method!r}")
     if covariance not in COVARIANCES:
@@ -210,7 +208,7 @@ def _check(fields, path):
         if not ok:
             raise bad(f"mode {k} holds a covariance that is not positive definite")
     if fields["hyper"] is not None:
-        why = H.check(fields["hyper"], len(shape), rank)
+        why = hyper_problems(fields["hyper"], len(shape), rank)
         if why:
             raise bad(f"hyper-posterior: {why}")
     fields["likelihood"] = _likelihood(fields["likelihood"], model, bad)

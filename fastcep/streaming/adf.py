@@ -45,6 +45,7 @@ from .. import _loop
 from .. import _options as O
 from .. import _validation as V
 from .._loop import IterationInfo, Trace
+from .._models import is_generic
 from .._quadrature import gauss_hermite
 from .._threads import ThreadGovernor, num_threads
 from ..glm.learn import EXPECTATION_NODES, LikelihoodLearner
@@ -61,7 +62,7 @@ from ..tensor.layout import (
     make_layout,
     standardization,
 )
-from ..tensor.likelihoods import describe, is_generic
+from ..tensor.likelihoods import describe
 from ..tensor.result import CPResult, eval_metric
 from ..tensor.vmp import VMP_DEFAULTS, VMPEngine
 from .prior import PriorLedger

@@ -146,7 +146,7 @@ def fit_cp_wopt(
         and the offset of about the fraction of ones costs one of the R components).
     model : {"cp_gaussian", "cp_probit", "cp"}
         "cp" with ``likelihood`` ``Gaussian()`` or ``"gaussian"`` is cp_gaussian, with
-        ``Bernoulli("probit")`` or ``"probit"`` cp_probit (``fastcep.tensor.likelihoods.resolve``).
+        ``Bernoulli("probit")`` or ``"probit"`` cp_probit (``fastcep._models.resolve``).
     likelihood : fastcep.likelihoods.Likelihood, str or None
         With model "cp" only.
     shape : sequence of K ints, optional

@@ -16,6 +16,7 @@ import numpy as np
 from .. import _loop
 from .. import _options as O
 from .. import _validation as V
+from .._models import is_generic
 from .._quadrature import gauss_hermite
 from .._threads import num_threads, plan
 from ..glm.learn import EXPECTATION_NODES, LikelihoodLearner, initial_values
@@ -33,7 +34,7 @@ from .layout import (
     make_layout,
     standardized,
 )
-from .likelihoods import describe, is_generic, kernel_model
+from .likelihoods import describe, kernel_model
 from .result import CPResult, CPState, eval_metric, second_moments
 
 CP_MODELS = O.choices("model", "cp")
@@ -709,7 +710,7 @@ def fit_cp(
         With model "cp" (required there): a likelihood object (``fastcep.likelihoods``:
         ``Gaussian(var=0.1)``, ``Bernoulli("logistic")``, ``Custom(logpdf)``, ...) or the name of a
         built-in with its defaults. "cp_<name>" is the shorthand of ``likelihood="<name>"``. The
-        model that runs (``res.model``; ``fastcep.tensor.likelihoods.resolve``): a likelihood
+        model that runs (``res.model``; ``fastcep._models.resolve``): a likelihood
         equal to a hand-written model's is that model, ``Gaussian()`` (learned variance)
         cp_gaussian and ``Bernoulli("probit")`` cp_probit, since their messages are exact where
         the generic ones replace z by E[z]; one equal to a generic shorthand's defaults is that

@@ -13,16 +13,15 @@ the engine's per-object prior (``CPEngine.prior_Lam``, ``prior_eta``).
   N(mu_k | 0, (NW_BETA0 Lambda_k)^-1) Wishart(Lambda_k | W0, R), W0^-1 = NW_W0_INV I: a learned
   mean and a full precision per mode.
 
-The hyper-posterior is a ``HyperState`` of flat arrays: part of the fit's resumable state, of the
+The hyper-posterior is a ``HyperState`` of flat arrays (``fastcep.results``, beside
+``hyper_problems``, the check of one read from a file): part of the fit's resumable state, of the
 model file and of the stream (ADF carries it from batch to batch).
 """
 
-from typing import NamedTuple
-
 import numpy as np
 
-#: the hierarchical priors (``prior=`` of ``fastcep.fit``); "fixed" is N(m, prior_var I)
-KINDS = ("ard", "wishart")
+from ..results import HyperState
+
 #: Gamma(ARD_A0, ARD_B0) hyperprior of each ARD precision: broad, as BCPF's 1e-6
 ARD_A0 = 1e-6
 ARD_B0 = 1e-6
@@ -40,24 +39,6 @@ NW_W0_INV = 1.0
 OFF_FRACTION = 1e-6
 
 
-class HyperState(NamedTuple):
-    """The hyper-posterior of a hierarchical prior (flat arrays; unused fields have size 0).
-
-    ``kind`` "ard": ``a`` (1,) the shape and ``b`` (R,) the rates of the Gamma posteriors of the
-    column precisions. ``kind`` "wishart": per mode k, ``mean`` (K, R) and ``beta`` (K,) of the
-    Gaussian of mu_k, ``nu`` (K,) and ``W_inv`` (K, R, R) of the Wishart of Lambda_k (scale
-    matrix W = inv(W_inv)).
-    """
-
-    kind: str
-    a: np.ndarray
-    b: np.ndarray
-    mean: np.ndarray
-    beta: np.ndarray
-    nu: np.ndarray
-    W_inv: np.ndarray
-
-
 def initial(kind, Kmodes, R, prior_var):
     """The hyper-posterior whose prior message is the fixed prior N(0, prior_var I): the start."""
     empty = np.zeros(0)
@@ -68,33 +49,6 @@ def initial(kind, Kmodes, R, prior_var):
     nu = np.full(Kmodes, float(R))
     W_inv = np.broadcast_to(np.eye(R) * (R * prior_var), (Kmodes, R, R)).copy()
     return HyperState(kind, empty, empty, np.zeros((Kmodes, R)), np.full(Kmodes, NW_BETA0), nu, W_inv)
-
-
-def check(hyper, Kmodes, R):
-    """What is wrong with a hyper-posterior read from a file, or "" (shapes, finite numbers,
-    proper Gamma and Normal-Wishart posteriors)."""
-    if hyper.kind not in KINDS:
-        return f"unknown kind {hyper.kind!r} (fastcep knows {', '.join(KINDS)})"
-    arrays = hyper[1:]
-    if not all(np.all(np.isfinite(x)) for x in arrays):
-        return "non-finite numbers"
-    if hyper.kind == "ard":
-        if hyper.a.shape != (1,) or hyper.b.shape != (R,):
-            return f"shapes {hyper.a.shape}, {hyper.b.shape} (expected (1,), ({R},))"
-        if hyper.a[0] <= 0 or np.any(hyper.b <= 0):
-            return "a Gamma posterior with a shape or rate <= 0"
-        return ""
-    want = ((Kmodes, R), (Kmodes,), (Kmodes,), (Kmodes, R, R))
-    got = (hyper.mean.shape, hyper.beta.shape, hyper.nu.shape, hyper.W_inv.shape)
-    if got != want:
-        return f"shapes {got} (expected {want})"
-    if np.any(hyper.beta <= 0) or np.any(hyper.nu <= R - 1):
-        return f"beta <= 0 or nu <= R - 1 = {R - 1}"
-    W = hyper.W_inv
-    symmetric = np.allclose(W, np.swapaxes(W, 1, 2), rtol=1e-10, atol=0)
-    if not (symmetric and np.all(np.linalg.eigvalsh(W)[:, 0] > 0)):
-        return "a Wishart scale that is not positive definite"
-    return ""
 
 
 def expected_precision(hyper):

@@ -7,53 +7,35 @@ cp_gaussian and cp_probit are hand-written: their own kernels (the Gaussian mess
 learned noise precision, the probit message with its curvature rules), the fast paths of the
 likelihoods in ``HAND_WRITTEN``. Every other likelihood of the seam's registry
 (``fastcep.kernels.likelihoods.REGISTRY``, DESIGN.md section 7) is the generic model
-"cp_<name>" (``fastcep._options.CP_GENERIC``) with its shorthand's defaults, or the model "cp"
+"cp_<name>" (``fastcep._models.CP_GENERIC``) with its shorthand's defaults, or the model "cp"
 with the parameters given: CEP-1 through the likelihood's one-dimensional tilted moments and a
 rank-one message (``kernels.tensor.generic_message``, ``generic_coord``), with the engine,
 schedules, priors and stream unchanged, and its learned parameters updated once per iteration
 (``fastcep.glm.learn``; once per batch in a stream).
 
-``resolve`` turns (model, likelihood) into the model that runs: a likelihood equal to a fast
+``fastcep._models.resolve`` turns (model, likelihood) into the model that runs: a likelihood equal to a fast
 path's (``Gaussian()``, learned noise; ``Bernoulli("probit")``) runs that fast path, one equal to
 a generic shorthand's defaults is that shorthand ("cp_logistic"), any other is "cp".
 """
 
 import numpy as np
 
-from .. import _options as O
 from .. import _validation as V
+from .._models import shorthand
 from .._quadrature import gauss_hermite
 from ..kernels import tensor as K
-from ..kernels.likelihoods import REGISTRY
-from ..likelihoods import SHORTHANDS, Bernoulli, Gaussian, Likelihood
 
 __all__ = [
-    "FAST_PATHS",
-    "GENERIC",
     "GENERIC_NODES",
-    "HAND_WRITTEN",
     "PREDICTIVE_NODES",
     "block_errors",
     "check_values",
     "describe",
     "fitted_likelihood",
-    "is_generic",
     "kernel_model",
     "log_predictive",
-    "names",
     "predictive_moments",
-    "registry_name",
-    "resolve",
-    "shorthand",
 ]
-
-#: the hand-written models (their own kernels) and the generic ones (the seam's other likelihoods)
-FAST_PATHS = O.CP_FAST_PATHS
-GENERIC = O.CP_GENERIC
-#: the likelihood each hand-written model fits: ``model="cp"`` with a likelihood equal to one of
-#: these runs that model (cp_gaussian's Gamma posterior of the noise precision is the Gaussian's
-#: learned variance; a Gaussian of known variance goes the generic way)
-HAND_WRITTEN = {"cp_gaussian": Gaussian, "cp_probit": lambda: Bernoulli("probit")}
 
 #: Gauss-Hermite nodes of the generic models' tilted moments for a likelihood with neither a
 #: closed form nor ``log_lik_derivs`` (the seam's rule on the cavity; with derivatives the
@@ -61,83 +43,6 @@ HAND_WRITTEN = {"cp_gaussian": Gaussian, "cp_probit": lambda: Bernoulli("probit"
 GENERIC_NODES = 32
 #: nodes of the rule for the predictive density of the generic models (binary: P(y = 1))
 PREDICTIVE_NODES = 60
-
-
-def registry_name(model):
-    """The registry name of a CP model's likelihood: "cp_logistic" -> "logistic"."""
-    return model[3:] if model.startswith("cp_") else model
-
-
-def names():
-    """The likelihood names a CP model takes: the shorthands with compiled leaves in the seam's
-    registry."""
-    return tuple(name for name in SHORTHANDS if name in REGISTRY)
-
-
-def shorthand(model):
-    """The likelihood (a public object, its defaults) of a CP model named by its likelihood:
-    "cp_gaussian" -> Gaussian(var=None), "cp_logistic" -> Bernoulli("logistic")."""
-    name = registry_name(model)
-    return SHORTHANDS[name]()
-
-
-def is_generic(model):
-    """Whether a CP model goes through the seam's generic messages (not a fast path)."""
-    return model not in FAST_PATHS
-
-
-def _refuse(func, what, value, exc=ValueError):
-    return V.param_error("likelihood", func, what, value, exc)
-
-
-def resolve(model, likelihood, func="fit"):
-    """(the model that runs, its likelihood object) from a CP call's ``model`` (checked: "cp" or
-    "cp_<name>") and ``likelihood`` (None, a name or a ``fastcep.likelihoods`` object): the
-    model/likelihood consistency rule of the option table (``fastcep._options.validate``).
-
-    "cp_<name>" takes no likelihood (it names one: its shorthand's defaults); "cp" needs one,
-    which runs the hand-written model it equals (``HAND_WRITTEN``), else the generic shorthand it
-    equals (defaults included), else the generic model "cp"."""
-    known = ", ".join(repr(n) for n in names())
-    if likelihood is None:
-        if model == "cp":
-            raise ValueError(
-                f"{func}: model='cp' needs a likelihood: likelihood= a fastcep.likelihoods object "
-                f"(e.g. Gaussian(var=0.1)) or one of {known}; or name it in the model ('cp_gaussian')."
-            )
-        return model, shorthand(model)
-    if model != "cp":
-        raise ValueError(
-            f"{func}: model={model!r} names its likelihood ({shorthand(model)!r}); a likelihood "
-            f"object or name goes with model='cp' (got likelihood={likelihood!r}). Use "
-            f"model='cp', likelihood=... or model={model!r} alone."
-        )
-    if isinstance(likelihood, str):
-        if likelihood not in SHORTHANDS or likelihood not in REGISTRY:
-            why = (
-                f" ({likelihood!r} has no compiled leaves in the seam's registry yet)"
-                if likelihood in SHORTHANDS
-                else ""
-            )
-            what = f"a likelihood object (fastcep.likelihoods) or one of {known}{why}"
-            raise _refuse(func, what, likelihood)
-        likelihood = SHORTHANDS[likelihood]()
-    elif not isinstance(likelihood, Likelihood):
-        what = f"a likelihood object (fastcep.likelihoods) or one of {known}"
-        raise _refuse(func, what, likelihood, TypeError)
-    elif likelihood.name != "custom" and likelihood.name not in REGISTRY:
-        raise _refuse(
-            func,
-            f"a likelihood whose compiled leaves are in the seam's registry ({known})",
-            f"{likelihood!r} (no leaves registered for {likelihood.name!r})",
-        )
-    for fast, default in HAND_WRITTEN.items():
-        if likelihood == default():
-            return fast, likelihood
-    name = likelihood.name
-    if name in SHORTHANDS and f"cp_{name}" in GENERIC and likelihood == SHORTHANDS[name]():
-        return f"cp_{name}", likelihood
-    return "cp", likelihood
 
 
 def describe(likelihood):

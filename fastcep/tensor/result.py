@@ -5,6 +5,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _validation as V
+from .._models import is_generic
 from .._threads import num_threads
 from ..kernels import tensor as K
 from ..likelihoods import log1p_prediction
@@ -220,7 +221,7 @@ class CPResult:
             p = np.empty_like(mean)
             K.probit_predictive(mean, var, p, np.empty(0), np.empty(0))
             return (p, var) if return_var else p
-        if CPL.is_generic(self.model):
+        if is_generic(self.model):
             with num_threads(self.options.get("n_threads")):
                 ey, vy = CPL.predictive_moments(self.likelihood, mean, var)
             return (ey, vy) if return_var else ey
@@ -260,7 +261,7 @@ class CPResult:
                 "distribution to score the values under."
             )
         mean, var = self._f_moments(coords)
-        if CPL.is_generic(self.model):
+        if is_generic(self.model):
             y = check_values(values, len(mean), self.likelihood, "log_likelihood")
             with num_threads(self.options.get("n_threads")):
                 return float(np.mean(CPL.log_predictive(self.likelihood.kernel(), y, mean, var)))

@@ -103,7 +103,7 @@ def fit_vmp(
         Real values (cp_gaussian) or binary labels {0, 1}, {-1, 1} or bool (cp_probit).
     model : {"cp_gaussian", "cp_probit", "cp"}
         "cp" with ``likelihood`` ``Gaussian()`` or ``"gaussian"`` is cp_gaussian, with
-        ``Bernoulli("probit")`` or ``"probit"`` cp_probit (``fastcep.tensor.likelihoods.resolve``).
+        ``Bernoulli("probit")`` or ``"probit"`` cp_probit (``fastcep._models.resolve``).
     likelihood : fastcep.likelihoods.Likelihood, str or None
         With model "cp" only.
     shape : sequence of K ints, optional
