@@ -175,11 +175,12 @@ class Recorder:
     def __init__(
         self, *, tol, callback=None, snapshot=None, evaluate=None, finite=None, verbose=False, progress=False,
         label="fit", func="fit", hint="try a smaller 'damping'", start=None, stop_rule="tol", warn=True,
+        first=0,
     ):  # fmt: skip
         self.tol, self.callback, self.snapshot, self.evaluate = tol, callback, snapshot, evaluate
         self.finite, self.verbose, self.label, self.func, self.hint = finite, verbose, label, func, hint
         self.progress = ProgressLine(label) if progress else None
-        self.stop_rule, self.warn = stop_rule, warn
+        self.stop_rule, self.warn, self.first = stop_rule, warn, first
         self.start = time.perf_counter() if start is None else start
         self.cols = {"elapsed": [], "change": [], "skipped": []}
         self.n_iter = 0
@@ -187,10 +188,12 @@ class Recorder:
         self.stop_reason = "max_iter"
 
     def record(self, it, rep):
-        """Record iteration ``it``'s report: the trace, the eval metric, the verbose line, the
-        finite check (FloatingPointError), the stopping rule and the callback. Returns True when
-        the run must stop (converged, or the callback said so)."""
+        """Record this run's iteration ``it``'s report: the trace, the eval metric, the verbose
+        line, the finite check (FloatingPointError), the stopping rule and the callback. Returns
+        True when the run must stop (converged, or the callback said so). The messages and the
+        callback count the fit's iterations: ``first`` done before this run (a resumed fit's)."""
         cols = self.cols
+        fit_it = self.first + it
         self.n_iter = it
         now = time.perf_counter() - self.start
         cols["elapsed"].append(now)
@@ -209,13 +212,17 @@ class Recorder:
                 values.append(math.nan)
         if self.verbose:
             extra = f", eval {cols['eval_metric'][-1]:.4f}" if self.evaluate is not None else ""
-            line = f"[fastcep] {self.label} iter {it}: change {rep.change:.3e}, skipped {rep.skipped}{extra}"
+            line = (
+                f"[fastcep] {self.label} iter {fit_it}: change {rep.change:.3e}, skipped {rep.skipped}{extra}"
+            )
             print(f"{line}, {now:.3f} s", file=sys.stderr)
         if self.progress is not None:
-            self.progress.update(f"iteration {it}, change {rep.change:.2e} (tol {self.tol:.1e}), {now:.1f} s")
+            self.progress.update(
+                f"iteration {fit_it}, change {rep.change:.2e} (tol {self.tol:.1e}), {now:.1f} s"
+            )
         if self.finite is not None and not self.finite():
             raise FloatingPointError(
-                f"{self.func}: the fit became non-finite at iteration {it} ({self.label}); {self.hint}."
+                f"{self.func}: the fit became non-finite at iteration {fit_it} ({self.label}); {self.hint}."
             )
         if rep.halt is not None:
             self.stop_reason, why = rep.halt
@@ -227,7 +234,7 @@ class Recorder:
         elif rep.stop is not None:
             self.converged, self.stop_reason = True, rep.stop
         if self.callback is not None:
-            info = IterationInfo(it, float(rep.change), now, int(rep.skipped), result)
+            info = IterationInfo(fit_it, float(rep.change), now, int(rep.skipped), result)
             if self.callback(info) and not self.converged:
                 self.stop_reason = "callback"
                 return True
@@ -242,12 +249,12 @@ class Recorder:
         """How the run ended (``stop_reason`` overrides the recorded one: the driver's own)."""
         reason = self.stop_reason if stop_reason is None else stop_reason
         if self.progress is not None:
-            self.progress.close(f"{self.n_iter} iterations, {reason}")
+            self.progress.close(f"{self.first + self.n_iter} iterations, {reason}")
         # (tol=0 asks for max_iter iterations: nothing to warn of)
         if reason == "max_iter" and self.warn and self.tol > 0 and self.n_iter > 0:
-            last = self.cols["change"][-1]
+            last, n = self.cols["change"][-1], self.first + self.n_iter
             warnings.warn(
-                f"{self.func}: {self.label} stopped at max_iter={self.n_iter} before converging (last "
+                f"{self.func}: {self.label} stopped at max_iter={n} before converging (last "
                 f"change {last:.2e}, tol {self.tol:.1e}); raise max_iter, or see res.trace.change",
                 ConvergenceWarning,
                 stacklevel=outside_the_package(),
@@ -255,15 +262,19 @@ class Recorder:
         return Outcome(self.n_iter, self.converged, reason, self.trace())
 
 
-def run(step, *, max_iter, governor=None, **options):
-    """Run ``step(iteration)`` for iterations 1, 2, ... until it converges, the callback stops it
-    or ``max_iter`` is reached.
+def run(step, *, max_iter, governor=None, first=0, **options):
+    """Run ``step(iteration)`` for iterations first + 1, first + 2, ... until it converges, the
+    callback stops it or ``max_iter`` is reached.
 
     Parameters
     ----------
     step : callable
         ``step(iteration) -> StepReport``; runs one iteration in place.
     max_iter : int
+        The fit's last iteration.
+    first : int
+        Iterations done before this run (a fit resumed from a checkpoint: ``step``, the callback
+        and the messages count on from there; the trace and ``Outcome.n_iter`` are this run's).
     governor : ThreadGovernor or None
         Sets the thread count of each iteration and learns from its time (``fastcep._threads``).
     tol : float
@@ -300,12 +311,12 @@ def run(step, *, max_iter, governor=None, **options):
     -------
     Outcome
     """
-    rec = Recorder(**options)
-    for it in range(1, max_iter + 1):
+    rec = Recorder(first=first, **options)
+    for it in range(1, max_iter - first + 1):
         if governor is not None:
             governor.before(it)
         t0 = time.perf_counter()
-        rep = step(it)
+        rep = step(first + it)
         if governor is not None:
             governor.after(it, time.perf_counter() - t0)
         if rec.record(it, rep):

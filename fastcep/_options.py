@@ -439,10 +439,17 @@ OPTIONS = (
             "a cluster fit's (client=): the client's posterior, damping and trace every checkpoint_every "
             "sweeps and at the end",
         ),
+        "cp": Spec(
+            Maybe(PathLike()), None,
+            "a cluster fit's (client=): the client's posterior, noise, learned prior and trace every "
+            "checkpoint_every iterations and at the end",
+            methods=CEP,
+        ),
     }),
     Option("checkpoint_every", "Batches between checkpoints.", {
         "stream": Spec(Int(1), 10),
         "regression": Spec(Int(1), 10, "sweeps"),
+        "cp": Spec(Int(1), 10, "iterations", methods=CEP),
     }),
     Option("resume", "Continue from the checkpoint if it exists (the settings must match).", {
         "stream": Spec(Bool(), False),
@@ -450,6 +457,12 @@ OPTIONS = (
             Bool(), False,
             "a cluster fit starts from the checkpoint's posterior, its sites flat on the workers, and ends "
             "at the uninterrupted fit's fixed point",
+        ),
+        "cp": Spec(
+            Bool(), False,
+            "a cluster fit starts from the checkpoint's posterior, its sites flat on the workers, and ends "
+            "at the uninterrupted fit's fixed point",
+            methods=CEP,
         ),
     }),
     Option("max_batches", "Stop after this many batches in this call (None: no limit).", {
@@ -759,12 +772,12 @@ def _resume_needs_checkpoint(func, model, method, o):
 
 
 def _checkpoint_needs_client(func, model, method, o):
-    if o["checkpoint"] is not None and o["client"] is None:
+    if o.get("checkpoint") is not None and o.get("client") is None:
         raise ValueError(
             f"{func}: checkpoint= applies to fits on a Dask cluster (client=) so far; a fit in one "
             "process keeps no checkpoint."
         )
-    if o["resume"] and o["checkpoint"] is None:
+    if o.get("resume") and o.get("checkpoint") is None:
         raise ValueError(f"{func}: resume=True needs a checkpoint path.")
 
 
@@ -778,6 +791,7 @@ RULES = {
         _expect_under,
         _lp_needs_full_parallel,
         _learned_prior,
+        _checkpoint_needs_client,
     ),
     "stream": (
         _stream_defaults,

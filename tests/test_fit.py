@@ -421,3 +421,23 @@ def test_a_misspelt_option_names_fit_and_the_option_meant(sim):
         TypeError, match=r"^fit\(\) got an unexpected keyword argument 'prior_vra'.*Did you mean 'prior_var'"
     ):
         fastcep.fit(X, y, prior_vra=1.0)
+
+
+def test_a_resumed_run_counts_its_iterations_on_from_the_checkpoint():
+    """``_loop.run(first=k)`` (a fit resumed from a checkpoint after k iterations): the step, the
+    callback and the max_iter warning count the fit's iterations k + 1, ..., the trace and
+    ``n_iter`` are the run's own (the checkpoint's rows go before them)."""
+    from fastcep import _loop
+
+    seen, called = [], []
+
+    def step(it):
+        seen.append(it)
+        return _loop.StepReport(1.0, 0, True, {})
+
+    with pytest.warns(fastcep.ConvergenceWarning, match="stopped at max_iter=6 before converging"):
+        out = _loop.run(
+            step, max_iter=6, first=3, tol=1e-3, callback=lambda info: called.append(info.iteration)
+        )
+    assert seen == called == [4, 5, 6]
+    assert out.n_iter == 3 and out.trace.change.shape == (3,) and out.stop_reason == "max_iter"

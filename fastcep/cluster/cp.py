@@ -30,9 +30,11 @@ import numpy as np
 
 from .._models import is_generic
 from ..kernels import tensor as K
+from ..results import HyperState
 from ..tensor.engine import COLLAPSED, ENTRY_CHUNK, SUM_GROUPS, CPEngine, exact_sum, guarded, summed_groups
 from ..tensor.layout import make_layout
 from . import n_workers, on_worker_threads, worker_threads
+from .checkpoints import Checkpoints, check_path
 from .partitions import Partitions
 
 
@@ -129,7 +131,9 @@ def refusals(model, method, o, likelihood, func):
             "runs the parallel schedule; pass schedule='parallel'"
         )
     elif o["init_state"] is not None:
-        why = "init_state: a cluster CP fit starts from the flat messages"
+        why = "init_state: a cluster CP fit starts from the flat messages (resume from a checkpoint=)"
+    elif o["checkpoint"] is not None and o["n_starts"] > 1:
+        why = "n_starts > 1 with a checkpoint: each start would write over the last one's"
     elif is_generic(model) and likelihood.learned:
         why = f"learned likelihood parameters ({', '.join(likelihood.learned)}): give their values"
     elif guarded(model, method, o["schedule"], likelihood):
@@ -138,6 +142,44 @@ def refusals(model, method, o, likelihood, func):
         raise NotImplementedError(
             f"{func}(client=...) does not support {why}; fit in one process (client=None)."
         )
+    check_path(o, func)  # (a new checkpoint's folder, before any work)
+
+
+#: the client's arrays a CP checkpoint holds: what the next sweep reads of the posterior, the
+#: noise, and the objects' prior (the learned prior's message)
+CHECKPOINT_ARRAYS = ("P_Lam", "P_eta", "M", "S", "E2", "noise")
+
+
+def checkpoints(engine, o, digest, keys, func):
+    """The ``Checkpoints`` of a cluster CP fit: the client engine's posterior, noise, prior and
+    hyper-posterior, and the damping. A resumed fit restores them, then asks the partitions for
+    their predictions under the restored means (the next change is measured from there); the
+    sites on the workers stay flat, and restart against that posterior. The settings ``keys``
+    and the entries' ``digest`` must match; the partitioning need not (the client's state does
+    not depend on it)."""
+    st, pb = engine.store, engine.problem
+    hyper_fields = HyperState._fields[1:]
+
+    def state():
+        arrays = {name: getattr(st, name) for name in CHECKPOINT_ARRAYS}
+        arrays.update(prior_Lam=pb.prior_Lam, prior_eta=pb.prior_eta)
+        position = dict(rho=engine.rho, hyper=None if engine.hyper is None else engine.hyper.kind)
+        if engine.hyper is not None:
+            arrays.update({f"hyper_{name}": getattr(engine.hyper, name) for name in hyper_fields})
+        return arrays, position
+
+    def restore(arrays, position):
+        for name in CHECKPOINT_ARRAYS:
+            getattr(st, name)[:] = arrays[name]
+        pb.prior_Lam[:], pb.prior_eta[:] = arrays["prior_Lam"], arrays["prior_eta"]
+        if engine.hyper is not None:
+            engine.hyper = HyperState(position["hyper"], *(arrays[f"hyper_{name}"] for name in hyper_fields))
+        engine.resumed = True
+        engine.prediction_change()  # (the partitions' predictions under the restored means)
+
+    arrays, _ = state()
+    shapes = {name: a.shape for name, a in arrays.items()}
+    return Checkpoints(o, digest, keys, state, restore, shapes, func)
 
 
 def entry_blocks(lay, y, s, sum_chunk, workers):

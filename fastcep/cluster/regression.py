@@ -17,7 +17,6 @@ refused by name (``refusals``).
 """
 
 import hashlib
-import os
 
 import numpy as np
 
@@ -27,14 +26,13 @@ from .._threads import num_threads
 from ..glm import engine as E
 from ..glm import sparse as SP
 from ..glm.result import RegressionResult
-from ..io.checkpoint import read_fit_checkpoint, write_fit_checkpoint
-from ..io.files import check_output
 from ..kernels import chunk_rows
 from ..kernels.glm import schedules as S
 from ..kernels.glm import sparse as SPK
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..kernels.glm.sweep import reduce_posterior
 from . import n_workers, on_worker_threads, worker_threads
+from .checkpoints import Checkpoints, check_path
 from .partitions import Partitions
 
 #: the methods and schedule a cluster fit runs (the parallel sweep: every message from one posterior)
@@ -227,7 +225,7 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     if not stats:
         raise ValueError(f"{func}: X has no rows.")
     n, d = sum(st[0] for st in stats), stats[0][1]
-    digest = Checkpoints.data_digest(o, parts, func)
+    digest = data_digest(o, parts, func)
     if any(st[1] != d for st in stats):
         raise ValueError(f"{func}: the partitions of X have different numbers of columns.")
     prior_T = E.prior_precisions(o["prior_var"], d, func)
@@ -283,114 +281,60 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
         values = {"damping": rho, "param_change": change}
         return _loop.StepReport(measure, int(skipped), accept, values, None, halt)
 
-    def snapshot(it, trace):
+    def snapshot(it, trace):  # (it: this run's iterations; a resumed fit's count on from its checkpoint)
         return RegressionResult.of(
-            model, method, state.mu.copy(), state.v.copy(), it, False, "running", trace, None, options,
-            likelihood, center,
+            model, method, state.mu.copy(), state.v.copy(), saved.done + it, False, "running", trace, None,
+            options, likelihood, center,
         )  # fmt: skip
 
     def finite():
         return bool(np.all(np.isfinite(state.mu)) and np.all(np.isfinite(state.v)) and np.all(state.v > 0))
 
     label = f"{model}/{method}, {len(stats)} partitions"
-    saved = Checkpoints(o, digest, state, damp, func, dict(
+    keys = dict(
         model=model, method=method, likelihood=likelihood.name, params=likelihood.params(), n=n, d=d,
         partition_rows=[int(st[0]) for st in stats],  # (the digest is the partitions', in order)
         **{k: options[k] for k in ("prior_var", "fit_intercept", "intercept_var", "center", "n_nodes")},
-    ))  # fmt: skip
+    )  # fmt: skip
+
+    def saved_state():
+        position = dict(rho=damp.rho, undamped=damp.undamped, halved=damp.halved)
+        return {name: getattr(state, name) for name in ("T", "N", "mu", "v")}, position
+
+    def restore(arrays, position):
+        for name in ("T", "N", "mu", "v"):
+            getattr(state, name)[:] = arrays[name]
+        damp.rho, damp.undamped, damp.halved = position["rho"], position["undamped"], position["halved"]
+
+    shapes = {name: (d,) for name in ("T", "N", "mu", "v")}
+    saved = Checkpoints(o, digest, keys, saved_state, restore, shapes, func)
     with num_threads(o["n_threads"]):
         reset()
         done = saved.resume()  # (a checkpoint's posterior and damping; the sites stay flat)
         out = _loop.run(
-            step, max_iter=max(o["max_iter"] - done, 0), tol=tol, callback=saved.callback(o["callback"]),
-            snapshot=snapshot, finite=finite, verbose=o["verbose"], progress=o["progress"], label=label,
-            start=start,
+            step, max_iter=max(o["max_iter"], done), first=done, tol=tol, snapshot=snapshot, finite=finite,
+            callback=saved.callback(o["callback"]), verbose=o["verbose"], progress=o["progress"],
+            label=label, start=start,
         )  # fmt: skip
         trace = saved.trace(out.trace)
         saved.write(trace)
     options["revived"] = parts.revived  # (partitions made again after their worker was lost)
-    if saved.path is not None:
-        options.update(checkpoint=os.fspath(saved.path), resumed_at=done)
+    saved.options(options)
     return RegressionResult.of(
         model, method, state.mu, state.v, done + out.n_iter, out.converged, out.stop_reason, trace, None,
         options, likelihood, center,
     )  # fmt: skip
 
 
-class Checkpoints:
-    """A cluster fit's checkpoints (``checkpoint=``): the client's state (the posterior's natural
-    parameters and moments, the damping, the sweeps done, the trace) every ``checkpoint_every``
-    sweeps and at the end, bound to the settings ``keys`` and to the digest of the partitions'
-    data; ``resume`` starts from one (the sites on the workers flat: they restart against its
-    posterior, as a lost partition's do, and the fit goes on to the same fixed point). The
-    digest is taken partition by partition: a fit resumes on the same rows split the same way (a
-    NumPy X over as many workers, a Dask array in the same chunks); another split is refused,
-    naming ``partition_rows``."""
-
-    def __init__(self, o, digest, state, damp, func, keys):
-        self.path, self.every, self.func = o["checkpoint"], o["checkpoint_every"], func
-        self.state, self.damp, self.keys = state, damp, keys
-        self.done, self.before = 0, None
-        self.resuming = bool(o["resume"]) and self.path is not None and os.path.exists(self.path)
-        self.digest = digest
-
-    @staticmethod
-    def data_digest(o, parts, func):
-        """The digest of the partitions' data (in partition order) when the fit keeps checkpoints
-        (before their ``setup``, which drops the rows as given), else None; checks the path."""
-        if o["checkpoint"] is None:
-            return None
-        if not (o["resume"] and os.path.exists(o["checkpoint"])):  # (a folder it can write, no input)
-            check_output(o["checkpoint"], [], "checkpoint", func)
-        h = hashlib.sha256()
-        for part in parts.call("digest"):
-            h.update(part.encode())
-        return h.hexdigest()
-
-    def resume(self):
-        """The checkpoint's posterior and damping into the fit (if resuming); the sweeps done."""
-        if not self.resuming:
-            return 0
-        st = self.state
-        shapes = {name: st.mu.shape for name in ("T", "N", "mu", "v")}
-        arrays, position, self.before = read_fit_checkpoint(
-            self.path, self.keys, list(self.keys), self.digest, shapes, self.func
-        )
-        for name in shapes:
-            getattr(st, name)[:] = arrays[name]
-        damp = self.damp
-        damp.rho, damp.undamped, damp.halved = position["rho"], position["undamped"], position["halved"]
-        self.done = int(position["sweeps"])
-        return self.done
-
-    def callback(self, user):
-        """The fit's callback: a checkpoint every ``every`` sweeps, then the user's."""
-        if self.path is None:
-            return user
-
-        def keep(info):
-            if (self.done + info.iteration) % self.every == 0:
-                self.write(self.trace(info.result.trace))
-            return user(info) if user is not None else None
-
-        return keep
-
-    def trace(self, new):
-        """The whole fit's trace: the checkpoint's rows, then this run's (elapsed from there)."""
-        if self.before is None:
-            return new
-        n0 = len(self.before["elapsed"])
-        shift = {"elapsed": float(self.before["elapsed"][-1]) if n0 else 0.0}
-        columns = {
-            name: np.concatenate([self.before[name], np.asarray(getattr(new, name)) + shift.get(name, 0)])
-            for name in new._fields
-        }
-        return _loop.Trace.from_columns(n0 + len(new.elapsed), **columns)
-
-    def write(self, trace):
-        if self.path is None:
-            return
-        st, damp = self.state, self.damp
-        position = dict(sweeps=len(trace.elapsed), rho=damp.rho, undamped=damp.undamped, halved=damp.halved)
-        arrays = {name: getattr(st, name) for name in ("T", "N", "mu", "v")}
-        write_fit_checkpoint(self.path, arrays, position, self.keys, trace, self.digest)
+def data_digest(o, parts, func):
+    """The digest of the partitions' data (in partition order) when the fit keeps checkpoints
+    (before their ``setup``, which drops the rows as given), else None. It is taken partition by
+    partition: a fit resumes on the same rows split the same way (a NumPy X over as many workers,
+    a Dask array in the same chunks); another split is refused, naming ``partition_rows``."""
+    if o["checkpoint"] is None:
+        return None
+    check_path(o, func)
+    h = hashlib.sha256()
+    for part in parts.call("digest"):
+        h.update(part.encode())
+    return h.hexdigest()

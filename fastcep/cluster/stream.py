@@ -25,10 +25,13 @@ result is a ``CPResult`` like the one-process stream's, whose ``trace`` has one 
 (``change``: the largest change of a posterior mean in the pass; ``inner_iter``: the batches of
 all shards) and whose state continues in one process as any stream's does.
 
-Refused by name (``refusals``): methods other than "cep1", learned likelihood parameters,
-checkpoints and ``resume``, ``init_state`` and ``max_batches``.
+``checkpoint=`` writes the client's state after every pass (``checkpoint_every`` does not
+apply: a pass is the unit), and ``resume=True`` goes on with the next pass from exactly that
+state (``_checkpoints``). Refused by name (``refusals``): methods other than "cep1", learned
+likelihood parameters, ``init_state`` and ``max_batches``.
 """
 
+import hashlib
 import os
 import sys
 import time
@@ -40,7 +43,7 @@ from .. import _loop
 from .._loop import IterationInfo
 from .._models import is_generic
 from .._threads import num_threads
-from ..results import StreamPrior, StreamState
+from ..results import HyperState, StreamPrior, StreamState
 from ..streaming import adf
 from ..streaming.prior import second_moment_sum
 from ..streaming.sources import ArraySource, FileSource, open_source
@@ -48,6 +51,7 @@ from ..tensor import hyper as H
 from ..tensor.layout import check_coords, check_values, default_rank, merge_moments, scale_of, value_moments
 from ..tensor.result import eval_metric
 from . import check_scheduler, n_workers, require, worker_threads
+from .checkpoints import Checkpoints, check_path
 from .partitions import lost
 
 #: VMP updates of the learned prior's hyper-posterior from the combined posterior, each pass
@@ -64,6 +68,15 @@ def shard_moments(data, model, likelihood, func):
     src = _source(data, model, likelihood, func)
     try:
         return value_moments(src.value_blocks())
+    finally:
+        src.close()
+
+
+def shard_digest(data, model, likelihood, func):
+    """The digest of a shard's entries (``entries_digest``), taken where they are read."""
+    src = _source(data, model, likelihood, func)
+    try:
+        return src.identity()
     finally:
         src.close()
 
@@ -146,8 +159,6 @@ def refusals(o, method, func):
         why = f"method={method!r}: a cluster stream runs 'cep1'"
     elif is_generic(o["model"]) and lik.learned:
         why = f"learned likelihood parameters ({', '.join(lik.learned)}): give their values"
-    elif o["checkpoint"] is not None or o["resume"]:
-        why = "checkpoint= or resume: a cluster stream's passes are not written to a checkpoint yet"
     elif o["init_state"] is not None:
         why = "init_state: a cluster stream starts from the prior"
     elif o["max_batches"] is not None:
@@ -192,9 +203,20 @@ def stream(client, coords, values, o, method, func="stream"):
     start = time.perf_counter()
     stop_reason = "end"
     n_batches = -(-n // o["batch_size"])
+    init_sd, first = np.nan, None
+    saved = None
+    if o["checkpoint"] is not None:  # (the client's state after every pass)
+        saved = _checkpoints(shards, described, o, dict(rank=R, shape=list(shape), n=n), post, func)
+        done = saved.resume()
+        if done:
+            messages, init_sd, first = saved.restored
+            for name, column in _TRACE_COLUMNS.items():
+                trace[name] = list(np.asarray(saved.before[column], dtype=float))
+            start -= trace["elapsed"][-1]
+    passes_done = len(trace["elapsed"])
 
     def result_now(stop_reason):
-        options = dict(first.options, n=n, seed=o["seed"], shuffle=o["shuffle"], rank=R)
+        options = dict(first, n=n, seed=o["seed"], shuffle=o["shuffle"], rank=R)
         options.update(shards=len(shards), passes=len(trace["elapsed"]), shard_damping=SHARD_DAMPING)
         state = post.state(noise, init_sd, n_batches, n)
         fitted = lik if is_generic(model) else None
@@ -213,7 +235,7 @@ def stream(client, coords, values, o, method, func="stream"):
             len(trace["elapsed"]),
         )
 
-    for p in range(o["passes"]):
+    for p in range(passes_done, o["passes"]):
         label = f"{model}/cep1 on {len(shards)} shards, pass {p + 1}/{o['passes']}"
         if o["progress"]:
             _loop.write_status(label)
@@ -224,9 +246,9 @@ def stream(client, coords, values, o, method, func="stream"):
             return dict(run, seed=shard_seed(o["seed"], k, p)), cavities[k][0], values_scale
 
         new = shards.run(shard_pass, arguments)
-        first = new[0]
+        first = new[0].options
         if p == 0:
-            init_sd = first.init_sd
+            init_sd = new[0].init_sd
         skipped = 0
         if p == 0:
             messages = new
@@ -252,6 +274,9 @@ def stream(client, coords, values, o, method, func="stream"):
                 f"[fastcep] {label}: {trace['elapsed'][-1]:.3f} s, change {trace['change'][-1]:.3e}",
                 file=sys.stderr,
             )
+        if saved is not None:
+            saved.current = (messages, init_sd, first)
+            saved.write(_loop.Trace.from_columns(p + 1, **{c: trace[k] for k, c in _TRACE_COLUMNS.items()}))
         if o["callback"] is not None:
             info = IterationInfo(
                 p + 1, trace["change"][-1], trace["elapsed"][-1], skipped, result_now("running")
@@ -261,7 +286,87 @@ def stream(client, coords, values, o, method, func="stream"):
                 break
     if o["progress"]:
         _loop.end_status()
-    return result_now(stop_reason)
+    noise = noise0 + sum(m.noise for m in messages)
+    res = result_now(stop_reason)
+    if saved is not None:
+        saved.options(res.options)
+    return res
+
+
+#: the cluster stream's trace columns (its lists) and the trace's names for them
+_TRACE_COLUMNS = {
+    "elapsed": "elapsed", "change": "change", "skipped": "skipped", "inner": "inner_iter",
+    "damping": "damping", "eval_metric": "eval_metric",
+}  # fmt: skip
+#: the settings a resumed cluster stream must share with its checkpoint (with rank, shape, n
+#: and the shards' rows)
+_RESUME_KEYS = (
+    "model", "covariance", "prior", "prior_var", "a0", "b0", "batch_size", "shuffle", "seed", "standardize",
+    "damping", "max_iter", "tol", "probit_curvature", "expect_under",
+)  # fmt: skip
+
+
+def _checkpoints(shards, described, o, more, post, func):
+    """The ``Checkpoints`` of a cluster stream (``cluster.checkpoints``), written after every pass:
+    the client's posterior (the shards' summed messages, the objects seen, a learned prior's
+    hyper-posterior) and each shard's net message over every object (zero where it touches none),
+    bound to the settings, the shards' cut and the digest of their entries (taken on the workers,
+    where they are read). A resumed stream goes on with the next pass, from exactly that state."""
+    check_path(o, func)
+    digests = shards.run(shard_digest, lambda k: (o["model"], o["likelihood"], func))
+    h = hashlib.sha256()
+    for d in digests:
+        h.update(d.encode())
+    rows = [int(d[2][1] - d[2][0]) if d[0] == "file" else len(d[2]) for d in described]
+    keys = {k: o[k] for k in _RESUME_KEYS}
+    keys.update(more, method="cep1", shard_rows=rows, likelihood=o["likelihood"].name)
+    keys["params"] = o["likelihood"].params()
+    n_obj, S = post.D_Lam.shape[0], len(described)
+    hyper_fields = HyperState._fields[1:]
+
+    def state():
+        messages, init_sd, first = saved.current
+        arrays = {
+            "D_Lam": post.D_Lam, "D_eta": post.D_eta, "seen": post.seen.astype(np.float64),
+            "msg_Lam": np.zeros((S, *post.D_Lam.shape)), "msg_eta": np.zeros((S, *post.D_eta.shape)),
+            "msg_touched": np.zeros((S, n_obj)), "msg_noise": np.array([m.noise for m in messages]),
+            "msg_batches": np.array([float(m.batches) for m in messages]),
+        }  # fmt: skip
+        for k, m in enumerate(messages):
+            arrays["msg_Lam"][k, m.idx], arrays["msg_eta"][k, m.idx] = m.Lam, m.eta
+            arrays["msg_touched"][k, m.idx] = 1.0
+        if post.hyper is not None:
+            arrays.update({f"hyper_{name}": getattr(post.hyper, name) for name in hyper_fields})
+        kind = None if post.hyper is None else post.hyper.kind
+        return arrays, dict(init_sd=float(init_sd), options=first, hyper=kind)
+
+    def restore(arrays, position):
+        post.D_Lam[:], post.D_eta[:] = arrays["D_Lam"], arrays["D_eta"]
+        post.seen[:] = arrays["seen"] > 0
+        if post.hyper is not None:
+            post.hyper = HyperState(position["hyper"], *(arrays[f"hyper_{name}"] for name in hyper_fields))
+            post.msg = H.messages(post.hyper, post.K, post.cov)
+        post._moments()
+        if post.hyper is not None:
+            post.sums = post._sums()
+        messages = []
+        for k in range(S):
+            idx = np.flatnonzero(arrays["msg_touched"][k] > 0)
+            messages.append(ShardMessage(
+                idx, arrays["msg_Lam"][k, idx], arrays["msg_eta"][k, idx], arrays["msg_noise"][k],
+                position["init_sd"], int(arrays["msg_batches"][k]), position["options"],
+            ))  # fmt: skip
+        saved.restored = (messages, position["init_sd"], position["options"])
+
+    shapes = {
+        "D_Lam": post.D_Lam.shape, "D_eta": post.D_eta.shape, "seen": (n_obj,),
+        "msg_Lam": (S, *post.D_Lam.shape), "msg_eta": (S, *post.D_eta.shape), "msg_touched": (S, n_obj),
+        "msg_noise": (S, 2), "msg_batches": (S,),
+    }  # fmt: skip
+    if post.hyper is not None:
+        shapes.update({f"hyper_{name}": getattr(post.hyper, name).shape for name in hyper_fields})
+    saved = Checkpoints(o, h.hexdigest(), keys, state, restore, shapes, func)
+    return saved
 
 
 def shard_seed(seed, k, p):

@@ -131,17 +131,29 @@ def _checkpoint(path, fmt):
 
 def _fit_checkpoint(path, fmt):
     options, position = fit_checkpoint_position(path)
-    parts = options["partition_rows"]
-    fields = {
-        "file": path, "format": fmt, "model": options["model"], "method": options["method"],
-        "rows": int(sum(parts)), "features": options["d"], "partition_rows": parts,
-        "sweeps_done": position["sweeps"],
-    }  # fmt: skip
-    text = (
-        f"{path}: cluster fit checkpoint, {options['model']}/{options['method']} regression of "
-        f"{fields['rows']} rows x {options['d']} features in {len(parts)} partitions, after "
-        f"{position['sweeps']} sweeps"
-    )
+    sweeps = position["sweeps"]
+    fields = {"file": path, "format": fmt, "model": options["model"], "method": options["method"]}
+    what = f"{options['model']}/{options['method']}"
+    if "partition_rows" in options:  # (a regression's)
+        parts = options["partition_rows"]
+        fields.update(rows=int(sum(parts)), features=options["d"], partition_rows=parts, sweeps_done=sweeps)
+        text = (
+            f"{path}: cluster fit checkpoint, {what} regression of {fields['rows']} rows x {options['d']} "
+            f"features in {len(parts)} partitions, after {sweeps} sweeps"
+        )
+    elif "shard_rows" in options:  # (a cluster stream's)
+        shards = options["shard_rows"]
+        fields.update(shape=options["shape"], rank=options["rank"], shards=len(shards), passes_done=sweeps)
+        text = (
+            f"{path}: cluster stream checkpoint, {what} of shape {'x'.join(map(str, options['shape']))} "
+            f"at rank {options['rank']} in {len(shards)} shards, after {sweeps} passes"
+        )
+    else:  # (a CP fit's)
+        fields.update(shape=options["shape"], rank=options["rank"], iterations_done=sweeps)
+        text = (
+            f"{path}: cluster fit checkpoint, {what} decomposition of shape "
+            f"{'x'.join(map(str, options['shape']))} at rank {options['rank']}, after {sweeps} iterations"
+        )
     return Description(fields, text)
 
 

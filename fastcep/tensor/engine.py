@@ -38,6 +38,13 @@ from .likelihoods import describe, kernel_model
 from .result import CPResult, CPState, eval_metric, second_moments
 
 CP_MODELS = O.choices("model", "cp")
+#: the settings a cluster fit resumed from a checkpoint must share with it (``res.options``'
+#: names; with the model and method)
+CHECKPOINT_KEYS = (
+    "shape", "rank", "standardize", "prior_var", "a0", "b0", "damping",
+    "schedule", "covariance", "noise_warmup", "warmup_snr", "prior_mean", "prior", "likelihood",
+    "probit_curvature", "expect_under",
+)  # fmt: skip
 #: the kernel code of each ``lp_indefinite`` rule: what method="lp" does with a Laplace message
 #: whose precision is not positive semi-definite
 LP_INDEFINITE = {"skip": KLP.LP_SKIP, "apply": KLP.LP_APPLY, "clip": KLP.LP_CLIP}
@@ -674,6 +681,9 @@ def fit_cp(
     eval_set=CP_DEFAULTS["eval_set"],
     n_threads=CP_DEFAULTS["n_threads"],
     client=CP_DEFAULTS["client"],
+    checkpoint=CP_DEFAULTS["checkpoint"],
+    checkpoint_every=CP_DEFAULTS["checkpoint_every"],
+    resume=CP_DEFAULTS["resume"],
     callback=CP_DEFAULTS["callback"],
     seed=CP_DEFAULTS["seed"],
     n_starts=CP_DEFAULTS["n_starts"],
@@ -989,9 +999,14 @@ def fit_cp(
             warmup_snr=warmup_snr, rng=rng, hyper=hyper, likelihood=lik, learner=learner,
         )  # fmt: skip
         engine.data_sha256 = digest
+        saved = None
+        if client is not None and o["checkpoint"] is not None:
+            keys = {k: options.get(k) for k in CHECKPOINT_KEYS}
+            saved = cluster_cp.checkpoints(engine, o, digest, dict(keys, model=model, method=method), func)
         res = run_engine(
             engine, shape, options, max_iter=max_iter, tol=tol, callback=callback, eval_set=eval_set,
             verbose=verbose, progress=progress, label=f"{model}/{method}", start=start, governor=governor,
+            saved=saved,
         )  # fmt: skip
     if is_generic(model):
         check_not_run_off(res, coords, values, func)
@@ -1052,13 +1067,21 @@ def initial_means(coords, y, shape, R, init, init_scale, m0, rng):
     return init_scale * rng.standard_normal((int(np.sum(shape)), R))
 
 
-def run_engine(engine, shape, options, *, max_iter, tol, callback, eval_set, governor, **loop_options):
+def run_engine(
+    engine, shape, options, *, max_iter, tol, callback, eval_set, governor, saved=None, **loop_options
+):
     """A CP engine's iterations in the one loop (``fastcep._loop``) and the fit's result: what
     ``fit_cp`` and ``fit_vmp`` share. ``eval_set`` is a checked (coords, values) pair or None;
-    ``loop_options`` go to ``_loop.run`` (verbose, progress, label, start, hint)."""
+    ``loop_options`` go to ``_loop.run`` (verbose, progress, label, start, hint). ``saved``: a
+    cluster fit's ``Checkpoints`` (``fastcep.cluster.checkpoints``), or None; a fit resumed from
+    one counts its iterations, trace and ``max_iter`` on from the checkpoint's."""
+    done = 0 if saved is None else saved.resume()
+    if saved is not None:
+        callback = saved.callback(callback)
+        options = saved.options(dict(options))
 
     def snapshot(it, trace):
-        return engine.result(shape, it, False, "running", trace, options)
+        return engine.result(shape, done + it, False, "running", trace, options)
 
     evaluate = None
     if eval_set is not None:
@@ -1067,10 +1090,14 @@ def run_engine(engine, shape, options, *, max_iter, tol, callback, eval_set, gov
             return eval_metric(result, *eval_set)
 
     out = _loop.run(
-        engine.step, max_iter=max_iter, tol=tol, callback=callback, snapshot=snapshot, evaluate=evaluate,
-        finite=engine.finite, governor=governor, **loop_options,
+        engine.step, max_iter=max(max_iter, done), first=done, tol=tol, callback=callback, snapshot=snapshot,
+        evaluate=evaluate, finite=engine.finite, governor=governor, **loop_options,
     )  # fmt: skip
-    return engine.result(shape, out.n_iter, out.converged, out.stop_reason, out.trace, options, copy=False)
+    trace = out.trace
+    if saved is not None:
+        trace = saved.trace(trace)
+        saved.write(trace)
+    return engine.result(shape, done + out.n_iter, out.converged, out.stop_reason, trace, options, copy=False)
 
 
 def _state_params(state, likelihood, func):
