@@ -286,42 +286,47 @@ def write_fit_checkpoint(path, arrays, position, options, trace, data_digest):
     atomic_h5(path, write)
 
 
-def fit_checkpoint_position(path, func="info"):
-    """``(options, position)`` of a cluster fit's checkpoint (its settings, and where the fit
-    stood: ``sweeps`` done, the damping), checked as ``read_fit_checkpoint`` checks a file
-    (format, version, checksum): what ``fastcep info`` says of it."""
-    path = os.fspath(path)
+def _read_fit(path, func, read):
+    """``(read(f), bad)``: the cluster fit checkpoint at ``path`` opened and its checksum checked,
+    ``read(f)`` of it, and the maker of its errors; a file that is not one, or whose content is
+    missing, a FileFormatError naming the path."""
     f, _, bad = _opened(path, func, FIT_CHECKPOINT_FORMAT, (FIT_CHECKPOINT_VERSION,), FIT_CHECKPOINT_VERSION)
     with f:
         try:
             if not verify(f, "checkpoint", path):
                 raise bad("its checksum is missing")
-            return json.loads(f.attrs["options"]), json.loads(f.attrs["position"])
+            return read(f), bad
         except FileFormatError:
             raise
         except (KeyError, OSError, ValueError, TypeError, RuntimeError) as exc:
             raise bad(f"missing or unreadable content ({exc})") from exc
+
+
+def fit_checkpoint_position(path, func="info"):
+    """``(options, position)`` of a cluster fit's checkpoint (its settings, and where the fit
+    stood: ``sweeps`` done, the damping), checked as ``read_fit_checkpoint`` checks a file
+    (format, version, checksum): what ``fastcep info`` says of it."""
+    out, _ = _read_fit(
+        os.fspath(path), func, lambda f: (json.loads(f.attrs["options"]), json.loads(f.attrs["position"]))
+    )
+    return out
 
 
 def read_fit_checkpoint(path, options, keys, data_digest, shapes, func="fit"):
     """A cluster fit's checkpoint: ``(arrays, position, trace columns)``. The settings of ``keys``
     must match ``options``, the digest ``data_digest``, and each array of ``shapes`` (name ->
     shape) must be there, finite, of that shape; else FileFormatError naming the problem."""
-    path = os.fspath(path)
-    f, _, bad = _opened(path, func, FIT_CHECKPOINT_FORMAT, (FIT_CHECKPOINT_VERSION,), FIT_CHECKPOINT_VERSION)
-    with f:
-        try:
-            if not verify(f, "checkpoint", path):
-                raise bad("its checksum is missing")
-            saved = json.loads(f.attrs["options"])
-            saved_data = f.attrs["data_sha256"]
-            position = json.loads(f.attrs["position"])
-            arrays = {name: np.array(f[f"state/{name}"]) for name in shapes}
-            trace = {name: np.array(v) for name, v in f["trace"].items()}
-        except FileFormatError:
-            raise
-        except (KeyError, OSError, ValueError, TypeError, RuntimeError) as exc:
-            raise bad(f"missing or unreadable content ({exc})") from exc
+
+    def read(f):
+        return (
+            json.loads(f.attrs["options"]),
+            f.attrs["data_sha256"],
+            json.loads(f.attrs["position"]),
+            {name: np.array(f[f"state/{name}"]) for name in shapes},
+            {name: np.array(v) for name, v in f["trace"].items()},
+        )
+
+    (saved, saved_data, position, arrays, trace), bad = _read_fit(os.fspath(path), func, read)
     diff = [
         k
         for k in keys

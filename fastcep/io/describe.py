@@ -7,17 +7,10 @@ from typing import NamedTuple
 import h5py
 import numpy as np
 
+from . import formats as F
 from .checkpoint import fit_checkpoint_position, read_checkpoint
 from .csr import CSRReader
 from .files import FileFormatError
-from .formats import (
-    CHECKPOINT_FORMAT,
-    CSR_FORMAT,
-    FIT_CHECKPOINT_FORMAT,
-    GLM_MODEL_FORMAT,
-    MODEL_FORMAT,
-    TENSOR_FORMAT,
-)
 from .glm_model import load_glm_model
 from .model import load_model
 from .tensor import TensorReader
@@ -159,12 +152,12 @@ def _fit_checkpoint(path, fmt):
 
 #: the formats ``describe`` knows, each with its description
 _DESCRIBERS = {
-    TENSOR_FORMAT: _tensor,
-    MODEL_FORMAT: _cp_model,
-    GLM_MODEL_FORMAT: _glm_model,
-    CSR_FORMAT: _sparse_rows,
-    CHECKPOINT_FORMAT: _checkpoint,
-    FIT_CHECKPOINT_FORMAT: _fit_checkpoint,
+    F.TENSOR_FORMAT: _tensor,
+    F.MODEL_FORMAT: _cp_model,
+    F.GLM_MODEL_FORMAT: _glm_model,
+    F.CSR_FORMAT: _sparse_rows,
+    F.CHECKPOINT_FORMAT: _checkpoint,
+    F.FIT_CHECKPOINT_FORMAT: _fit_checkpoint,
 }
 
 
