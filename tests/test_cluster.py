@@ -2,6 +2,7 @@
 same fits in one process: bitwise when the partitions hold whole chunks of the engine's rows,
 within 1e-10 posterior sd otherwise; empty partitions; bad input on a worker; what is refused."""
 
+import math
 import os
 import signal
 import sys
@@ -155,7 +156,6 @@ def test_bad_rows_on_a_worker_are_named(client):
         (dict(model="probit", method="lp"), "method='lp'"),
         (dict(model="probit", schedule="sequential"), "schedule='sequential'"),
         (dict(model="probit", stopping="paper"), "stopping='paper'"),
-        (dict(model="gaussian"), "learned likelihood parameters"),
         (dict(model=fastcep.likelihoods.StudentT(df=4.0, scale=1.0)), "not log-concave"),
     ],
 )
@@ -184,6 +184,40 @@ def test_sparse_rows_give_one_process_posterior_within_1e_10_sd(client, kw):
         assert two.options["partitions"] == (2 if Xc is X else 3)
         assert max_sd_difference(one, two) < 1e-10
         assert two.intercept is not None and abs(two.intercept.mean - one.intercept.mean) < 1e-10
+
+
+def test_learned_likelihood_parameters_on_a_cluster(client, tmp_path):
+    """A negative binomial's dispersion and a Gaussian's noise variance learned on a cluster: the
+    EM search's sums come from the partitions, added in the one-process order. Partitions of
+    whole chunks of EXPECT_CHUNK rows: the one-process fit's bits. Any other split: within the
+    search's tolerance (1e-7 in log theta). A checkpoint keeps the learned values."""
+    from fastcep.kernels.glm.generic import EXPECT_CHUNK
+
+    rng = np.random.default_rng(0)
+    dispersion = None
+    for n in (2 * EXPECT_CHUNK, 6000):
+        X = rng.standard_normal((n, 4))
+        counts = rng.negative_binomial(2.0, 2.0 / (2.0 + np.exp(X @ [0.4, -0.3, 0.2, 0.1] + 0.5)))
+        values = X @ [1.0, -1.0, 0.5, 0.2] + 0.7 * rng.standard_normal(n)
+        for model, y, name in (("negbin", counts.astype(float), "dispersion"), ("gaussian", values, "var")):
+            one = fastcep.fit(X, y, model=model)
+            two = fastcep.fit(X, y, model=model, client=client)
+            assert two.options["partitions"] == 2 and two.converged and two.n_iter == one.n_iter
+            learned, want = getattr(two.likelihood, name), getattr(one.likelihood, name)
+            dispersion = learned if name == "dispersion" else dispersion
+            if n == 2 * EXPECT_CHUNK:
+                assert learned == want
+                np.testing.assert_array_equal(two.posterior.mean, one.posterior.mean)
+            else:
+                assert abs(math.log(learned / want)) < 1e-6
+                sd = np.sqrt(one.posterior.var)
+                assert np.max(np.abs(two.posterior.mean - one.posterior.mean) / sd) < 1e-6
+    path = tmp_path / "nb.h5"
+    kw = dict(model="negbin", client=client, checkpoint=path)
+    stopped = fastcep.fit(X, counts.astype(float), callback=lambda info: info.iteration == 4, **kw)
+    assert stopped.n_iter == 4 and stopped.likelihood.dispersion != 2.0
+    on = fastcep.fit(X, counts.astype(float), resume=True, **kw)
+    assert on.options["resumed_at"] == 4 and abs(math.log(on.likelihood.dispersion / dispersion)) < 1e-4
 
 
 # ------------------------------------------------------------------------------------ CP fits

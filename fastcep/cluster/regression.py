@@ -11,9 +11,9 @@ of a fit in one process on the same chunks (``fastcep.glm.engine``).
 
 Supported: dense or sparse X (a NumPy, scipy.sparse or Dask array, split by rows; a sparse
 partition sends per-column sums, ``SparsePartition``), methods "cep1", "cep2" and "ep", the
-parallel schedule, the posterior stopping rule, any log-concave likelihood whose parameters are
-given (probit, logistic, Poisson, Gaussian(var=...), ...) and numeric labels. The rest is
-refused by name (``refusals``).
+parallel schedule, the posterior stopping rule, any log-concave likelihood (probit, logistic,
+Poisson, Gaussian, negative binomial, ...), its parameters given or learned (``ClusterLearner``),
+and numeric labels. The rest is refused by name (``refusals``).
 """
 
 import hashlib
@@ -22,11 +22,14 @@ import numpy as np
 
 from .. import _loop
 from .. import _validation as V
+from .._quadrature import gauss_hermite
 from .._threads import num_threads
 from ..glm import engine as E
 from ..glm import sparse as SP
+from ..glm.learn import EXPECTATION_NODES, LikelihoodLearner, em_search, expectation_scratch, linear_marginals
 from ..glm.result import RegressionResult
 from ..kernels import chunk_rows
+from ..kernels.glm import generic
 from ..kernels.glm import schedules as S
 from ..kernels.glm import sparse as SPK
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
@@ -71,9 +74,11 @@ class Partition:
         return h.hexdigest()
 
     @on_worker_threads
-    def setup(self, center, intercept, code, nodes, weights, chunk):
+    def setup(self, center, intercept, code, nodes, weights, chunk, likelihood):
         """Lay out the rows as the one-process fit does (centred at ``center``, the intercept's
-        constant column last); returns the number of sites (nonzero features)."""
+        constant column last) for ``likelihood`` (its learned parameters' first values filled
+        in); returns the number of sites (nonzero features)."""
+        self.likelihood = likelihood
         X = E.with_constant(self.X, center) if intercept else np.ascontiguousarray(self.X, dtype=np.float64)
         self.X = None  # (the problem holds the features now)
         n, d = X.shape
@@ -84,6 +89,32 @@ class Partition:
         self.lik = self.likelihood.kernel()
         return int(np.count_nonzero(X))
 
+    def values(self):
+        """The values as the kernels take them (the learned parameters' first values)."""
+        return self.s
+
+    @on_worker_threads
+    def marginals(self, mu, v):
+        """The rows' marginals of f under the posterior (mu, v), kept here for the learned
+        parameters' updates (``ClusterLearner``)."""
+        self.m, self.s2 = linear_marginals(self.rows(), np.zeros(0), mu, v)
+
+    def squares(self):
+        """sum over the rows of (y - m)^2 + s2 (a learned Gaussian noise's update)."""
+        return float(np.sum((self.s - self.m) ** 2 + self.s2))
+
+    @on_worker_threads
+    def expected(self, likelihood, nodes, weights):
+        """The per-chunk sums of E[log p(y | f)] under the marginals for ``likelihood`` (chunks of
+        ``EXPECT_CHUNK`` rows, as one process sums them)."""
+        part = expectation_scratch(self.s.shape[0])
+        expected = generic.expected_log_lik if part.shape[0] > 1 else generic.expected_log_lik_serial
+        expected(likelihood.kernel(), self.s, self.m, self.s2, nodes, weights, part)
+        return part
+
+    def rows(self):
+        return self.problem.X
+
     @on_worker_threads
     def reset(self):
         """The flat messages; their per-chunk sums."""
@@ -92,13 +123,19 @@ class Partition:
         return self.scratch.pT.copy(), self.scratch.pN.copy()
 
     @on_worker_threads
-    def sweep(self, posterior, rho, key):
-        """One damped parallel sweep of the partition's rows from ``posterior`` (T, N, mu, v):
-        the new messages stay here; the per-chunk sums and the chunks' refused counts go back."""
-        for a, b in zip(self.state[2:], posterior, strict=True):
-            a[:] = b
+    def sweep(self, posterior, rho, key, likelihood=None):
+        """One damped parallel sweep of the partition's rows from ``posterior`` (T, N, mu, v)
+        (``likelihood``: its learned parameters' current values): the new messages stay here; the
+        per-chunk sums and the chunks' refused counts go back."""
+        self.posterior(posterior, likelihood)
         self.run(self.problem, self.lik, self.state, self.scratch, rho, key)
         return self.scratch.pT.copy(), self.scratch.pN.copy(), self.scratch.skipped.copy()
+
+    def posterior(self, posterior, likelihood):
+        for a, b in zip(self.state[2:], posterior, strict=True):
+            a[:] = b
+        if likelihood is not None:
+            self.lik = likelihood.kernel()
 
 
 class SparsePartition(Partition):
@@ -119,9 +156,10 @@ class SparsePartition(Partition):
         return *self.X.shape, None  # (sparse features are not centred)
 
     @on_worker_threads
-    def setup(self, center, intercept, code, nodes, weights, chunk):
+    def setup(self, center, intercept, code, nodes, weights, chunk, likelihood):
+        self.likelihood = likelihood
         X = SP.with_intercept_column(self.X) if intercept else self.X
-        self.X = None
+        self.X, self.csr = None, X  # (the rows' marginals read the CSR rows)
         d = X.shape[1]
         self.problem, self.state, self.scratch = SP.layout(
             X, self.s, np.zeros(d), nodes, weights, code, np.zeros(0)
@@ -129,6 +167,9 @@ class SparsePartition(Partition):
         self.run = E.parallel_sweep(self.likelihood, sparse=True)
         self.lik = self.likelihood.kernel()
         return int(self.state.tau.shape[0])
+
+    def rows(self):
+        return self.csr
 
     def _sums(self, skipped=None):
         st = self.state
@@ -142,11 +183,49 @@ class SparsePartition(Partition):
         return self._sums()
 
     @on_worker_threads
-    def sweep(self, posterior, rho, key):
-        for a, b in zip(self.state[2:], posterior, strict=True):
-            a[:] = b
+    def sweep(self, posterior, rho, key, likelihood=None):
+        self.posterior(posterior, likelihood)
         _, skipped = self.run(self.problem, self.lik, self.state, self.scratch, rho, key)
         return self._sums(int(skipped))
+
+
+def _partition_marginals(parts, mu, v):
+    """The rows' marginals under (mu, v), computed and kept on the partitions."""
+    parts.call("marginals", mu, v)
+    return None, None
+
+
+class ClusterLearner(LikelihoodLearner):
+    """A cluster fit's learned likelihood parameters (``glm.learn``): the rows' marginals of f
+    stay on the partitions (``Partition.marginals``), and the updates take their sums from there:
+    a learned Gaussian noise's sum of squares, and every value the EM search tries, the per-chunk
+    sums of the expected log-likelihood added in partition order (as one process adds its chunks:
+    the same sums where the partitions hold whole chunks of ``EXPECT_CHUNK`` rows). The first
+    values come from the values, gathered on the client (n numbers)."""
+
+    def __init__(self, likelihood, parts, rule):
+        y = np.concatenate(parts.call("values"))
+        super().__init__(likelihood, y, _partition_marginals, rule)
+        self.parts, self.n = parts, y.shape[0]
+
+    def update(self, mu, v):
+        return super().update(self.parts, mu, v)
+
+    def noise_posterior(self, m, s2):
+        total = 0.0
+        for part in self.parts.call("squares"):
+            total += part
+        return self.prior[0] + 0.5 * self.n, self.prior[1] + 0.5 * total
+
+    def em(self, name, old, m, s2):
+        def total(lik):
+            out = 0.0
+            for part in self.parts.call("expected", lik, self.nodes, self.weights):
+                for value in part.tolist():
+                    out += value
+            return out
+
+        return em_search(self.likelihood, name, old, total)
 
 
 def refusals(method, o, likelihood, X, func):
@@ -163,8 +242,6 @@ def refusals(method, o, likelihood, X, func):
         why = "init_state: a cluster fit starts from the flat messages (its sites stay on the workers)"
     elif o.get("offset") is not None:
         why = "offset"
-    elif likelihood.learned:
-        why = f"learned likelihood parameters ({', '.join(likelihood.learned)}): give their values"
     elif not likelihood.log_concave:
         why = f"a likelihood that is not log-concave ({likelihood.name}): its sweeps need one process's guard"
     elif type(meta).__module__.split(".")[0] == "sparse":
@@ -237,7 +314,11 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     rows = E.sparse_rows if sparse else E.dense_rows
     code, nodes, weights = rows(likelihood, model, method, np.empty(0), o["n_nodes"])
     chunk = chunk_rows(d)
-    n_sites = sum(parts.call("setup", center, intercept, code, nodes, weights, chunk))
+    learner = None
+    if likelihood.learned:  # (EM after every sweep; the first values from the values)
+        learner = ClusterLearner(likelihood, parts, gauss_hermite(EXPECTATION_NODES))
+    current = likelihood if learner is None else learner.likelihood
+    n_sites = sum(parts.call("setup", center, intercept, code, nodes, weights, chunk, current))
     # the client's problem, state and scratch: the posterior and the reduce (no rows); the
     # partitions' sums, a row per chunk (dense) or per partition (sparse)
     n_chunks = len(stats) if sparse else sum(-(-st[0] // chunk) for st in stats)
@@ -250,6 +331,9 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     options = dict(E.result_options(o, None, center, damp.rho), partitions=len(stats))
     stale = E.StaleWatch(not likelihood.binary, n_sites)
     tol = o["tol"]
+    learner = (
+        ClusterLearner(likelihood, parts, gauss_hermite(EXPECTATION_NODES)) if likelihood.learned else None
+    )
 
     def gather(results):
         """The partitions' per-chunk sums into the client's scratch, in partition order."""
@@ -266,7 +350,7 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
         revived = parts.revived
         S.begin_sweep(state, scratch)
         posterior = tuple(state[2:])
-        gather(parts.call("sweep", posterior, rho, 0))
+        gather(parts.call("sweep", posterior, rho, 0, None if learner is None else learner.likelihood))
         change, skipped = S.finish_parallel(problem, state, scratch)
         refused = 0 < n_sites <= skipped
         restart = damp.diverged(it) if refused else damp.update(change, state.mu - scratch.mu_old)
@@ -275,6 +359,8 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
         else:  # the undamped start diverged: again from the flat messages, damped
             reset()
         measure = change / rho
+        if learner is not None:  # (the likelihood's learned parameters: EM, after the sweep)
+            measure = max(measure, learner.update(state.mu, state.v))
         # (a sweep in which a lost partition was made again, its sites flat, is no evidence)
         accept = not restart and not refused and parts.revived == revived
         accept, halt = stale.update(it, accept, skipped, 0, measure, tol)
@@ -284,7 +370,7 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     def snapshot(it, trace):  # (it: this run's iterations; a resumed fit's count on from its checkpoint)
         return RegressionResult.of(
             model, method, state.mu.copy(), state.v.copy(), saved.done + it, False, "running", trace, None,
-            options, likelihood, center,
+            options, fitted(), center,
         )  # fmt: skip
 
     def finite():
@@ -297,14 +383,21 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
         **{k: options[k] for k in ("prior_var", "fit_intercept", "intercept_var", "center", "n_nodes")},
     )  # fmt: skip
 
+    def fitted():
+        """The likelihood, its learned parameters' current values filled in."""
+        return likelihood if learner is None else learner.likelihood
+
     def saved_state():
         position = dict(rho=damp.rho, undamped=damp.undamped, halved=damp.halved)
+        position["learned"] = {name: getattr(fitted(), name) for name in likelihood.learned}
         return {name: getattr(state, name) for name in ("T", "N", "mu", "v")}, position
 
     def restore(arrays, position):
         for name in ("T", "N", "mu", "v"):
             getattr(state, name)[:] = arrays[name]
         damp.rho, damp.undamped, damp.halved = position["rho"], position["undamped"], position["halved"]
+        if learner is not None:  # (the learned parameters' values at the checkpoint)
+            learner.set_values(position["learned"])
 
     shapes = {name: (d,) for name in ("T", "N", "mu", "v")}
     saved = Checkpoints(o, digest, keys, saved_state, restore, shapes, func)
@@ -320,9 +413,11 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
         saved.write(trace)
     options["revived"] = parts.revived  # (partitions made again after their worker was lost)
     saved.options(options)
+    if learner is not None:
+        learner.warn_at_bounds(func)
     return RegressionResult.of(
         model, method, state.mu, state.v, done + out.n_iter, out.converged, out.stop_reason, trace, None,
-        options, likelihood, center,
+        options, fitted(), center,
     )  # fmt: skip
 
 

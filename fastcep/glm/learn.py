@@ -93,17 +93,26 @@ def gamma_posterior(y, m, s2, a0=NOISE_A0, b0=NOISE_B0, total=_np_total):
 
 def em_step(likelihood, name, old, y, m, s2, nodes, weights, partial):
     """The value of parameter ``name`` that maximises sum_i E[log p(y_i | f_i)] for f_i ~ N(m_i,
-    s2_i) (arrays (n,)), the other parameters of ``likelihood`` (filled in) held: a bounded search
-    in log theta within LOG_STEP of log ``old`` and within PARAM_RANGE; ``old`` if the objective is
-    not finite there.
-    ``partial``: the scratch of ``kernels.glm.generic.expected_log_lik``."""
-
+    s2_i) (arrays (n,)), the other parameters of ``likelihood`` (filled in) held: ``em_search``
+    of that sum (``kernels.glm.generic.expected_log_lik``; ``partial`` its scratch)."""
     expected = generic.expected_log_lik if partial.shape[0] > 1 else generic.expected_log_lik_serial
 
+    def total(lik):
+        return expected(lik.kernel(), y, m, s2, nodes, weights, partial)
+
+    return em_search(likelihood, name, old, total)
+
+
+def em_search(likelihood, name, old, total):
+    """The value of parameter ``name`` that maximises ``total(lik)``, the expected log-likelihood
+    of the likelihood ``lik`` (``likelihood`` with that value), the other parameters held: a
+    bounded search in log theta within LOG_STEP of log ``old`` and within PARAM_RANGE; ``old`` if
+    the objective is not finite there. ``total``: the sum over the rows (in one process, or over
+    a cluster's partitions, ``cluster.regression``)."""
+
     def negative(log_theta):
-        lik = likelihood.with_params(**{name: math.exp(log_theta)}).kernel()
-        total = expected(lik, y, m, s2, nodes, weights, partial)
-        return -total if math.isfinite(total) else math.inf
+        value = total(likelihood.with_params(**{name: math.exp(log_theta)}))
+        return -value if math.isfinite(value) else math.inf
 
     centre = math.log(old)
     low, high = (math.log(p) for p in param_range(name))
@@ -185,6 +194,19 @@ class LikelihoodLearner:
                         stacklevel=outside_the_package(),
                     )
 
+    def set_values(self, values):
+        """The learned parameters at the given values ({name: value}; a resumed fit's)."""
+        self.likelihood = self.likelihood.with_params(**values)
+        self._kernel = self.likelihood.kernel()
+
+    def noise_posterior(self, m, s2):
+        """The Gamma posterior (a, b) of a learned Gaussian noise precision under the marginals."""
+        return gamma_posterior(self.y, m, s2, *self.prior, total=self.total)
+
+    def em(self, name, old, m, s2):
+        """The EM value of parameter ``name`` (now ``old``) under the marginals m, s2."""
+        return em_step(self.likelihood, name, old, self.y, m, s2, self.nodes, self.weights, self.partial)
+
     def update(self, *args):
         """One update of every learned parameter from the marginals ``marginals(*args)``; returns
         the largest change of a parameter's log."""
@@ -194,11 +216,10 @@ class LikelihoodLearner:
         for name in self.names:
             old = getattr(self.likelihood, name)
             if isinstance(self.template, Gaussian):
-                self.gamma = a, b = gamma_posterior(self.y, m, s2, *self.prior, total=self.total)
+                self.gamma = a, b = self.noise_posterior(m, s2)
                 new = b / a
             else:
-                rule = (self.nodes, self.weights)
-                new = em_step(self.likelihood, name, old, self.y, m, s2, *rule, self.partial)
+                new = self.em(name, old, m, s2)
                 if self.memory:  # (a stream's batch: the running average of log theta)
                     w = len(self.y) / (self.memory + len(self.y))
                     new = math.exp((1.0 - w) * math.log(self.start[name]) + w * math.log(new))
