@@ -331,9 +331,6 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     options = dict(E.result_options(o, None, center, damp.rho), partitions=len(stats))
     stale = E.StaleWatch(not likelihood.binary, n_sites)
     tol = o["tol"]
-    learner = (
-        ClusterLearner(likelihood, parts, gauss_hermite(EXPECTATION_NODES)) if likelihood.learned else None
-    )
 
     def gather(results):
         """The partitions' per-chunk sums into the client's scratch, in partition order."""
