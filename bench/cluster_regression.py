@@ -1,14 +1,18 @@
 """A regression sweep on a Dask cluster against the same sweep in one process (issue 41).
 
     python -m bench.cluster_regression [--rows 1000000] [--features 20] [--sweeps 30] [--rounds 3]
+                                       [--model probit|negbin]
 
-Simulated probit data (n rows of d standard normal features), CEP-1 with the defaults but
-``tol=0`` (a fixed number of sweeps), alternately in each round:
+Simulated probit data (n rows of d standard normal features), or negative binomial counts of
+dispersion 2 whose dispersion the fit learns (``--model negbin``: every sweep's EM search then
+asks the partitions for its sums, about 35 times), CEP-1 with the defaults but ``tol=0`` (a
+fixed number of sweeps), alternately in each round:
 
 * one process with the machine's threads (the default fit);
 * one process with one thread on half the rows (what each of two workers sweeps);
 * a LocalCluster of 2 worker processes of 1 thread each, the rows as a Dask array in 2
-  partitions of whole chunks (so the fit is the one-process fit, bitwise: checked).
+  partitions of whole chunks (of the sweep and of the learned parameter's sums: so the fit is the
+  one-process fit, bitwise: checked).
 
 Per setting the median seconds per sweep (``trace.elapsed``, sweeps 2 to the last). The cluster's
 overhead per sweep is its sweep time less the half-rows sweep (the arithmetic one worker does);
@@ -25,15 +29,20 @@ import psutil
 
 import fastcep
 from fastcep.kernels import chunk_rows
+from fastcep.kernels.glm.generic import EXPECT_CHUNK
 
 
-def simulate(n, d, rows, seed=0):
-    """Probit data as Dask arrays in blocks of ``rows`` (drawn where they are computed)."""
+def simulate(n, d, rows, model="probit", seed=0):
+    """Probit labels or negative binomial counts (dispersion 2) as Dask arrays in blocks of
+    ``rows`` (drawn where they are computed)."""
     import dask.array as da
 
     rs = da.random.RandomState(seed)
     X = rs.standard_normal((n, d), chunks=(rows, d))
     w = np.random.default_rng(seed).normal(0.0, 0.5, d)
+    if model == "negbin":
+        mean = da.exp(0.3 * (X @ w) + 0.5)
+        return X, rs.negative_binomial(2.0, 2.0 / (2.0 + mean)).astype(float)
     y = (X @ w + rs.standard_normal(n, chunks=rows) > 0).astype(float)
     return X, y
 
@@ -53,16 +62,18 @@ def main(argv=None):
     p.add_argument("--features", type=int, default=20)
     p.add_argument("--sweeps", type=int, default=30)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--model", choices=("probit", "negbin"), default="probit")
     args = p.parse_args(argv)
     from distributed import Client, LocalCluster
 
     n, d, sweeps = args.rows, args.features, args.sweeps
     chunk = chunk_rows(d + 1)
-    half = -(-(n // 2) // chunk) * chunk  # (2 partitions of whole chunks)
-    kw = dict(model="probit", tol=0.0, max_iter=sweeps)
+    whole = int(np.lcm(chunk, EXPECT_CHUNK))  # (the sweep's chunks and the learned parameter's)
+    half = -(-(n // 2) // whole) * whole  # (2 partitions of whole chunks)
+    kw = dict(model=args.model, tol=0.0, max_iter=sweeps)
     with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster:
         with Client(cluster) as client:
-            Xd, yd = client.persist(simulate(n, d, half))
+            Xd, yd = client.persist(simulate(n, d, half, args.model))
             X, y = client.compute([Xd, yd], sync=True)  # (the same rows in this process)
             fastcep.fit(X[:2000], y[:2000], **dict(kw, max_iter=2))  # (compile)
             fastcep.fit(Xd[:4000], yd[:4000], client=client, **dict(kw, max_iter=2))  # (workers compile)
@@ -72,11 +83,17 @@ def main(argv=None):
                 lambda callback: fastcep.fit(Xd, yd, client=client, callback=callback, **kw),
             )
             times, moved = timed_rounds(
-                fits, sweeps, args.rounds, lambda a, b: np.array_equal(a.posterior.mean, b.posterior.mean)
+                fits,
+                sweeps,
+                args.rounds,
+                lambda a, b: (
+                    np.array_equal(a.posterior.mean, b.posterior.mean) and a.likelihood == b.likelihood
+                ),
             )
     n_chunks = -(-half // chunk) + -(-(n - half) // chunk)
     payload = 2 * 4 * (d + 1) * 8 + n_chunks * (d + 1) * 16 + n_chunks * 8
-    print(f"\n{n:,} rows x {d} features (+ intercept), probit CEP-1, {sweeps} sweeps, {args.rounds} rounds")
+    what = "probit" if args.model == "probit" else "negative binomial (dispersion learned)"
+    print(f"\n{n:,} rows x {d} features (+ intercept), {what} CEP-1, {sweeps} sweeps, {args.rounds} rounds")
     report(times, moved, f"{payload:,} bytes ({n_chunks} chunks)")
 
 
