@@ -528,7 +528,7 @@ BY_NAME = {opt.name: opt for opt in OPTIONS}
 #: the CP likelihood, which comes with the model, is resolved with it by ``_model_likelihood``)
 _SELECTORS = ("model", "method", "likelihood")
 #: the arguments of an entry point that are data or the model and method, not options
-_NOT_OPTIONS = ("X", "y", "coords", "values", "model", "method", "unknown")
+_NOT_OPTIONS = ("X", "y", "coords", "values", "model", "method", "unknown", "cluster")
 
 
 def spec(name, family, method=None):

@@ -516,3 +516,14 @@ class Option(NamedTuple):
     name: str
     doc: str
     specs: dict
+
+
+def cluster_module(cluster, func):
+    """The ``fastcep.cluster`` module that runs a call with ``client=``: an engine's entry point
+    is given it by ``fastcep.fit`` or ``fastcep.stream`` (``fastcep.api``), so that no engine
+    imports the cluster code that builds on it."""
+    if cluster is None:
+        raise ValueError(
+            f"{func}: client= runs through fastcep.fit and fastcep.stream (they pass the cluster's module)."
+        )
+    return cluster

@@ -82,7 +82,7 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
         ``n_iter``, ``converged``, ``trace`` and ``state``.
     """
     if isinstance(model, Likelihood):
-        return fit_regression(X, y, model, method, **options)
+        return fit_regression(X, y, model, method, cluster=_cluster("regression", options), **options)
     V.check_choice(model, "model", "fit", MODELS)
     if model in CP_MODELS:
         if method == "vmp":  # the tensor baselines outside the message-passing engine
@@ -93,8 +93,19 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
             from .tensor.cp_wopt import fit_cp_wopt
 
             return fit_cp_wopt(X, y, model, **options)
-        return fit_cp(X, y, model, method, **options)
-    return fit_regression(X, y, model, method, **options)
+        return fit_cp(X, y, model, method, cluster=_cluster("cp", options), **options)
+    return fit_regression(X, y, model, method, cluster=_cluster("regression", options), **options)
+
+
+def _cluster(name, options):
+    """The module of ``fastcep.cluster`` that runs a call given ``client=`` (``regression``, ``cp``
+    or ``stream``), passed to the engine's entry point, else None: the engines do not import the
+    cluster code, which builds on them."""
+    if options.get("client") is None:
+        return None
+    from .cluster import cp, regression, stream
+
+    return {"regression": regression, "cp": cp, "stream": stream}[name]
 
 
 if fit.__doc__ is not None:  # (None under python -OO)
@@ -103,4 +114,4 @@ if fit.__doc__ is not None:  # (None under python -OO)
 
 @functools.wraps(adf.stream)
 def stream(coords, values=None, **options):
-    return adf.stream(coords, values, **options)
+    return adf.stream(coords, values, cluster=_cluster("stream", options), **options)

@@ -49,10 +49,9 @@ def rows_data(args, binary, width=None):
     ``width`` columns (a model's; None: the file's or --n-features), y 0/1 for a ``binary``
     likelihood (from 0/1 or -1/1; an error names the line or row of another label)."""
 
-    from ..glm.stream import binary_labels
     from ..io.csr import CSRReader
     from ..io.kinds import file_kind
-    from ..io.svmlight import read_svmlight, widened
+    from ..io.svmlight import binary_labels, read_svmlight, widened
 
     if getattr(args, "features", None):
         raise UserError(

@@ -58,7 +58,7 @@ def shard_pass(data, cavity, batch_rows, max_iter, tol):
     """A shard's rows (``data``: ("file", path, (lo, hi))) absorbed batch by batch from
     ``cavity`` (a ``RegressionResult``): (its posterior's T, N; the batches that stopped at
     max_iter)."""
-    from ..glm.stream import binary_labels
+    from ..io.svmlight import binary_labels
 
     _, path, (lo, hi) = data
     stopped = 0

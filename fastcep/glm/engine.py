@@ -462,6 +462,7 @@ def fit_regression(
     init_state=DEFAULTS["init_state"],
     verbose=DEFAULTS["verbose"],
     progress=DEFAULTS["progress"],
+    cluster=None,
     **unknown,
 ):
     """Fit a Bayesian probit or logistic regression; see ``fastcep.fit`` for the parameters.
@@ -471,7 +472,9 @@ def fit_regression(
     of method "is" as its oracle. ``threshold`` (float >= 0, default 1e-3): a row whose operator
     predictive variance exceeds it asks the oracle (0: every row does, which reproduces method
     "is" exactly); ``n_features`` (int >= 1, default 200): the operator's random features. The
-    rows sent to the oracle in each sweep are in ``res.options["oracle_calls"]``.
+    rows sent to the oracle in each sweep are in ``res.options["oracle_calls"]``. ``cluster``:
+    ``fastcep.cluster.regression``, which ``fastcep.fit`` passes with ``client=`` (the engine
+    does not import the cluster code that builds on it).
     """
     given = O.arguments(locals())
     start = time.perf_counter()
@@ -479,9 +482,8 @@ def fit_regression(
     likelihood = resolve_likelihood(model, func)
     model = likelihood.name
     o = O.validate(func, "regression", model, method, given)  # (the option table: fastcep._options)
-    if o.get("client") is not None:  # (the rows on a Dask cluster: ``fastcep.cluster``)
-        from ..cluster import regression as cluster
-
+    if o.get("client") is not None:  # (the rows on a Dask cluster: ``fastcep.cluster.regression``)
+        cluster = V.cluster_module(cluster, "fit_regression")
         return cluster.fit(o["client"], X, y, likelihood, model, method, o, start, func)
     sparse = V.is_sparse(X)
     if sparse:  # (sites at the nonzeros only: ``glm.sparse``)

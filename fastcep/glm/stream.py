@@ -8,15 +8,13 @@ import os
 import time
 import warnings
 
-import numpy as np
-
 from .. import _validation as V
 from .._loop import ConvergenceWarning, ProgressLine, outside_the_package
 from ..io.csr import CSRReader
 from ..io.files import FileFormatError
 from ..io.kinds import file_kind
 from ..io.prefetch import read_ahead
-from ..io.svmlight import bad_line, iter_svmlight
+from ..io.svmlight import binary_labels, iter_svmlight
 from ..likelihoods import resolve as resolve_likelihood
 from .result import RegressionResult
 
@@ -77,20 +75,6 @@ def open_rows(path, batch_rows, n_features=None, index_base=0, func="stream_file
         f"{func}: {path!r} is not svmlight text or a sparse-row HDF5 file (its kind is {kind!r}); convert "
         "a table with `fastcep convert`"
     )
-
-
-def binary_labels(part, path, func):
-    """A block's labels as 0/1 (float), from 0/1 or -1/1; an error names the first row or line
-    holding another value."""
-    y = part.y
-    bad = np.flatnonzero((y != 0.0) & (y != 1.0) & (y != -1.0))
-    if bad.size:
-        k = int(bad[0])
-        why = f"the label {y[k]:g} is not a binary label (0/1 or -1/1)"
-        if part.lines is not None:
-            raise bad_line(path, int(part.lines[k]), why)
-        raise ValueError(f"{func}: {os.fspath(path)!r}, row {part.first + k}: {why}.")
-    return (y > 0.0).astype(np.float64)
 
 
 def stream_file(

@@ -46,6 +46,20 @@ def bad_line(path, line, why, fix=""):
     return FileFormatError(f"{os.fspath(path)!r}, line {line}: {why}{'; ' + fix if fix else ''}.")
 
 
+def binary_labels(part, path, func):
+    """A block's labels as 0/1 (float), from 0/1 or -1/1; an error names the first row or line
+    holding another value."""
+    y = part.y
+    bad = np.flatnonzero((y != 0.0) & (y != 1.0) & (y != -1.0))
+    if bad.size:
+        k = int(bad[0])
+        why = f"the label {y[k]:g} is not a binary label (0/1 or -1/1)"
+        if part.lines is not None:
+            raise bad_line(path, int(part.lines[k]), why)
+        raise ValueError(f"{func}: {os.fspath(path)!r}, row {part.first + k}: {why}.")
+    return (y > 0.0).astype(np.float64)
+
+
 def _first_bad(path, line, text, index_base):
     """Find what is wrong in one line (the slow path, after the block's fast parse failed)."""
     body = text.split(b"#", 1)[0].split()

@@ -182,6 +182,7 @@ def stream(
     progress=STREAM_DEFAULTS["progress"],
     verbose=STREAM_DEFAULTS["verbose"],
     max_batches=STREAM_DEFAULTS["max_batches"],
+    cluster=None,
     **unknown,
 ):
     """Streaming CP decomposition by ADF-CEP; the call form and result of ``fastcep.fit``.
@@ -189,7 +190,8 @@ def stream(
     ``stream(coords, values, model=..., rank=..., shape=...)`` streams arrays in memory;
     ``stream("tensor.h5", model=..., rank=...)`` an HDF5 tensor file, read block by block.
     Every option's constraint and default are in the Options section below (the option table,
-    shared with ``fastcep.fit``).
+    shared with ``fastcep.fit``). ``cluster``: ``fastcep.cluster.stream``, which ``fastcep.stream``
+    passes with ``client=`` (this module does not import the cluster code that builds on it).
 
     Parameters
     ----------
@@ -324,9 +326,7 @@ def stream(
             f"{func}: passes={o['passes']} are the passes of a cluster stream; give client= too."
         )
     if o.get("client") is not None:  # (shards on a Dask cluster, combined by EP: ``fastcep.cluster.stream``)
-        from ..cluster import stream as cluster_stream
-
-        return cluster_stream.stream(o["client"], coords, values, o, method, func)
+        return V.cluster_module(cluster, "stream").stream(o["client"], coords, values, o, method, func)
     src = open_source(coords, values, o["shape"], model, lik, o["batch_size"], func)
     # the batches' thread count is governed from their times (one thread when it is clearly faster:
     # a busy core makes every short parallel region of a batch wait)

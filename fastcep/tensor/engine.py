@@ -690,6 +690,7 @@ def fit_cp(
     init_state=CP_DEFAULTS["init_state"],
     verbose=CP_DEFAULTS["verbose"],
     progress=CP_DEFAULTS["progress"],
+    cluster=None,
     **unknown,
 ):
     """Fit a Bayesian CP decomposition by CEP-1 or Laplace propagation (called by ``fastcep.fit``).
@@ -876,6 +877,9 @@ def fit_cp(
         As for regression; the callback receives a
         ``fastcep.IterationInfo``, ``init_state`` a ``CPState`` (``res.state``) of a fit on the same
         entries.
+    cluster : module or None
+        ``fastcep.cluster.cp``, which ``fastcep.fit`` passes with ``client=`` (the engine does not
+        import the cluster code that builds on it).
     **unknown
         Any other name raises TypeError listing the valid ones. Every option's constraint and
         default: the option table (``fastcep._options``; ``help(fastcep.fit)``).
@@ -897,7 +901,7 @@ def fit_cp(
     func = "fit"
     o = O.validate(func, "cp", model, method, given)  # (the option table: fastcep._options)
     if o["n_starts"] > 1:
-        return _best_start(coords, values, model, method, given, o["n_starts"])
+        return _best_start(coords, values, model, method, given, o["n_starts"], cluster)
     model, lik = o["model"], o["likelihood"]  # (the model that runs: "cp" resolved)
     coords, shape = check_coords(coords, o["shape"], func)
     n, Kmodes = coords.shape
@@ -915,8 +919,7 @@ def fit_cp(
         copies = 2 if guarded(model, method, schedule, lik) else 1  # (the guard's copy of the messages)
         check_memory(n, shape, R, covariance, func, message_copies=copies)
     else:  # (the messages live on the workers: ``fastcep.cluster.cp``)
-        from ..cluster import cp as cluster_cp
-
+        cluster_cp = V.cluster_module(cluster, "fit_cp")
         cluster_cp.refusals(model, method, o, lik, func)
     init, init_scale, prior_mean = o["init"], o["init_scale"], o["prior_mean"]
     noise_warmup, warmup_snr = o["noise_warmup"], o["warmup_snr"]
@@ -1039,13 +1042,13 @@ def start_seeds(seed, n_starts):
     return [first] + [int(x) for x in np.random.SeedSequence(first).generate_state(n_starts - 1, np.uint64)]
 
 
-def _best_start(coords, values, model, method, given, n_starts):
+def _best_start(coords, values, model, method, given, n_starts, cluster=None):
     """``fit_cp`` from ``n_starts`` seeds (``start_seeds``); the result of the highest mean
     training log predictive density (``CPResult.log_likelihood`` on the fitted entries: the fit's
     own evidence, no held-out entries), with every start's in ``options["starts"]``."""
     best, starts = None, []
     for seed in start_seeds(given.get("seed", CP_DEFAULTS["seed"]), n_starts):
-        res = fit_cp(coords, values, model, method, **dict(given, seed=seed, n_starts=1))
+        res = fit_cp(coords, values, model, method, cluster=cluster, **dict(given, seed=seed, n_starts=1))
         score = res.log_likelihood(coords, values)
         starts.append({"seed": seed, "train_log_likelihood": score, "n_iter": res.n_iter})
         if best is None or score > best[0]:
