@@ -446,7 +446,7 @@ OPTIONS = (
             methods=CEP,
         ),
     }),
-    Option("checkpoint_every", "Batches between checkpoints.", {
+    Option("checkpoint_every", "Batches (a fit: iterations) between checkpoints.", {
         "stream": Spec(Int(1), 10),
         "regression": Spec(Int(1), 10, "sweeps"),
         "cp": Spec(Int(1), 10, "iterations", methods=CEP),

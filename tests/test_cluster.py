@@ -330,6 +330,15 @@ def test_the_command_line_fits_a_tensor_on_a_scheduler(client, tmp_path, monkeyp
     capsys.readouterr()
     assert cli.main([*argv, "-o", "x.h5", "--method", "lp", "--scheduler", client.scheduler.address]) == 2
     assert "does not support method='lp'" in capsys.readouterr().err and not (tmp_path / "x.h5").exists()
+    # --checkpoint keeps the cluster fit's state; --resume goes on from it; both need --scheduler
+    at = ["--scheduler", client.scheduler.address, "--checkpoint", "ck.h5"]
+    assert cli.main([*argv, "-o", "k.h5", *at, "--checkpoint-every", "4"]) == 0
+    assert fastcep.io.describe("ck.h5").fields["iterations_done"] == 10
+    assert cli.main([*argv, "-o", "r.h5", *at, "--resume"]) == 0
+    assert fastcep.load_model("r.h5").options["resumed_at"] == 10
+    capsys.readouterr()
+    assert cli.main([*argv, "-o", "y.h5", "--checkpoint", "ck2.h5"]) == 2
+    assert "give --scheduler too" in capsys.readouterr().err and not (tmp_path / "ck2.h5").exists()
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,14 @@ with that fix (``read_tensor``, ``check_tensor``, ``load_cp_model``, ``load_glm_
 import os
 import shlex
 
-from ..io.formats import CHECKPOINT_FORMAT, CSR_FORMAT, GLM_MODEL_FORMAT, MODEL_FORMAT, TENSOR_FORMAT
+from ..io.formats import (
+    CHECKPOINT_FORMAT,
+    CSR_FORMAT,
+    FIT_CHECKPOINT_FORMAT,
+    GLM_MODEL_FORMAT,
+    MODEL_FORMAT,
+    TENSOR_FORMAT,
+)
 from ..io.kinds import KIND_WORDS
 from ._common import UserError
 
@@ -47,6 +54,11 @@ def fix(path, wanted):
         return (
             f"it is a stream checkpoint: continue its stream with `fastcep stream TENSOR.h5 -o MODEL.h5 "
             f"--checkpoint {p} --resume` and the stream's options"
+        )
+    if kind == FIT_CHECKPOINT_FORMAT:
+        return (
+            f"it is the checkpoint of a fit or stream on a cluster: continue it with its command and "
+            f"--scheduler ADDRESS --checkpoint {p} --resume"
         )
     if kind in (CSR_FORMAT, "svmlight"):
         return (

@@ -1,6 +1,6 @@
 """What the fitting verbs share: the options given (``options``), the Dask client of
-``--scheduler`` (``scheduler``), and the report of a fit (``report_fit``; a CP model written and
-reported, ``save_and_report``)."""
+``--scheduler`` (``scheduler``) and its fits' checkpoints (``check_fit_checkpoint``), and the
+report of a fit (``report_fit``; a CP model written and reported, ``save_and_report``)."""
 
 import contextlib
 
@@ -9,6 +9,24 @@ from ._plots import draw_convergence, save_plot
 
 #: seconds to wait for the Dask scheduler of --scheduler
 SCHEDULER_TIMEOUT = 30
+#: the options of a cluster fit's checkpoints (``fit`` and ``glm fit`` with --scheduler)
+CLUSTER_CHECKPOINTS = ("checkpoint", "checkpoint_every", "resume")
+
+
+def check_fit_checkpoint(args, inputs):
+    """A cluster fit's --checkpoint checked before any work: --scheduler given, and a new
+    checkpoint (not one to resume from) not an input and not a file of another kind."""
+    from ..io.formats import FIT_CHECKPOINT_FORMAT
+    from ._files import check_output
+
+    if args.checkpoint is None:
+        if args.resume:
+            raise UserError("--resume goes on from a --checkpoint; give one.")
+        return
+    if args.scheduler is None:
+        raise UserError("--checkpoint keeps a cluster fit's state; give --scheduler too.")
+    if not args.resume:
+        check_output(args.checkpoint, "--checkpoint", inputs, FIT_CHECKPOINT_FORMAT, args.force)
 
 
 def options(args, names):

@@ -124,6 +124,12 @@ def build_parser():
         q.add_argument("--quiet", action="store_true", help="no progress on stderr")
         json_and_plot(q, "the result", "the convergence (change per iteration and against time)")
 
+    def fit_checkpoints(q, family):
+        """--checkpoint, --checkpoint-every, --resume of a fit on a cluster (with --scheduler)."""
+        option(q, "checkpoint", family, type=str)
+        option(q, "checkpoint_every", family, type=int)
+        option(q, "resume", family, action="store_true")  # (None unless given: the baselines take none)
+
     def model_args(q, family):
         q.add_argument("tensor", help="HDF5 tensor file (see 'fastcep convert')")
         common(q, family, "model")
@@ -148,6 +154,7 @@ def build_parser():
         help="refuse larger tensors (use stream; default %(default)s)",
     )  # fmt: skip
     scheduler_arg(f, "the entries and their messages are split among its workers")
+    fit_checkpoints(f, "cp")
     f.set_defaults(func=cmd_fit, verb="fit")
 
     s = sub.add_parser("stream", help="streaming ADF-CEP on an HDF5 tensor, with checkpoints")
@@ -215,6 +222,7 @@ def build_parser():
     option(gf, "stopping", "regression")
     option(gf, "seed", "regression", type=int, default=O.defaults("regression", "cep1")["seed"])
     scheduler_arg(gf, "the rows are split among its workers")
+    fit_checkpoints(gf, "regression")
     data_args(gf)
     width_arg(gf)
     gf.set_defaults(func=cmd_glm_fit, verb="glm fit")

@@ -5,19 +5,20 @@ import time
 
 from ..io.formats import MODEL_FORMAT
 from ._files import check_output, read_tensor
-from ._fitting import options, save_and_report, scheduler
+from ._fitting import CLUSTER_CHECKPOINTS, check_fit_checkpoint, options, save_and_report, scheduler
 from ._plots import check_plot
 
 
 def cmd_fit(args):
     from ..api import fit
 
-    check_output(args.output, "-o", [args.tensor], MODEL_FORMAT, args.force)
-    check_plot(args, [args.tensor, args.output])
+    check_output(args.output, "-o", [args.tensor, args.checkpoint], MODEL_FORMAT, args.force)
+    check_fit_checkpoint(args, [args.tensor, args.output])
+    check_plot(args, [args.tensor, args.output, args.checkpoint])
     coords, values, shape = read_tensor(args.tensor, args.max_entries)
     names = ("damping", "max_iter", "tol", "covariance", "schedule", "seed", "prior_var", "prior_mean")
     more = ("a0", "b0", "probit_curvature", "init", "noise_warmup", "expect_under", "prior", "likelihood")
-    opts = options(args, (*names, *more))
+    opts = options(args, (*names, *more, *CLUSTER_CHECKPOINTS))
     t0 = time.perf_counter()
     with scheduler(args) as client:
         if client is not None:  # (an option of the methods that run on a cluster only)

@@ -9,7 +9,7 @@ from ..likelihoods import resolve as resolve_likelihood
 from ._common import UserError
 from ._data import is_rows, rows_data, table_data
 from ._files import check_output
-from ._fitting import options, report_fit, scheduler
+from ._fitting import CLUSTER_CHECKPOINTS, check_fit_checkpoint, options, report_fit, scheduler
 from ._plots import check_plot
 
 #: the options of ``fastcep glm fit`` from the option table (family "regression")
@@ -23,8 +23,9 @@ def cmd_glm_fit(args):
     from ..api import fit
     from ..io import save_glm_model
 
-    check_output(args.output, "-o", [args.data], GLM_MODEL_FORMAT, args.force)
-    check_plot(args, [args.data, args.output])
+    check_output(args.output, "-o", [args.data, args.checkpoint], GLM_MODEL_FORMAT, args.force)
+    check_fit_checkpoint(args, [args.data, args.output])
+    check_plot(args, [args.data, args.output, args.checkpoint])
     binary = resolve_likelihood(args.model).binary
     if is_rows(args.data):
         features, X, y = rows_data(args, binary)
@@ -37,7 +38,7 @@ def cmd_glm_fit(args):
     with scheduler(args) as client:
         res = fit(
             X, y, model=args.model, method=args.method, n_threads=args.threads, progress=not args.quiet,
-            client=client, **options(args, GLM_OPTIONS),
+            client=client, **options(args, (*GLM_OPTIONS, *CLUSTER_CHECKPOINTS)),
         )  # fmt: skip
     secs = time.perf_counter() - t0
     save_glm_model(res, args.output, features, args.target)
