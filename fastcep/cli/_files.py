@@ -6,19 +6,12 @@ with that fix (``read_tensor``, ``check_tensor``, ``load_cp_model``, ``load_glm_
 import os
 import shlex
 
-from ..io.formats import (
-    CHECKPOINT_FORMAT,
-    CSR_FORMAT,
-    FIT_CHECKPOINT_FORMAT,
-    GLM_MODEL_FORMAT,
-    MODEL_FORMAT,
-    TENSOR_FORMAT,
-)
+from ..io import formats as F
 from ..io.kinds import KIND_WORDS
 from ._common import UserError
 
 #: the fastcep format of each kind of file a verb asks for
-_FORMAT = {"tensor": TENSOR_FORMAT, "model": MODEL_FORMAT, "glm-model": GLM_MODEL_FORMAT}
+_FORMAT = {"tensor": F.TENSOR_FORMAT, "model": F.MODEL_FORMAT, "glm-model": F.GLM_MODEL_FORMAT}
 #: where each kind of file comes from (the fix when a file is nothing a verb can use)
 COMES_FROM = {
     "tensor": "a tensor file comes from `fastcep convert` (a text tensor) or fastcep.write_tensor",
@@ -44,23 +37,23 @@ def fix(path, wanted):
     ):
         return None
     p = shlex.quote(path)
-    if kind == TENSOR_FORMAT:
+    if kind == F.TENSOR_FORMAT:
         return f"it is a tensor file: decompose it with `fastcep fit {p} -o MODEL.h5 --model MODEL --rank R`"
-    if kind == MODEL_FORMAT:
+    if kind == F.MODEL_FORMAT:
         return f"it is a CP model file: evaluate it with `fastcep evaluate {p} TEST.h5`"
-    if kind == GLM_MODEL_FORMAT:
+    if kind == F.GLM_MODEL_FORMAT:
         return f"it is a regression model file: evaluate it with `fastcep glm evaluate {p} DATA`"
-    if kind == CHECKPOINT_FORMAT:
+    if kind == F.CHECKPOINT_FORMAT:
         return (
             f"it is a stream checkpoint: continue its stream with `fastcep stream TENSOR.h5 -o MODEL.h5 "
             f"--checkpoint {p} --resume` and the stream's options"
         )
-    if kind == FIT_CHECKPOINT_FORMAT:
+    if kind == F.FIT_CHECKPOINT_FORMAT:
         return (
             f"it is the checkpoint of a fit or stream on a cluster: continue it with its command and "
             f"--scheduler ADDRESS --checkpoint {p} --resume"
         )
-    if kind in (CSR_FORMAT, "svmlight"):
+    if kind in (F.CSR_FORMAT, "svmlight"):
         return (
             f"it holds labelled sparse rows: regression data for `fastcep glm fit {p} -o MODEL.h5` or "
             f"`fastcep glm stream {p} -o MODEL.h5`"
