@@ -1,5 +1,5 @@
 """A cluster fit's checkpoints (``checkpoint=``, ``checkpoint_every=``, ``resume=``): the client's
-state, for regression (``cluster.regression``) and CP (``cluster.cp``) fits alike.
+state, for regression (``cluster.regression``) and CP (``cluster.cp``) fits and streams alike.
 
 The client holds the whole fit's posterior and the reduce; the sites stay on the workers. A
 checkpoint is the client's state every ``checkpoint_every`` sweeps and at the end: the arrays of
@@ -9,7 +9,8 @@ digest of its data (``fastcep.io.checkpoint.write_fit_checkpoint``, signed and w
 atomically). ``resume=True`` starts from it with the sites on the workers flat: they restart
 against its posterior, as a lost partition's do, and the fit goes on to the same fixed point
 (within the stopping rule's tolerance), its sweep count and trace going on from the
-checkpoint's.
+checkpoint's. A cluster stream (``cluster.stream``) keeps its state in the same file format
+after every pass, the shards' messages included: it resumes with the next pass, bit for bit.
 """
 
 import os
