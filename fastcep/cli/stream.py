@@ -3,7 +3,7 @@ checkpoints and ``--resume``; writes a CP model file."""
 
 import time
 
-from ..io.formats import CHECKPOINT_FORMAT, MODEL_FORMAT
+from ..io.formats import CHECKPOINT_FORMAT, FIT_CHECKPOINT_FORMAT, MODEL_FORMAT
 from ._common import UserError
 from ._files import check_output, check_tensor
 from ._fitting import options, save_and_report, scheduler
@@ -15,7 +15,8 @@ def cmd_stream(args):
 
     check_output(args.output, "-o", [args.tensor, args.checkpoint], MODEL_FORMAT, args.force)
     if args.checkpoint is not None and not args.resume:  # (with --resume it is read)
-        check_output(args.checkpoint, "--checkpoint", [args.tensor], CHECKPOINT_FORMAT, args.force)
+        kind = CHECKPOINT_FORMAT if args.scheduler is None else FIT_CHECKPOINT_FORMAT  # (a cluster stream's)
+        check_output(args.checkpoint, "--checkpoint", [args.tensor], kind, args.force)
     check_plot(args, [args.tensor, args.output, args.checkpoint])
     check_tensor(args.tensor)
     names = ("damping", "max_iter", "tol", "covariance", "prior_var", "checkpoint_every", "prior_mean")

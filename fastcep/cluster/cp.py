@@ -150,13 +150,24 @@ def refusals(model, method, o, likelihood, func):
 CHECKPOINT_ARRAYS = ("P_Lam", "P_eta", "M", "S", "E2", "noise")
 
 
-def checkpoints(engine, o, digest, keys, func):
+#: the settings a cluster fit resumed from a checkpoint must share with it (``res.options``'
+#: names, with the model and method)
+CHECKPOINT_KEYS = (
+    "model", "method",
+    "shape", "rank", "standardize", "prior_var", "a0", "b0", "damping",
+    "schedule", "covariance", "noise_warmup", "warmup_snr", "prior_mean", "prior", "likelihood",
+    "probit_curvature", "expect_under",
+)  # fmt: skip
+
+
+def checkpoints(engine, o, digest, options, func):
     """The ``Checkpoints`` of a cluster CP fit: the client engine's posterior, noise, prior and
-    hyper-posterior, and the damping. A resumed fit restores them, then asks the partitions for
+    hyper-posterior, and the damping, bound to the settings ``CHECKPOINT_KEYS`` of the result's
+    ``options`` and to the entries' ``digest``. A resumed fit restores them, then asks the partitions for
     their predictions under the restored means (the next change is measured from there); the
-    sites on the workers stay flat, and restart against that posterior. The settings ``keys``
-    and the entries' ``digest`` must match; the partitioning need not (the client's state does
-    not depend on it)."""
+    sites on the workers stay flat, and restart against that posterior. The partitioning need
+    not match (the client's state does not depend on it)."""
+    keys = {k: options.get(k) for k in CHECKPOINT_KEYS}
     st, pb = engine.store, engine.problem
     hyper_fields = HyperState._fields[1:]
 

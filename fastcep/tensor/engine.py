@@ -38,13 +38,6 @@ from .likelihoods import describe, kernel_model
 from .result import CPResult, CPState, eval_metric, second_moments
 
 CP_MODELS = O.choices("model", "cp")
-#: the settings a cluster fit resumed from a checkpoint must share with it (``res.options``'
-#: names; with the model and method)
-CHECKPOINT_KEYS = (
-    "shape", "rank", "standardize", "prior_var", "a0", "b0", "damping",
-    "schedule", "covariance", "noise_warmup", "warmup_snr", "prior_mean", "prior", "likelihood",
-    "probit_curvature", "expect_under",
-)  # fmt: skip
 #: the kernel code of each ``lp_indefinite`` rule: what method="lp" does with a Laplace message
 #: whose precision is not positive semi-definite
 LP_INDEFINITE = {"skip": KLP.LP_SKIP, "apply": KLP.LP_APPLY, "clip": KLP.LP_CLIP}
@@ -1004,8 +997,7 @@ def fit_cp(
         engine.data_sha256 = digest
         saved = None
         if client is not None and o["checkpoint"] is not None:
-            keys = {k: options.get(k) for k in CHECKPOINT_KEYS}
-            saved = cluster_cp.checkpoints(engine, o, digest, dict(keys, model=model, method=method), func)
+            saved = cluster_cp.checkpoints(engine, o, digest, dict(options, model=model, method=method), func)
         res = run_engine(
             engine, shape, options, max_iter=max_iter, tol=tol, callback=callback, eval_set=eval_set,
             verbose=verbose, progress=progress, label=f"{model}/{method}", start=start, governor=governor,
