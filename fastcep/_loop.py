@@ -175,10 +175,11 @@ class Recorder:
     def __init__(
         self, *, tol, callback=None, snapshot=None, evaluate=None, finite=None, verbose=False, progress=False,
         label="fit", func="fit", hint="try a smaller 'damping'", start=None, stop_rule="tol", warn=True,
-        first=0,
+        first=0, describe=None,
     ):  # fmt: skip
         self.tol, self.callback, self.snapshot, self.evaluate = tol, callback, snapshot, evaluate
         self.finite, self.verbose, self.label, self.func, self.hint = finite, verbose, label, func, hint
+        self.describe = describe
         self.progress = ProgressLine(label) if progress else None
         self.stop_rule, self.warn, self.first = stop_rule, warn, first
         self.start = time.perf_counter() if start is None else start
@@ -211,15 +212,20 @@ class Recorder:
             if len(values) < it:
                 values.append(math.nan)
         if self.verbose:
-            extra = f", eval {cols['eval_metric'][-1]:.4f}" if self.evaluate is not None else ""
-            line = (
-                f"[fastcep] {self.label} iter {fit_it}: change {rep.change:.3e}, skipped {rep.skipped}{extra}"
-            )
+            if self.describe is not None:
+                line = f"[fastcep] {self.label} {self.describe(fit_it, rep, now)}"
+            else:
+                extra = f", eval {cols['eval_metric'][-1]:.4f}" if self.evaluate is not None else ""
+                line = f"[fastcep] {self.label} iter {fit_it}: change {rep.change:.3e}, skipped {rep.skipped}"
+                line += extra
             print(f"{line}, {now:.3f} s", file=sys.stderr)
         if self.progress is not None:
-            self.progress.update(
-                f"iteration {fit_it}, change {rep.change:.2e} (tol {self.tol:.1e}), {now:.1f} s"
-            )
+            if self.describe is not None:
+                self.progress.update(self.describe(fit_it, rep, now))
+            else:
+                self.progress.update(
+                    f"iteration {fit_it}, change {rep.change:.2e} (tol {self.tol:.1e}), {now:.1f} s"
+                )
         if self.finite is not None and not self.finite():
             raise FloatingPointError(
                 f"{self.func}: the fit became non-finite at iteration {fit_it} ({self.label}); {self.hint}."
@@ -306,6 +312,10 @@ def run(step, *, max_iter, governor=None, first=0, **options):
         True; a stream's batches run a budget of inner iterations and do not).
     stop_rule : str
         The stop reason recorded when ``change < tol`` ("tol"; "paper" for the paper's rule).
+    describe : callable or None
+        ``describe(iteration, report, elapsed)`` -> the text of the verbose and progress lines
+        after the label (default: the iteration, its change and its skipped messages; a stream's
+        batches say entries and their rate).
 
     Returns
     -------

@@ -63,16 +63,19 @@ def test_one_pass_is_the_prior_plus_each_shard_s_stream(client, tmp_path, model,
     assert res.trace.elapsed.shape == (1,) and res.stop_reason == "end"
 
 
-def test_refinement_passes_raise_the_test_auc(client):
+def test_refinement_passes_raise_the_test_auc(client, capsys):
     """The defaults (learned prior), 4 passes: each refinement pass streams every shard against
     the others' messages. On this tensor the first pass (each shard half the data from the
     prior) gives AUC 0.70, the fourth 0.84; the one-process stream of all the data gives
-    0.69-0.93 over seeds 0-3 (median 0.77)."""
+    0.69-0.93 over seeds 0-3 (median 0.77). The passes run on the one loop (``_loop.run``): a
+    verbose line and the progress line per pass."""
     (coords, values), test = tensor()
     res = fastcep.stream(
         coords, values, shape=SHAPE, model="cp_probit", rank=3, batch_size=500, client=client, passes=4,
-        eval_set=test,
+        eval_set=test, verbose=True, progress=True,
     )  # fmt: skip
+    err = capsys.readouterr().err
+    assert "[fastcep] cp_probit/cep1 on 2 shards pass 4/4: change" in err and "\r" in err
     auc = res.trace.eval_metric
     assert auc.shape == (4,) and np.all(np.isfinite(auc))
     assert auc[-1] > auc[0] + 0.1 and auc[-1] > 0.8

@@ -104,7 +104,7 @@ def kernel_state(coords, shape, Lam, eta, prior_var, covariance):
         prior = np.full((n_obj, R), 1 / prior_var)
     problem, store, scratch = cp_tuples(lay, np.zeros(len(eta)), Lam, eta, prior_Lam=prior)
     if covariance == "full":
-        K.rebuild_full(problem, store, scratch, 0, n_obj)
+        K.rebuild_full(problem, store, scratch, 0, n_obj, True)
     else:
         K.rebuild_diag(problem, store, scratch)
     assert not scratch.bad.any()
@@ -158,6 +158,38 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
         np.testing.assert_array_equal(L2[:, other], Lam[:, other])
         np.testing.assert_array_equal(e2[:, other], eta[:, other])
         np.testing.assert_array_equal(b2, beta)
+
+
+def test_rebuild_without_moments_sums_and_checks_only(rng):
+    """rebuild_full with moments False: the same natural parameters and the same flags as with
+    moments, and M, S, E2 not written (a fresh fit's start writes them); an improper object is
+    flagged either way."""
+    shape, R, n = (4, 3, 5), 3, 40
+    coords, _, Lam, eta = random_state(rng, shape, R, n, "cp_gaussian")
+    lay = make_layout(coords, shape)
+    n_obj = int(lay.offsets[-1])
+    prior = np.broadcast_to(np.eye(R), (n_obj, R, R)).copy()
+    prior[2] = -1e6 * np.eye(R)  # (object 2's posterior is not proper)
+    out = {}
+    for moments in (True, False):
+        tuples = cp_tuples(
+            lay,
+            np.zeros(n),
+            Lam,
+            eta,
+            *(np.full((n_obj, *b), 7.0) for b in ((R, R), (R,), (R,), (R, R), (R, R))),
+            prior_Lam=prior,
+        )
+        K.rebuild_full(*tuples, 0, n_obj, moments)
+        out[moments] = tuples
+    (_, with_m, sc_m), (_, without, sc) = out[True], out[False]
+    np.testing.assert_array_equal(without.P_Lam, with_m.P_Lam)
+    np.testing.assert_array_equal(without.P_eta, with_m.P_eta)
+    np.testing.assert_array_equal(sc.bad, sc_m.bad)
+    assert sc.bad[2] == 1 and sc.bad.sum() == 1
+    for name in ("M", "S", "E2"):
+        assert np.all(getattr(without, name) == 7.0)
+        assert not np.all(getattr(with_m, name) == 7.0)
 
 
 def cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, etau, rho, k_lo, k_hi, M=None, E2=None, noise=None):
@@ -293,7 +325,7 @@ def test_sweep_with_object_sums_equals_sweep_then_rebuild(rng, model, shape, R, 
         if sums:
             K.reduce_object_sums(problem, out, scratch)
         else:
-            K.rebuild_full(problem, out, scratch, 0, n_obj)
+            K.rebuild_full(problem, out, scratch, 0, n_obj, True)
         assert not scratch.bad.any()
         return L2, e2, b2, [out.P_Lam, out.P_eta, out.M, out.S, out.E2]
 

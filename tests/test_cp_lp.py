@@ -197,7 +197,7 @@ def sweep_state(rng, model, shape, R, n):
     n_obj = int(lay.offsets[-1])
     prior_Lam = np.broadcast_to(np.eye(R), (n_obj, R, R)).copy()
     problem, store, scratch = cp_tuples(lay, y, Lam, eta, prior_Lam=prior_Lam)
-    K.rebuild_full(problem, store, scratch, 0, n_obj)
+    K.rebuild_full(problem, store, scratch, 0, n_obj, True)
     assert not scratch.bad.any()
     return lay, y, Lam, eta, store.P_Lam, store.P_eta, store.M, store.E2
 

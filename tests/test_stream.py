@@ -240,3 +240,72 @@ def test_sigkill_mid_stream_then_resume(tmp_path, gaussian):
     np.testing.assert_allclose(
         resumed, np.concatenate([m.ravel() for m in full.posterior.means]), rtol=1e-10, atol=1e-12
     )
+
+
+def test_the_stream_runs_on_the_one_loop(gaussian, capsys):
+    """The batches run on ``fastcep._loop.run``: one trace (a row per batch, its inner
+    iterations), the callback's ``IterationInfo`` numbered by batch (on from a resumed state's),
+    the verbose and progress lines, and the stop reasons ("callback", "max_batches", "end", also
+    for a stream resumed with no batch left)."""
+    T, tr, _ = gaussian
+    src = dict(coords=T.coords[tr], values=T.values[tr], shape=SHAPE)
+    kw = dict(model="cp_gaussian", rank=3, batch_size=1000, seed=2, max_iter=4)
+    seen = []
+    stopped = fastcep.stream(**src, callback=lambda info: seen.append(info) or info.iteration == 2, **kw)
+    assert stopped.stop_reason == "callback" and stopped.n_iter == 2 and not stopped.converged
+    assert [i.iteration for i in seen] == [1, 2]
+    assert seen[1].result.state.rows_done == 2000 and seen[1].result.trace.inner_iter.shape == (2,)
+    assert np.all(stopped.trace.inner_iter >= 1) and np.all(stopped.trace.inner_iter <= 4)
+    assert np.all(np.diff(stopped.trace.elapsed) > 0)
+    later = []
+    more = dict(verbose=True, progress=True, callback=lambda i: later.append(i.iteration))
+    rest = fastcep.stream(**src, init_state=stopped.state, **more, **kw)
+    assert later == [3, 4, 5, 6] and rest.stop_reason == "end" and rest.converged and rest.n_iter == 6
+    err = capsys.readouterr().err
+    assert "[fastcep] cp_gaussian/cep1 batch 6/6:" in err and "6,000/6,000 entries" in err and "ETA" in err
+    done = fastcep.stream(**src, init_state=rest.state, **kw)  # (no batch left)
+    assert done.stop_reason == "end" and done.n_iter == 6
+    same_posterior(done, rest)
+    part = fastcep.stream(**src, max_batches=6, **kw)  # (a budget that reaches the end)
+    assert part.stop_reason == "end"
+
+
+def test_batch_engines_in_kept_buffers_equal_fresh_arrays(gaussian, binary, monkeypatch):
+    """The batch engines take their arrays from buffers kept across batches (``BufferPool``):
+    the same bits as engines with arrays of their own, over batches of unequal sizes and object
+    counts (a shuffled stream, a smaller last batch), a Gaussian and a probit stream."""
+    from fastcep.streaming import adf
+    from fastcep.tensor import engine
+
+    T, tr, _ = gaussian
+    cases = [
+        (dict(coords=T.coords[tr], values=T.values[tr], shape=SHAPE), "cp_gaussian", 3, 700),
+        (dict(coords=binary.coords, values=binary.values, shape=(20, 15, 10)), "cp_probit", 2, 300),
+    ]
+    for src, model, R, batch in cases:
+        kw = dict(model=model, rank=R, batch_size=batch, shuffle=True, seed=7, max_iter=5)
+        kept = fastcep.stream(**src, **kw)
+        with monkeypatch.context() as m:
+            m.setattr(adf, "BufferPool", engine._FreshArrays)
+            fresh = fastcep.stream(**src, **kw)
+        same_posterior(kept, fresh)
+        np.testing.assert_array_equal(kept.trace.inner_iter, fresh.trace.inner_iter)
+
+
+def test_buffer_pool_hands_out_the_same_memory_slot_by_slot():
+    from fastcep.tensor.engine import BufferPool
+
+    pool = BufferPool()
+    pool.start()
+    a, b = pool.empty((3, 4)), pool.zeros(5, dtype=np.int64)
+    assert a.shape == (3, 4) and a.flags.c_contiguous and b.dtype == np.int64 and not b.any()
+    a[:] = 1.0
+    b[:] = 9
+    pool.start()
+    a2, b2 = pool.empty((2, 2)), pool.zeros((2, 2), dtype=np.int64)
+    assert np.shares_memory(a, a2) and np.shares_memory(b, b2) and not b2.any()
+    pool.start()
+    big = pool.empty((10, 10))  # (grown: a buffer of its own)
+    assert big.shape == (10, 10) and not np.shares_memory(big, a)
+    flags = pool.empty(3, dtype=np.bool_)  # (another dtype: a buffer of its own)
+    assert flags.dtype == np.bool_ and not np.shares_memory(flags, b)

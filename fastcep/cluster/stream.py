@@ -31,16 +31,16 @@ state (``_checkpoints``). Refused by name (``refusals``): methods other than "ce
 likelihood parameters, ``init_state`` and ``max_batches``.
 """
 
+import functools
 import hashlib
+import math
 import os
-import sys
 import time
 from typing import NamedTuple
 
 import numpy as np
 
 from .. import _loop
-from .._loop import IterationInfo
 from .._models import is_generic
 from .._threads import num_threads
 from ..results import HyperState, StreamPrior, StreamState
@@ -199,47 +199,31 @@ def stream(client, coords, values, o, method, func="stream"):
     post = Posterior(K, R, cov, o["prior_var"], modes, hyper)
     noise0 = np.array([o["a0"], o["b0"]])
     messages = [None] * len(shards)
-    trace = {k: [] for k in ("elapsed", "change", "skipped", "inner", "damping", "eval_metric")}
     start = time.perf_counter()
-    stop_reason = "end"
     n_batches = -(-n // o["batch_size"])
-    init_sd, first = np.nan, None
+    init_sd, first, noise = np.nan, None, noise0
     saved = None
+    passes_done = 0
     if o["checkpoint"] is not None:  # (the client's state after every pass)
         saved = _checkpoints(shards, described, o, dict(rank=R, shape=list(shape), n=n), post, func)
-        done = saved.resume()
-        if done:
+        passes_done = saved.resume()
+        if passes_done:
             messages, init_sd, first = saved.restored
-            for name, column in _TRACE_COLUMNS.items():
-                trace[name] = list(np.asarray(saved.before[column], dtype=float))
-            start -= trace["elapsed"][-1]
-    passes_done = len(trace["elapsed"])
+            noise = noise0 + sum(m.noise for m in messages)
 
-    def result_now(stop_reason):
+    def result_now(stop_reason, trace):
         options = dict(first, n=n, seed=o["seed"], shuffle=o["shuffle"], rank=R)
-        options.update(shards=len(shards), passes=len(trace["elapsed"]), shard_damping=SHARD_DAMPING)
+        options.update(shards=len(shards), passes=len(trace.elapsed), shard_damping=SHARD_DAMPING)
         state = post.state(noise, init_sd, n_batches, n)
         fitted = lik if is_generic(model) else None
-        return adf.stream_result(
-            model,
-            cov,
-            R,
-            shape,
-            state,
-            trace,
-            options,
-            stop_reason,
-            "cep1",
-            False,
-            fitted,
-            len(trace["elapsed"]),
-        )
+        columns = {k: getattr(trace, c) for k, c in _TRACE_COLUMNS.items()}
+        args = (model, cov, R, shape, state, columns, options, stop_reason, "cep1", False, fitted)
+        return adf.stream_result(*args, len(trace.elapsed))
 
-    for p in range(passes_done, o["passes"]):
-        label = f"{model}/cep1 on {len(shards)} shards, pass {p + 1}/{o['passes']}"
-        if o["progress"]:
-            _loop.write_status(label)
-        noise = noise0 + sum(m.noise for m in messages) if p else noise0
+    def step(it):
+        """Pass ``it`` (from 1) over the shards, combined as EP over shards."""
+        nonlocal messages, first, init_sd, noise
+        p = it - 1
         cavities = [post.cavity(m, noise - m.noise) for m in messages] if p else [(None, None)] * len(shards)
 
         def arguments(k, p=p, cavities=cavities):
@@ -261,36 +245,43 @@ def stream(client, coords, values, o, method, func="stream"):
         before = post.M.copy()
         skipped += post.combine(messages)
         noise = noise0 + sum(m.noise for m in messages)
-        trace["elapsed"].append(time.perf_counter() - start)
-        trace["change"].append(float(np.max(np.abs(post.M - before))) if p else np.nan)
-        trace["skipped"].append(float(skipped))
-        trace["inner"].append(float(sum(m.batches for m in new)))
-        trace["damping"].append(1.0 if p == 0 else SHARD_DAMPING)
-        trace["eval_metric"].append(np.nan)
-        if o["eval_set"] is not None:
-            trace["eval_metric"][-1] = eval_metric(result_now("running"), ev_coords, ev_values)
-        if o["verbose"]:
-            print(
-                f"[fastcep] {label}: {trace['elapsed'][-1]:.3f} s, change {trace['change'][-1]:.3e}",
-                file=sys.stderr,
-            )
+        change = float(np.max(np.abs(post.M - before))) if p else np.nan
+        values = {
+            "inner_iter": float(sum(m.batches for m in new)),
+            "damping": 1.0 if p == 0 else SHARD_DAMPING,
+        }
+        return _loop.StepReport(change, skipped, values=values)
+
+    def after_pass(info):
+        """After every pass: the checkpoint, then the user's callback."""
         if saved is not None:
             saved.current = (messages, init_sd, first)
-            saved.write(_loop.Trace.from_columns(p + 1, **{c: trace[k] for k, c in _TRACE_COLUMNS.items()}))
-        if o["callback"] is not None:
-            info = IterationInfo(
-                p + 1, trace["change"][-1], trace["elapsed"][-1], skipped, result_now("running")
-            )
-            if o["callback"](info):
-                stop_reason = "callback"
-                break
-    if o["progress"]:
-        _loop.end_status()
-    noise = noise0 + sum(m.noise for m in messages)
-    res = result_now(stop_reason)
+            saved.write(info.result.trace)  # (the checkpoint's rows, then this run's)
+        return o["callback"](info) if o["callback"] is not None else None
+
+    def snapshot(it, trace):
+        return result_now("running", trace if saved is None else saved.trace(trace))
+
+    evaluate = None
+    if o["eval_set"] is not None:
+        evaluate = functools.partial(_evaluate, coords=ev_coords, values=ev_values)
+    label = f"{model}/cep1 on {len(shards)} shards"
+    out = _loop.run(
+        step, max_iter=max(o["passes"], passes_done), first=passes_done, tol=-math.inf, snapshot=snapshot,
+        evaluate=evaluate, callback=after_pass if saved is not None or o["callback"] is not None else None,
+        verbose=o["verbose"], progress=o["progress"], label=label, func=func, start=start, warn=False,
+        describe=lambda it, rep, now: f"pass {it}/{o['passes']}: change {rep.change:.3e}",
+    )  # fmt: skip
+    stop_reason = "end" if out.stop_reason == "max_iter" else out.stop_reason
+    res = result_now(stop_reason, out.trace if saved is None else saved.trace(out.trace))
     if saved is not None:
         saved.options(res.options)
     return res
+
+
+def _evaluate(result, coords, values):
+    """A pass's RMSE or AUC on the eval set (``tensor.result.eval_metric``)."""
+    return eval_metric(result, coords, values)
 
 
 #: the cluster stream's trace columns (its lists) and the trace's names for them

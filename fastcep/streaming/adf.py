@@ -35,8 +35,8 @@ variance of 1.96 for 0.09 (cp_gaussian's stream: 0.094). The current values are 
 """
 
 import functools
+import math
 import os
-import sys
 import time
 
 import numpy as np
@@ -44,7 +44,7 @@ import numpy as np
 from .. import _loop
 from .. import _options as O
 from .. import _validation as V
-from .._loop import IterationInfo, Trace
+from .._loop import Trace
 from .._models import is_generic
 from .._quadrature import gauss_hermite
 from .._threads import ThreadGovernor, num_threads
@@ -53,7 +53,15 @@ from ..io.checkpoint import read_checkpoint, write_checkpoint
 from ..io.files import check_output
 from ..likelihoods import Gaussian
 from ..results import StreamState
-from ..tensor.engine import INIT_VAR_FRACTION, CPEngine, entry_marginals, exact_sum, guarded, warm_start
+from ..tensor.engine import (
+    INIT_VAR_FRACTION,
+    BufferPool,
+    CPEngine,
+    entry_marginals,
+    exact_sum,
+    guarded,
+    warm_start,
+)
 from ..tensor.layout import (
     check_coords,
     check_memory,
@@ -101,33 +109,6 @@ _RESUME_KEYS = (
     "prior",
     "likelihood",
 )
-
-
-# ------------------------------------------------------------------------------------ progress
-class _Progress:
-    """A one-line progress bar on stderr (only when enabled)."""
-
-    def __init__(self, total, enabled, label="stream"):
-        self.total, self.enabled, self.label = total, enabled, label
-        self.start = time.perf_counter()
-        self.last = 0.0
-
-    def update(self, done, extra=""):
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if now - self.last < 0.2 and done < self.total:
-            return
-        self.last = now
-        frac = done / max(self.total, 1)
-        bar = "#" * int(30 * frac)
-        rate = done / max(now - self.start, 1e-9)
-        eta = (self.total - done) / rate if rate > 0 else float("inf")
-        _loop.write_status(
-            f"{self.label} [{bar:<30}] {done}/{self.total} entries, {rate:,.0f}/s, ETA {eta:,.0f} s {extra}"
-        )
-        if done >= self.total:
-            _loop.end_status()
 
 
 def first_scale(lik, y, R, K):
@@ -444,27 +425,51 @@ def absorb(
         return StreamState(P_Lam, P_eta, M, S, seen, noise, batches_done, rows_done, init_sd, learned, held)
 
     order_rng = np.random.default_rng(seed) if shuffle else None
-    bar = _Progress(src.n, progress)
-    start = time.perf_counter() - (trace["elapsed"][-1] if trace["elapsed"] else 0.0)
-    stop_reason = "end"
-    done_here = 0
-    last = None
+    first = batches_done  # (batches absorbed before this call: a resumed stream's)
+    before = {k: list(v) for k, v in trace.items()}  # (their trace, from the checkpoint)
+    n_batches = -(-src.n // batch_size)
+    last_batch = n_batches if max_batches is None else min(n_batches, first + max_batches)
+    batches = src.batches(batch_size, order_rng, batches_done)
+    elapsed0 = before["elapsed"][-1] if before["elapsed"] else 0.0
 
-    def snapshot(stop_reason, copy=True):
+    def whole_trace(this_run):
+        """The stream's trace lists (those of a checkpoint): the batches before this call's, then
+        this call's (``this_run``: the one loop's ``Trace``)."""
+        out = {k: list(v) for k, v in before.items()}
+        for name, field in (
+            ("elapsed", "elapsed"),
+            ("change", "change"),
+            ("skipped", "skipped"),
+            ("inner", "inner_iter"),
+            ("damping", "damping"),
+            ("eval_metric", "eval_metric"),
+        ):
+            out[name].extend(np.asarray(getattr(this_run, field), dtype=np.float64).tolist())
+        return out  # fmt: skip
+
+    def snapshot(stop_reason, trace_lists, copy=True):
         fitted = current if current is not None or not is_generic(model) else lik  # (before a batch)
-        args = (model, covariance, R, shape, state_now(), trace, options, stop_reason, method, copy)
+        args = (model, covariance, R, shape, state_now(), trace_lists, options, stop_reason, method, copy)
         return stream_result(*args, fitted)
 
     def evaluate():
-        return eval_metric(snapshot("end"), ev_coords, ev_values)
+        return eval_metric(snapshot("end", before), ev_coords, ev_values)  # (the trace plays no part)
 
-    for b, coords, values in src.batches(batch_size, order_rng, batches_done):
-        if max_batches is not None and done_here >= max_batches:
-            stop_reason = "max_batches"
-            break
-        if governor is not None:
-            governor.before(done_here + 1)
-        t_batch = time.perf_counter()
+    def step(it):
+        """Absorb batch it - 1 (the one loop counts batches from 1); its ``StepReport``."""
+        nonlocal batches_done, rows_done
+        b, coords, values = next(batches)
+        report = absorb_batch(b, coords, values)
+        batches_done = b + 1
+        rows_done += len(values)
+        at_checkpoint = checkpoint is not None and batches_done % checkpoint_every == 0
+        metric = evaluate() if eval_set is not None and at_checkpoint else np.nan
+        report["values"]["eval_metric"] = metric
+        return _loop.StepReport(stop="end" if batches_done == n_batches else None, **report)
+
+    def absorb_batch(b, coords, values):
+        """The batch's CEP (or VMP) fit against the posterior so far, absorbed into it."""
+        nonlocal init_sd, current
         # local problem: the batch's objects, renumbered per mode
         local = np.empty_like(coords)
         glob = []
@@ -476,7 +481,8 @@ def absorb(
         glob = np.concatenate(glob)
         if touched is not None:
             touched[glob] = True
-        init, init_cov = M[glob], S[glob]  # copies (fancy indexing)
+        copies.start()  # (the batch's copies of its objects' rows, in buffers kept across batches)
+        init, init_cov = gather(M, glob), gather(S, glob)
         new = ~seen[glob]
         y_b, s_b = _batch_values(values, lik.binary, center, scale)
         if np.isnan(init_sd):
@@ -510,7 +516,12 @@ def absorb(
         learner = None
         if learn:  # (within the batch, after every inner iteration; the earlier batches as a prior)
             learner = _batch_learner(lik, current, y_b, lay, covariance, noise, rows_done, b == 0)
-        prior = dict(prior_Lam=P_Lam[glob], prior_eta=P_eta[glob], a0=float(noise[0]), b0=float(noise[1]))
+        prior = dict(
+            prior_Lam=gather(P_Lam, glob),
+            prior_eta=gather(P_eta, glob),
+            a0=float(noise[0]),
+            b0=float(noise[1]),
+        )
         if method == "post":
             # q(tau) starts at the posterior mean of the previous batches (the prior's)
             init_snr = VMP_DEFAULTS["init_snr"] if b == 0 else None
@@ -523,7 +534,7 @@ def absorb(
                 lay, y_b, s_b, model, "cep1", R, covariance, schedule, damping, **prior,
                 probit_curvature=probit_curvature, expect_under=expect_under, init_means=init,
                 init_covs=init_cov, noise_warmup=NOISE_WARMUP if b == 0 and warmup else 0,
-                rng=np.random.default_rng(seed), likelihood=current, learner=learner,
+                rng=np.random.default_rng(seed), likelihood=current, learner=learner, pool=pool,
             )  # fmt: skip
         inner = _loop.run(
             engine.step,
@@ -546,48 +557,58 @@ def absorb(
             current = learner.likelihood
             if isinstance(lik, Gaussian):
                 noise[:] = learner.gamma
-            del learner
-        # release the batch's engine before the next one allocates its own: measured on the 10M
-        # out-of-core stream, 12 % of the time (fresh pages in every rebuild) and 18 % of the peak
-        # memory (BENCHMARKS.md, issue 19)
-        del engine
-        batches_done = b + 1
-        rows_done += len(values)
-        now = time.perf_counter() - start
-        trace["elapsed"].append(now)
-        trace["change"].append(float(inner.trace.change[-1]))
-        trace["skipped"].append(float(inner.trace.skipped.sum()))
-        trace["inner"].append(float(inner.n_iter))
-        trace["damping"].append(damping)
-        at_checkpoint = checkpoint is not None and batches_done % checkpoint_every == 0
-        trace["eval_metric"].append(evaluate() if eval_set is not None and at_checkpoint else np.nan)
-        if at_checkpoint:
-            write_checkpoint(checkpoint, state_now(), options, trace, data_digest)
-        if governor is not None:
-            governor.after(done_here + 1, time.perf_counter() - t_batch)
-        bar.update(rows_done, f"batch {b + 1}")
-        if verbose:
-            print(
-                f"[fastcep] {model}/{method} batch {b + 1}: {inner.n_iter} inner iterations, change "
-                f"{trace['change'][-1]:.3e}, {rows_done} entries, {now:.3f} s",
-                file=sys.stderr,
-            )
-        done_here += 1
-        last = b
-        if callback is not None:
-            # (the snapshot shares the stream's arrays: a callback copies what it keeps)
-            result = snapshot("running", copy=False)
-            info = IterationInfo(b + 1, trace["change"][-1], now, int(trace["skipped"][-1]), result)
-            if callback(info):
-                stop_reason = "callback"
-                break
-    if ledger is not None and stop_reason == "end" and batches_done == -(-src.n // batch_size):
+        change, skipped = float(inner.trace.change[-1]), int(inner.trace.skipped.sum())
+        # (the batch's engine is released before the next one allocates its own: measured on the
+        # 10M out-of-core stream, 12 % of the time (fresh pages in every rebuild) and 18 % of the
+        # peak memory; BENCHMARKS.md, issue 19)
+        return dict(
+            change=change, skipped=skipped, values={"inner_iter": float(inner.n_iter), "damping": damping}
+        )
+
+    def gather(a, rows):
+        """A copy of the rows of ``a`` (as ``a[rows]``) in the batch's ``copies``."""
+        return np.take(a, rows, axis=0, out=copies.empty((len(rows), *a.shape[1:])), mode="clip")
+
+    def status(batch, report, now):
+        """The progress and verbose lines: the batch, the entries and their rate, the inner fit."""
+        done = rows_done - rows_before
+        rate = done / max(now - elapsed0, 1e-9)
+        eta = (src.n - rows_done) / rate if rate > 0 else float("inf")
+        inner = int(report.values["inner_iter"])
+        return (
+            f"batch {batch}/{n_batches}: {inner} inner iterations, change {report.change:.3e}, "
+            f"{rows_done:,}/{src.n:,} entries, {rate:,.0f}/s, ETA {eta:,.0f} s"
+        )
+
+    def at_batch(info):
+        """After every batch: the checkpoint (every ``checkpoint_every`` batches), then the
+        callback's say."""
+        if checkpoint is not None and batches_done % checkpoint_every == 0:
+            write_checkpoint(checkpoint, state_now(), options, whole_trace(info.result.trace), data_digest)
+        return callback is not None and bool(callback(info))
+
+    def running(it, this_run):  # (the snapshot shares the stream's arrays: a callback copies what it keeps)
+        return snapshot("running", whole_trace(this_run), copy=False)
+
+    rows_before = rows_done
+    pool, copies = BufferPool(), BufferPool()  # (the batch engines' arrays; the batches' copies)
+    out = _loop.run(
+        step, max_iter=last_batch, first=first, tol=-math.inf, snapshot=running, finite=None,
+        callback=at_batch if checkpoint is not None or callback is not None else None, verbose=verbose,
+        progress=progress, label=f"{model}/{method}", func=func, start=time.perf_counter() - elapsed0,
+        warn=False, governor=governor, describe=status,
+    )  # fmt: skip
+    trace = whole_trace(out.trace)
+    stop_reason = out.stop_reason
+    if stop_reason == "max_iter":  # (the batches this call was given: the stream's end, or before it)
+        stop_reason = "end" if batches_done == n_batches else "max_batches"
+    if ledger is not None and stop_reason == "end" and batches_done == n_batches:
         ledger.finish(P_Lam, P_eta, M, S)  # (every object: the last prior message)
     if eval_set is not None and trace["eval_metric"]:
         trace["eval_metric"][-1] = evaluate()
-    if checkpoint is not None and last is not None:
+    if checkpoint is not None and out.n_iter > 0:
         write_checkpoint(checkpoint, state_now(), options, trace, data_digest)
-    return snapshot(stop_reason, copy=False)
+    return snapshot(stop_reason, trace, copy=False)
 
 
 def _batch_learner(template, likelihood, y, lay, covariance, noise, rows_before, first):

@@ -87,22 +87,71 @@ def reference_var(y):
     return mean2 if mean2 > 0.0 else 1.0
 
 
-def _allocate(n, Kmodes, R, n_obj, covariance):
+class BufferPool:
+    """Buffers kept across a stream's batch engines (``CPEngine(pool=...)``): ``empty`` and
+    ``zeros`` take numpy's arguments and hand out views of kept buffers, slot by slot in the order
+    asked (an engine asks for its arrays in the same order every batch), each slot grown to the
+    largest size asked of it. Every batch then writes to pages it has written before: allocating
+    and first touching a DBLP batch's store and scratch (1,000 entries, 1,941 objects, rank 8)
+    took 1.85 ms, refilling kept buffers 0.16 ms (BENCHMARKS.md). ``start()`` before each engine;
+    one engine at a time."""
+
+    def __init__(self):
+        self.slots = []
+        self.next = 0
+
+    def start(self):
+        self.next = 0
+
+    def empty(self, shape, dtype=np.float64):
+        shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+        size = math.prod(shape)
+        i = self.next
+        self.next += 1
+        if i == len(self.slots):
+            self.slots.append(np.empty(0, dtype))
+        buf = self.slots[i]
+        if buf.dtype != dtype or buf.size < size:
+            buf = self.slots[i] = np.empty(size, dtype)
+        return buf[:size].reshape(shape)
+
+    def zeros(self, shape, dtype=np.float64):
+        out = self.empty(shape, dtype)
+        out.fill(0)
+        return out
+
+
+class _FreshArrays:
+    """numpy's own allocation in ``BufferPool``'s shape (an engine that owns its arrays)."""
+
+    empty = staticmethod(np.empty)
+    zeros = staticmethod(np.zeros)
+
+    def start(self):
+        pass
+
+
+_FRESH = _FreshArrays()
+
+
+def _allocate(n, Kmodes, R, n_obj, covariance, pool=_FRESH):
+    empty = pool.empty
     if covariance == "full":
-        Lam = np.zeros((n, Kmodes, R, R))
+        Lam = pool.zeros((n, Kmodes, R, R))
         idx = np.arange(R)
         Lam[:, :, idx, idx] = FLAT_PRECISION
         post = (
-            np.empty((n_obj, R, R)),
-            np.empty((n_obj, R)),
-            np.empty((n_obj, R)),
-            np.empty((n_obj, R, R)),
-            np.empty((n_obj, R, R)),
+            empty((n_obj, R, R)),
+            empty((n_obj, R)),
+            empty((n_obj, R)),
+            empty((n_obj, R, R)),
+            empty((n_obj, R, R)),
         )
     else:
-        Lam = np.full((n, Kmodes, R), FLAT_PRECISION)
-        post = tuple(np.empty((n_obj, R)) for _ in range(5))
-    return Lam, np.zeros((n, Kmodes, R)), post
+        Lam = empty((n, Kmodes, R))
+        Lam.fill(FLAT_PRECISION)
+        post = tuple(empty((n_obj, R)) for _ in range(5))
+    return Lam, pool.zeros((n, Kmodes, R)), post
 
 
 def _variances(S, covariance):
@@ -208,13 +257,16 @@ class CPEngine:
         with_sums, ``reduce_object_sums``). None: ``summed_groups``' choice. A partition of a
         cluster fit (``fastcep.cluster.cp``) gives the whole fit's, so that its groups are the
         one-process fit's.
+    pool : BufferPool or None
+        Take the store's and the scratch's arrays from these buffers (a stream's batches, one
+        engine at a time); None: numpy's.
     """
 
     def __init__(
         self, lay, y, s, model, method, R, covariance, schedule, rho, *, prior_Lam, prior_eta, a0, b0,
         probit_curvature="full", expect_under="posterior", lp_indefinite="clip", init_means=None,
         init_covs=None, messages=None, noise_warmup=0, warmup_snr=10.0, rng=None, hyper=None,
-        likelihood=None, learner=None, sum_chunk=None,
+        likelihood=None, learner=None, sum_chunk=None, pool=None,
     ):  # fmt: skip
         n, Kmodes = lay.gidx.shape
         n_obj = int(lay.offsets[-1])
@@ -228,13 +280,15 @@ class CPEngine:
         if hyper is not None:
             H.fill_prior(hyper, lay.offsets, covariance, prior_Lam, prior_eta)
         self.rng = rng
+        pool = _FRESH if pool is None else pool
+        pool.start()
         if messages is None:
-            Lam, eta, post = _allocate(n, Kmodes, R, n_obj, covariance)
-            alpha, beta = np.zeros(n), np.zeros(n)
+            Lam, eta, post = _allocate(n, Kmodes, R, n_obj, covariance, pool)
+            alpha, beta = pool.zeros(n), pool.zeros(n)
         else:
             Lam, eta, alpha, beta = (np.array(a, dtype=np.float64) for a in messages[:4])
-            _, _, post = _allocate(1, Kmodes, R, n_obj, covariance)
-        self.store = K.CPStore(Lam, eta, alpha, beta, *post, np.zeros(3))
+            _, _, post = _allocate(1, Kmodes, R, n_obj, covariance, pool)
+        self.store = K.CPStore(Lam, eta, alpha, beta, *post, pool.zeros(3))
         # the kernels' model code, and for a generic model (any likelihood of the seam) its
         # likelihood kernel (an argument of every driver) and Gauss-Hermite rule (in the problem)
         self.learner = learner
@@ -279,9 +333,9 @@ class CPEngine:
         self.guard = guarded(model, method, schedule, self.likelihood)
         self.scratch = K.state.scratch(
             self.store, n_chunks, OBJECT_CHUNK, n_groups=n_groups if with_sums else 0, cav_units=cav_units,
-            lp=method == "lp", guard=self.guard,
+            lp=method == "lp", guard=self.guard, empty=pool.empty, zeros=pool.zeros,
         )  # fmt: skip
-        self.noise_chunks = np.empty((n_chunks, 2))
+        self.noise_chunks = pool.empty((n_chunks, 2))
         self.snapshot = False
         self.held_priors = 0
         self.prior_check = None
@@ -290,7 +344,8 @@ class CPEngine:
         # wait for the cyclic garbage collector and every fit takes fresh pages)
         self.sweep = SWEEPS[_sweep_kind(method, covariance, schedule, expect_under)]
         self.resumed = messages is not None
-        self.rebuild()
+        # (a fresh fit's start writes the moments: the natural parameters only, checked)
+        self.rebuild(moments=self.resumed)
         if messages is None:
             self._start(init_means, init_covs)
         noise = self.store.noise
@@ -308,8 +363,8 @@ class CPEngine:
             # rank-3 tensor)
             noise[2] = warmup_snr / reference_var(y)
         self.tau_init = noise[2]
-        self.f_old = np.zeros(n)
-        self.f_new = np.empty(n)
+        self.f_old = pool.zeros(n)
+        self.f_new = pool.empty(n)
         # the change is relative to the predictions' mean square, but not below COLLAPSED of the
         # values': predictions that shrink to 0 geometrically (one entry explained as noise) have
         # a constant relative change and would never stop
@@ -362,17 +417,20 @@ class CPEngine:
         K.noise_chunk_sums(self.store.alpha, self.store.beta, ENTRY_CHUNK, out)
         return self.a0 + math.fsum(out[:, 0].tolist()), self.b0 + math.fsum(out[:, 1].tolist())
 
-    def rebuild_objects(self, lo, hi):
+    def rebuild_objects(self, lo, hi, moments=True):
         """Full covariances: posterior of objects lo..hi-1 = prior + messages (with the guard, the
-        messages of an object it refuses pulled back first: ``settle``)."""
-        rebuild = functools.partial(K.rebuild_full, self.problem, self.store, self.scratch, lo, hi)
+        messages of an object it refuses pulled back first: ``settle``); ``moments`` False: the
+        natural parameters only (``kernels.tensor.rebuild_full``)."""
+        rebuild = functools.partial(K.rebuild_full, self.problem, self.store, self.scratch, lo, hi, moments)
         rebuild()
         self.settle(rebuild, lo, hi)
 
-    def rebuild(self):
-        """The exact posterior = prior + messages (also removes sequential drift)."""
+    def rebuild(self, moments=True):
+        """The exact posterior = prior + messages (also removes sequential drift); ``moments``
+        False: full covariances' natural parameters only (a fresh fit's start writes the
+        moments)."""
         if self.covariance == "full":
-            self.rebuild_objects(0, self.n_obj)
+            self.rebuild_objects(0, self.n_obj, moments)
         else:
             rebuild = functools.partial(K.rebuild_diag, self.problem, self.store, self.scratch)
             rebuild()
@@ -420,7 +478,7 @@ class CPEngine:
         check, check_sc = self.prior_check
         check_sc.bad[:] = 0
         if self.covariance == "full":
-            K.rebuild_full(self.problem, check, check_sc, 0, self.n_obj)
+            K.rebuild_full(self.problem, check, check_sc, 0, self.n_obj, True)
             K.mark_shrunk(check.P_Lam, st.P_Lam, 0, self.n_obj, OBJECT_CHUNK, sc.guard_A, sc.Ls, check_sc.bad)
         else:
             K.rebuild_diag(self.problem, check, check_sc)
@@ -543,7 +601,9 @@ class CPEngine:
         n_skipped = self.sweep(self, it)
         if self.problem.with_sums:  # posterior = prior + the sweep's per-group sums of the messages
             K.reduce_object_sums(self.problem, st, sc)
-            self.settle(functools.partial(K.rebuild_full, self.problem, st, sc, 0, self.n_obj), 0, self.n_obj)
+            self.settle(
+                functools.partial(K.rebuild_full, self.problem, st, sc, 0, self.n_obj, True), 0, self.n_obj
+            )
             self.check_proper()
         else:
             self.rebuild()  # exact posterior = prior + messages (also removes sequential drift)

@@ -56,6 +56,17 @@ def finish_object(P_Lam_o, P_eta_o, M_o, S_o, E2_o, L):
 
 
 @njit(**LEAF)
+def finish_precision(P_Lam_o, L):
+    """``finish_object`` without the moments: the lower triangle mirrored, then whether the
+    precision is positive definite (its Cholesky factor into L)."""
+    R = P_Lam_o.shape[0]
+    for i in range(R):
+        for j in range(i):
+            P_Lam_o[j, i] = P_Lam_o[i, j]
+    return cholesky(P_Lam_o, L)
+
+
+@njit(**LEAF)
 def zero_sums(PL, Pe):
     """Zero one group's object sums (``sweep_full`` with_sums): PL (n_obj, R^2), Pe (n_obj, R)."""
     for o in range(PL.shape[0]):
@@ -95,9 +106,11 @@ def noise_chunk_sums(alpha, beta, chunk, out):
 
 
 @njit(**PARALLEL_CACHED)
-def rebuild_full(problem, store, scratch, lo, hi):
+def rebuild_full(problem, store, scratch, lo, hi, moments):
     """Posterior of every object = its prior (prior_Lam (n_obj, R, R), prior_eta (n_obj, R)) + its
-    messages (CSR order: ``problem.ptr``, ``problem.ent``), then its moments.
+    messages (CSR order: ``problem.ptr``, ``problem.ent``), then its moments (``moments`` False:
+    its natural parameters only, checked positive definite; M, S and E2 are left as they are,
+    for a fresh fit whose start writes them: ``CPEngine._start``).
 
     Objects lo..hi-1 only (all: 0, n_obj), in units of ``problem.obj_chunk`` objects; scratch.Ls
     (>= n_obj_chunks, R, R); scratch.bad (n_obj,) set to 1 where the posterior precision is not
@@ -136,7 +149,10 @@ def rebuild_full(problem, store, scratch, lo, hi):
                     Po[t] += Le[t]
                 for i in range(R):
                     P_eta[o, i] += eta[e, k, i]
-            bad[o] = 0 if finish_object(P_Lam[o], P_eta[o], M[o], S[o], E2[o], L) else 1
+            if moments:
+                bad[o] = 0 if finish_object(P_Lam[o], P_eta[o], M[o], S[o], E2[o], L) else 1
+            else:
+                bad[o] = 0 if finish_precision(P_Lam[o], L) else 1
 
 
 @njit(**PARALLEL_CACHED)

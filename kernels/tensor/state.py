@@ -114,11 +114,15 @@ def _empty(*shape, dtype=np.float64):
     return np.empty((0,) * len(shape), dtype=dtype)
 
 
-def scratch(store, n_chunks, obj_chunk, *, n_groups=0, cav_units=0, lp=False, guard=False):
+def scratch(
+    store, n_chunks, obj_chunk, *, n_groups=0, cav_units=0, lp=False, guard=False, empty=np.empty,
+    zeros=np.zeros,
+):  # fmt: skip
     """The scratch of a fit whose messages and posterior are ``store``: ``n_chunks`` entry work
     units; with ``n_groups`` > 0 the per-group sums of the parallel sweep, with ``cav_units`` > 0
     the cavity sweep's units, with ``lp`` the Laplace method's per-unit scratch, with ``guard``
-    the guard's copies."""
+    the guard's copies. ``empty`` and ``zeros`` allocate its arrays (numpy's, or a stream's
+    buffers kept across its batches: ``fastcep.tensor.engine.BufferPool``)."""
     n, K, R = store.eta.shape
     n_obj = store.M.shape[0]
     covariance = "full" if store.Lam.ndim == 4 else "diag"
@@ -126,43 +130,43 @@ def scratch(store, n_chunks, obj_chunk, *, n_groups=0, cav_units=0, lp=False, gu
     B = CAVITY_BATCH
     KR = K * R
     if full:
-        mat, vec = np.empty((n_chunks, ENTRY_MATS, R, R)), np.empty((n_chunks, ENTRY_VECS, R))
-        Ls = np.empty((-(-n_obj // obj_chunk), R, R))
-        seq = (np.empty((K, R, R)), np.empty((K, R)), np.empty((R, R)))
+        mat, vec = empty((n_chunks, ENTRY_MATS, R, R)), empty((n_chunks, ENTRY_VECS, R))
+        Ls = empty((-(-n_obj // obj_chunk), R, R))
+        seq = (empty((K, R, R)), empty((K, R)), empty((R, R)))
     else:
-        mat, vec = _empty(1, 1, 1, 1), np.empty((n_chunks, 2))
+        mat, vec = _empty(1, 1, 1, 1), empty((n_chunks, 2))
         Ls = _empty(1, 1, 1)
         seq = (_empty(1, 1, 1), _empty(1, 1), _empty(1, 1))
     if n_groups:
-        part = (np.empty((n_groups, n_obj, R, R)), np.empty((n_groups, n_obj, R)))
+        part = (empty((n_groups, n_obj, R, R)), empty((n_groups, n_obj, R)))
     else:
-        part = (np.empty((1, 0, R, R)), np.empty((1, 0, R)))
+        part = (empty((1, 0, R, R)), empty((1, 0, R)))
     u = cav_units
     cav = (
-        np.empty((u, K, R)),
-        np.empty((u, K, R, R)),
-        np.empty((u, 2, R, R, B)),
-        np.empty((u, 2, R, B)),
-        np.empty((u, K, R, B)),
-        np.empty((u, K, R, R, B)),
-        np.empty((u, B), dtype=np.bool_),
+        empty((u, K, R)),
+        empty((u, K, R, R)),
+        empty((u, 2, R, R, B)),
+        empty((u, 2, R, B)),
+        empty((u, K, R, B)),
+        empty((u, K, R, R, B)),
+        empty((u, B), dtype=np.bool_),
     )
     m = n_chunks if lp else 0
     lps = (
-        np.empty((m, K, R, R)),
-        np.empty((m, K, R)),
-        np.empty((m, K, R, R)),
-        np.empty((m, K, R)),
-        np.zeros((m, K), dtype=np.bool_),
-        np.empty((m, LP_MATS, KR, KR)),
-        np.empty((m, LP_VECS, KR)),
+        empty((m, K, R, R)),
+        empty((m, K, R)),
+        empty((m, K, R, R)),
+        empty((m, K, R)),
+        zeros((m, K), dtype=np.bool_),
+        empty((m, LP_MATS, KR, KR)),
+        empty((m, LP_VECS, KR)),
     )
     if guard:
-        old = (np.empty_like(store.Lam), np.empty_like(store.eta), np.empty_like(store.P_Lam))
-        guard_A = np.empty_like(Ls)
+        old = (empty(store.Lam.shape), empty(store.eta.shape), empty(store.P_Lam.shape))
+        guard_A = empty(Ls.shape)
     else:
         old = (_empty(*store.Lam.shape), _empty(1, 1, 1), _empty(*store.P_Lam.shape))
         guard_A = _empty(*Ls.shape)
-    restored = np.zeros(n_obj if guard else 0, dtype=np.int64)
-    skipped, bad = np.zeros(n_chunks, dtype=np.int64), np.zeros(n_obj, dtype=np.int64)
+    restored = zeros(n_obj if guard else 0, dtype=np.int64)
+    skipped, bad = zeros(n_chunks, dtype=np.int64), zeros(n_obj, dtype=np.int64)
     return CPScratch(skipped, mat, vec, Ls, bad, *part, *cav, *lps, *seq, *old, restored, guard_A)
