@@ -37,7 +37,10 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
         costs O(nnz) and memory O(nnz + d). It is copied to CSR with sorted indices, duplicate
         entries summed as scipy does, and is not centred (the intercept is one more column of
         ones; ``center`` does not apply); ``res.state.sites`` then holds (nnz,) messages in CSR
-        order. CP: ``coords``, the 0-based int coordinates (n, K) of the observed entries.
+        order. Or the path of a sparse-row file (``fastcep.io.csr``, ``fastcep convert``) with
+        y None: its rows and labels, read whole, or with ``client=`` read by row ranges on the
+        workers (on storage they share; no rows pass through the client). CP: ``coords``, the
+        0-based int coordinates (n, K) of the observed entries.
     y : array of shape (n,)
         Labels in {0, 1}, {-1, 1} or bool, or two classes of any other type (strings, as
         scikit-learn's estimators take: the second in sorted order is the positive one, recorded

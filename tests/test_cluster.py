@@ -186,6 +186,46 @@ def test_sparse_rows_give_one_process_posterior_within_1e_10_sd(client, kw):
         assert two.intercept is not None and abs(two.intercept.mean - one.intercept.mean) < 1e-10
 
 
+def test_a_sparse_row_file_is_read_on_the_workers(client, tmp_path, monkeypatch, capsys):
+    """``fit(path, None, client=...)`` of a sparse-row file: each partition reads its own row range
+    on its worker (the client reads the header only: its row reader fails here, the fit does
+    not). The same bits as the same rows from memory, split alike; the one-process fit of the
+    file (read whole) within 1e-10 sd; ``fastcep glm fit FILE --scheduler`` passes the path. A y
+    beside the file and a bad label in a partition are named."""
+    import scipy.sparse as sp
+
+    from fastcep import cli
+    from fastcep.io import load_glm_model, write_csr
+    from fastcep.io.csr import CSRReader
+
+    rng = np.random.default_rng(1)
+    X = sp.random(3000, 40, density=0.05, random_state=3, format="csr")
+    y = (X @ rng.normal(0.0, 1.0, 40) + 0.3 * rng.standard_normal(3000) > 0).astype(float)
+    path = tmp_path / "rows.h5"
+    write_csr(path, X, y)
+    one = fastcep.fit(path, None, model="probit")  # (one process: the file read whole)
+    mem = fastcep.fit(X, y, model="probit", client=client)
+    with monkeypatch.context() as m:
+        m.setattr(CSRReader, "read", lambda *a, **k: pytest.fail("rows read on the client"))
+        on_file = fastcep.fit(path, None, model="probit", client=client)
+        monkeypatch.chdir(tmp_path)
+        argv = ["glm", "fit", "rows.h5", "-o", "m.h5", "--scheduler", client.scheduler.address, "--quiet"]
+        assert cli.main(argv) == 0
+    assert on_file.options["partitions"] == mem.options["partitions"] == 2
+    np.testing.assert_array_equal(on_file.posterior.mean, mem.posterior.mean)
+    np.testing.assert_array_equal(on_file.posterior.var, mem.posterior.var)
+    assert on_file.n_iter == one.n_iter and max_sd_difference(one, on_file) < 1e-10
+    saved = load_glm_model(tmp_path / "m.h5").result
+    np.testing.assert_array_equal(saved.posterior.mean, on_file.posterior.mean)
+    with pytest.raises(ValueError, match="give y=None"):
+        fastcep.fit(path, y, model="probit", client=client)
+    bad = y.copy()
+    bad[2900] = 2.0  # (the second partition's)
+    write_csr(tmp_path / "bad.h5", X, bad)
+    with pytest.raises(ValueError, match=r"the partition of rows \d+\.\.2999"):
+        fastcep.fit(tmp_path / "bad.h5", None, model="probit", client=client)
+
+
 def test_learned_likelihood_parameters_on_a_cluster(client, tmp_path):
     """A negative binomial's dispersion and a Gaussian's noise variance learned on a cluster: the
     EM search's sums come from the partitions, added in the one-process order. Partitions of

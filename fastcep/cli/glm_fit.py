@@ -19,6 +19,16 @@ GLM_OPTIONS = (
 )  # fmt: skip
 
 
+def on_workers(args):
+    """Whether the rows' file is read on the cluster's workers: a sparse-row HDF5 file given with
+    --scheduler and no --width (svmlight text, or rows widened to a width, are read here)."""
+    from ..io.formats import CSR_FORMAT
+    from ..io.kinds import file_kind
+
+    widened = getattr(args, "width", None) is not None
+    return bool(args.scheduler) and not widened and file_kind(args.data) == CSR_FORMAT
+
+
 def cmd_glm_fit(args):
     from ..api import fit
     from ..io import save_glm_model
@@ -27,13 +37,22 @@ def cmd_glm_fit(args):
     check_fit_checkpoint(args, [args.data, args.output])
     check_plot(args, [args.data, args.output, args.checkpoint])
     binary = resolve_likelihood(args.model).binary
-    if is_rows(args.data):
+    if is_rows(args.data) and on_workers(args):
+        # (a sparse-row file on a cluster: the workers read its row ranges; here its header only)
+        from ..io.csr import CSRReader
+
+        with CSRReader(args.data) as reader:
+            features, X, y, n, d = None, args.data, None, reader.n, reader.n_features
+        args.target = args.target or "label"
+    elif is_rows(args.data):
         features, X, y = rows_data(args, binary)
         args.target = args.target or "label"
     elif args.target is None:
         raise UserError(f"{args.data!r} is a table: give --target COL, the column to regress")
     else:
         features, X, y = table_data(args.data, args.target, args.features, args.delimiter, binary)
+    if y is not None:
+        n, d = len(y), X.shape[1]
     t0 = time.perf_counter()
     with scheduler(args) as client:
         res = fit(
@@ -48,8 +67,8 @@ def cmd_glm_fit(args):
         "method": res.method,
         "target": args.target,
         "features": None if features is None else list(features),
-        "n_features": X.shape[1],
-        "rows": len(y),
+        "n_features": d,
+        "rows": n,
         "intercept": res.intercept is not None,
         "iterations": res.n_iter,
         "converged": res.converged,
@@ -57,8 +76,7 @@ def cmd_glm_fit(args):
         "seconds": secs,
     }
     text = (
-        f"wrote {args.output}: {res.model}/{res.method} on {len(y)} rows, {X.shape[1]} feature"
-        f"{'s' if X.shape[1] != 1 else ''}"
+        f"wrote {args.output}: {res.model}/{res.method} on {n} rows, {d} feature{'s' if d != 1 else ''}"
         f"{' and an intercept' if res.intercept is not None else ''}, {res.n_iter} iterations "
         f"({res.stop_reason}), {secs:.1f} s"
     )

@@ -10,13 +10,16 @@ messages; the client reduces all chunks in partition order with the one-process 
 of a fit in one process on the same chunks (``fastcep.glm.engine``).
 
 Supported: dense or sparse X (a NumPy, scipy.sparse or Dask array, split by rows; a sparse
-partition sends per-column sums, ``SparsePartition``), methods "cep1", "cep2" and "ep", the
+partition sends per-column sums, ``SparsePartition``), or the path of a sparse-row file
+(``fastcep.io.csr``) on storage the workers share, whose row ranges the workers read
+(``FilePartition``: no rows pass through the client), methods "cep1", "cep2" and "ep", the
 parallel schedule, the posterior stopping rule, any log-concave likelihood (probit, logistic,
 Poisson, Gaussian, negative binomial, ...), its parameters given or learned (``ClusterLearner``),
 and numeric labels. The rest is refused by name (``refusals``).
 """
 
 import hashlib
+import os
 
 import numpy as np
 
@@ -189,6 +192,23 @@ class SparsePartition(Partition):
         return self._sums(int(skipped))
 
 
+class FilePartition(SparsePartition):
+    """A partition of a sparse-row file's rows (``fastcep.io.csr``, on storage the workers share):
+    rows lo..hi-1, read and checked on its worker (nothing of them passes through the client);
+    then as ``SparsePartition``."""
+
+    def __init__(self, path, lo, hi, likelihood, func):
+        from ..io.csr import CSRReader
+
+        with CSRReader(path) as reader:
+            rows = reader.read(lo, hi)
+        try:
+            super().__init__(rows.X, rows.y, likelihood, func)
+        except ValueError as exc:  # (its rows are counted from the partition's first)
+            where = f"{path!r}, the partition of rows {lo}..{hi - 1} (counted from {lo})"
+            raise ValueError(f"{where}: {exc}") from exc
+
+
 def _partition_marginals(parts, mu, v):
     """The rows' marginals under (mu, v), computed and kept on the partitions."""
     parts.call("marginals", mu, v)
@@ -246,11 +266,33 @@ def refusals(method, o, likelihood, X, func):
         why = f"a likelihood that is not log-concave ({likelihood.name}): its sweeps need one process's guard"
     elif type(meta).__module__.split(".")[0] == "sparse":
         why = "X of the 'sparse' package (give scipy.sparse blocks)"
-    elif V.is_sparse(meta) and method not in SP.METHODS:
+    elif (V.is_sparse(meta) or isinstance(X, (str, os.PathLike))) and method not in SP.METHODS:
         why = f"method={method!r} with sparse X: the sparse rows run {', '.join(SP.METHODS)}"
     if why is None:
         return
     raise NotImplementedError(f"{func}(client=...) does not support {why}; fit in one process (client=None).")
+
+
+def _file_blocks(client, path, y, intercept, func):
+    """A sparse-row file's row ranges (path, lo, hi), one per worker, each but the last of whole
+    chunks of the sweep, as a scipy.sparse X in memory is split (only the file's header is read
+    here)."""
+    from ..io.csr import CSRReader
+
+    E.check_no_labels(path, y, func)
+    with CSRReader(path) as reader:  # (its header: checked, rows and columns)
+        n, d = reader.n, reader.n_features
+    path = os.path.abspath(path)  # (the workers share the storage, not the working folder)
+    return [(path, lo, hi) for lo, hi in _split(client, n, d, intercept)]
+
+
+def _split(client, n, d, intercept):
+    """Row ranges of n rows, one per worker, each but the last of whole chunks of the sweep
+    (``chunk_rows`` of d columns and the intercept's)."""
+    chunk = chunk_rows(d + (1 if intercept else 0))
+    per_worker = -(-n // n_workers(client))
+    rows = max(1, -(-per_worker // chunk)) * chunk
+    return [(lo, min(lo + rows, n)) for lo in range(0, max(n, 1), rows)]
 
 
 def _row_blocks(client, X, y, intercept, func):
@@ -278,23 +320,23 @@ def _row_blocks(client, X, y, intercept, func):
         return [(X, y)]  # (the partition's check names the problem)
     if y.shape[:1] != X.shape[:1]:
         raise ValueError(f"{func}: y must be 1-D with one value per row of X ({X.shape[0]}), not {y.shape}.")
-    chunk = chunk_rows(X.shape[1] + (1 if intercept else 0))
-    per_worker = -(-X.shape[0] // n_workers(client))
-    rows = max(1, -(-per_worker // chunk)) * chunk
     if V.is_sparse(X):
         X = X.tocsr()  # (row slices)
-    return [(X[lo : lo + rows], y[lo : lo + rows]) for lo in range(0, max(X.shape[0], 1), rows)]
+    return [(X[lo:hi], y[lo:hi]) for lo, hi in _split(client, X.shape[0], X.shape[1], intercept)]
 
 
 def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     """The cluster fit of ``fastcep.fit`` (options ``o`` validated already); its
     ``RegressionResult`` (``state`` None: the sites stay on the workers)."""
+    on_file = isinstance(X, (str, os.PathLike))
     refusals(method, o, likelihood, X, func)
-    sparse = V.is_sparse(getattr(X, "_meta", X))
-    kind = SparsePartition if sparse else Partition
-    parts = Partitions(
-        client, _row_blocks(client, X, y, o["fit_intercept"], func), kind, (likelihood, func), func
-    )
+    sparse = on_file or V.is_sparse(getattr(X, "_meta", X))
+    if on_file:  # (a sparse-row file the workers read: ``FilePartition``)
+        kind, blocks = FilePartition, _file_blocks(client, X, y, o["fit_intercept"], func)
+    else:
+        kind = SparsePartition if sparse else Partition
+        blocks = _row_blocks(client, X, y, o["fit_intercept"], func)
+    parts = Partitions(client, blocks, kind, (likelihood, func), func)
     stats = parts.call("stats")
     keep = [i for i, st in enumerate(stats) if st[0] > 0]  # (empty partitions have no rows to sweep)
     parts.keep(keep)

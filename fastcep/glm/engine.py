@@ -7,6 +7,7 @@ iteration loop (``fastcep._loop``). Each step is one call of a Numba driver that
 the posterior and measures the change.
 """
 
+import os
 import time
 
 import numpy as np
@@ -432,6 +433,22 @@ def _fit_vb(
     )  # fmt: skip
 
 
+def check_no_labels(path, y, func):
+    """A file of labelled rows as X: y must be None."""
+    if y is not None:
+        raise ValueError(f"{func}: X is a file of labelled rows ({os.fspath(path)!r}); give y=None.")
+
+
+def file_rows(path, y, func):
+    """(X, y) of a sparse-row file (``fastcep.io.csr``), read whole; y must be None (the file
+    holds the labels)."""
+    from ..io.csr import read_csr
+
+    check_no_labels(path, y, func)
+    rows = read_csr(path)
+    return rows.X, rows.y
+
+
 def fit_regression(
     X,
     y,
@@ -485,6 +502,8 @@ def fit_regression(
     if o.get("client") is not None:  # (the rows on a Dask cluster: ``fastcep.cluster.regression``)
         cluster = V.cluster_module(cluster, "fit_regression")
         return cluster.fit(o["client"], X, y, likelihood, model, method, o, start, func)
+    if isinstance(X, (str, os.PathLike)):  # (a sparse-row file: its rows, read whole)
+        X, y = file_rows(X, y, func)
     sparse = V.is_sparse(X)
     if sparse:  # (sites at the nonzeros only: ``glm.sparse``)
         SP.check_method(method, func)
