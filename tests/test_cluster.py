@@ -381,13 +381,52 @@ def test_the_command_line_fits_a_tensor_on_a_scheduler(client, tmp_path, monkeyp
     assert "give --scheduler too" in capsys.readouterr().err and not (tmp_path / "ck2.h5").exists()
 
 
+def test_a_cp_fit_learns_a_dispersion_on_a_cluster(client, tmp_path):
+    """A negative binomial CP fit's dispersion learned on a cluster (the entries' marginals and the
+    EM objective's sums on the partitions, ``cluster.learn``): the one-process fit's bits where
+    the partitions hold whole chunks of 4,096 entries (8,192 entries: two of them); otherwise
+    within the EM search's tolerance (measured at 6,000 entries: the dispersion 4.6e-7 apart in
+    log, the posterior means 2.0e-7 sd; issue 41's 1e-10 sd is not met there, as for
+    regression). A checkpoint keeps the learned value: a fit resumed at its last iteration
+    ends with it."""
+    kw = dict(model="cp_negbin", schedule="parallel", damping=0.3, max_iter=15, rank=3)
+    for n, exact in ((8192, True), (6000, False)):
+        coords, values = tensor("cp_poisson", n=n)
+        one = fastcep.fit(coords, values, **kw)
+        two = fastcep.fit(coords, values, client=client, **kw)
+        assert two.options["partitions"] == 2 and two.n_iter == one.n_iter
+        d1, d2 = one.likelihood.dispersion, two.likelihood.dispersion
+        if exact:
+            assert d1 == d2
+            np.testing.assert_array_equal(cp_bits(two), cp_bits(one))
+        else:
+            assert 0 < abs(math.log(d1 / d2)) < 1e-6
+            sd = np.concatenate(
+                [np.sqrt(np.diagonal(c, axis1=1, axis2=2)).ravel() for c in one.posterior.covs]
+            )
+            gap = np.abs(
+                np.concatenate(
+                    [
+                        a.ravel() - b.ravel()
+                        for a, b in zip(one.posterior.means, two.posterior.means, strict=True)
+                    ]
+                )
+            )
+            assert np.max(gap / sd) < 1e-6
+    ck = tmp_path / "ck.h5"
+    stopped = fastcep.fit(coords, values, client=client, checkpoint=ck, **dict(kw, max_iter=6))
+    resumed = fastcep.fit(coords, values, client=client, checkpoint=ck, resume=True, **dict(kw, max_iter=6))
+    assert resumed.options["resumed_at"] == 6 and resumed.n_iter == 6
+    assert resumed.likelihood.dispersion == stopped.likelihood.dispersion
+    np.testing.assert_array_equal(resumed.posterior.means[0], stopped.posterior.means[0])
+
+
 @pytest.mark.parametrize(
     "kw, named",
     [
         (dict(method="lp"), "method='lp'"),
         (dict(covariance="diag"), "covariance='diag'"),
         (dict(model="cp_poisson"), "schedule='sequential' .the count models' default"),
-        (dict(model="cp_negbin", schedule="parallel"), "learned likelihood parameters"),
         (dict(model="cp", likelihood=fastcep.likelihoods.StudentT(df=4.0, scale=1.0)), "not log-concave"),
     ],
 )

@@ -13,6 +13,9 @@ entries and returns its groups' per-object sums of the new messages, its refused
 client reduces the groups in order with the one-process kernel, sums the chunks that two
 partitions share entry by entry (``noise_chunk_sums``), updates the learned prior and the
 noise, and asks the partitions for the stopping measure's partial sums under the new posterior.
+A generic model's learned likelihood parameters (a negative binomial's dispersion, ...) are
+learned as in one process, from sums the partitions send (``cluster.learn``), and sent with the
+posterior to every sweep.
 
 So the posterior, the noise and the messages are the one-process fit's, bitwise, when that fit
 sums the same groups (it does when ``summed_groups`` chooses to and there are no more workers
@@ -28,13 +31,22 @@ import math
 
 import numpy as np
 
-from .._models import is_generic
 from ..kernels import tensor as K
 from ..results import HyperState
-from ..tensor.engine import COLLAPSED, ENTRY_CHUNK, SUM_GROUPS, CPEngine, exact_sum, guarded, summed_groups
+from ..tensor.engine import (
+    COLLAPSED,
+    ENTRY_CHUNK,
+    SUM_GROUPS,
+    CPEngine,
+    entry_marginals,
+    exact_sum,
+    guarded,
+    summed_groups,
+)
 from ..tensor.layout import make_layout
 from . import n_workers, on_worker_threads, worker_threads
 from .checkpoints import Checkpoints, check_path
+from .learn import ClusterLearner, expected_chunks
 from .partitions import Partitions
 
 
@@ -73,11 +85,14 @@ class CPPartition:
         """(The flat messages are ``setup``'s.)"""
 
     @on_worker_threads
-    def sweep(self, it, posterior, noise):
+    def sweep(self, it, posterior, noise, likelihood=None):
         """Iteration ``it``'s sweep of the partition's entries from ``posterior`` (P_Lam, P_eta,
-        M, E2: what the parallel sweeps read) and ``noise``: (part_L, part_e) of its groups, its
-        refused count, and (cp_gaussian) its noise messages' pieces (``noise_pieces``)."""
+        M, E2: what the parallel sweeps read), ``noise`` and ``likelihood`` (a generic model's,
+        its learned parameters' current values; None: as it was): (part_L, part_e) of its groups,
+        its refused count, and (cp_gaussian) its noise messages' pieces (``noise_pieces``)."""
         eng = self.engine
+        if likelihood is not None:
+            eng.likelihood, eng.lik = likelihood, likelihood.kernel()
         st, sc = eng.store, eng.scratch
         for a, b in zip((st.P_Lam, st.P_eta, st.M, st.E2), posterior, strict=True):
             a[:] = b
@@ -117,6 +132,27 @@ class CPPartition:
         st = self.engine.store
         return st.Lam, st.eta, st.alpha, st.beta
 
+    # the learned likelihood parameters' sums (``cluster.learn.ClusterLearner``)
+    def values(self):
+        """The entries' values as the kernels take them."""
+        return self.engine.problem.y
+
+    @on_worker_threads
+    def marginals(self, M, E2):
+        """The entries' predictive means and variances of f under the posterior moments, kept here."""
+        eng = self.engine
+        n = eng.problem.y.shape[0]
+        self.m, self.s2 = entry_marginals(eng.lay.gidx, eng.covariance, np.empty(n), np.empty(n), M, E2)
+
+    def squares(self):
+        """The correctly rounded sum over the entries of (y - m)^2 + s2 (a Gaussian noise's update)."""
+        return exact_sum((self.engine.problem.y - self.m) ** 2 + self.s2)
+
+    @on_worker_threads
+    def expected(self, likelihood, nodes, weights):
+        """The per-chunk sums of E[log p(y | f)] under the marginals for ``likelihood``."""
+        return expected_chunks(likelihood, self.engine.problem.y, self.m, self.s2, nodes, weights)
+
 
 def refusals(model, method, o, likelihood, func):
     """A clear error for what a cluster CP fit does not run (yet), naming the option."""
@@ -134,8 +170,6 @@ def refusals(model, method, o, likelihood, func):
         why = "init_state: a cluster CP fit starts from the flat messages (resume from a checkpoint=)"
     elif o["checkpoint"] is not None and o["n_starts"] > 1:
         why = "n_starts > 1 with a checkpoint: each start would write over the last one's"
-    elif is_generic(model) and likelihood.learned:
-        why = f"learned likelihood parameters ({', '.join(likelihood.learned)}): give their values"
     elif guarded(model, method, o["schedule"], likelihood):
         why = f"a likelihood that is not log-concave ({likelihood.name}): its sweeps need one process's guard"
     if why is not None:
@@ -175,6 +209,8 @@ def checkpoints(engine, o, digest, options, func):
         arrays = {name: getattr(st, name) for name in CHECKPOINT_ARRAYS}
         arrays.update(prior_Lam=pb.prior_Lam, prior_eta=pb.prior_eta)
         position = dict(rho=engine.rho, hyper=None if engine.hyper is None else engine.hyper.kind)
+        if engine.learner is not None:  # (the learned likelihood parameters' values)
+            position["learned"] = {name: getattr(engine.likelihood, name) for name in engine.learner.names}
         if engine.hyper is not None:
             arrays.update({f"hyper_{name}": getattr(engine.hyper, name) for name in hyper_fields})
         return arrays, position
@@ -185,6 +221,9 @@ def checkpoints(engine, o, digest, options, func):
         pb.prior_Lam[:], pb.prior_eta[:] = arrays["prior_Lam"], arrays["prior_eta"]
         if engine.hyper is not None:
             engine.hyper = HyperState(position["hyper"], *(arrays[f"hyper_{name}"] for name in hyper_fields))
+        if engine.learner is not None:
+            engine.learner.set_values(position["learned"])
+            engine.likelihood, engine.lik = engine.learner.likelihood, engine.learner.kernel()
         engine.resumed = True
         engine.prediction_change()  # (the partitions' predictions under the restored means)
 
@@ -265,12 +304,18 @@ class ClusterCPEngine(CPEngine):
         pb = self.problem
         self.parts.call("setup", lay.shape, pb.prior_Lam, pb.prior_eta, self.store.M, settings)
         self.sweep = ClusterCPEngine._map
+        if self.learner is not None:  # (the entries' marginals on the partitions: ``cluster.learn``)
+            one = self.learner
+            self.learner = ClusterLearner(
+                one.template, self.parts, (one.nodes, one.weights), y=one.y, start=one.start, prior=one.prior,
+            )  # fmt: skip
 
     def _map(self, it):
         """The partitions' sweeps from the posterior; their groups' sums into the scratch, in
         order (``step`` reduces them); the refused count."""
         st, sc = self.store, self.scratch
-        out = self.parts.call("sweep", it, (st.P_Lam, st.P_eta, st.M, st.E2), st.noise.copy())
+        current = self.likelihood if self.learner is not None else None  # (its learned values)
+        out = self.parts.call("sweep", it, (st.P_Lam, st.P_eta, st.M, st.E2), st.noise.copy(), current)
         np.concatenate([o[0] for o in out], out=sc.part_L)
         np.concatenate([o[1] for o in out], out=sc.part_e)
         if self.model == "cp_gaussian":

@@ -29,16 +29,16 @@ from .._quadrature import gauss_hermite
 from .._threads import num_threads
 from ..glm import engine as E
 from ..glm import sparse as SP
-from ..glm.learn import EXPECTATION_NODES, LikelihoodLearner, em_search, expectation_scratch, linear_marginals
+from ..glm.learn import EXPECTATION_NODES, linear_marginals
 from ..glm.result import RegressionResult
 from ..kernels import chunk_rows
-from ..kernels.glm import generic
 from ..kernels.glm import schedules as S
 from ..kernels.glm import sparse as SPK
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..kernels.glm.sweep import reduce_posterior
 from . import n_workers, on_worker_threads, worker_threads
 from .checkpoints import Checkpoints, check_path
+from .learn import ClusterLearner, expected_chunks
 from .partitions import Partitions
 
 #: the methods and schedule a cluster fit runs (the parallel sweep: every message from one posterior)
@@ -110,10 +110,7 @@ class Partition:
     def expected(self, likelihood, nodes, weights):
         """The per-chunk sums of E[log p(y | f)] under the marginals for ``likelihood`` (chunks of
         ``EXPECT_CHUNK`` rows, as one process sums them)."""
-        part = expectation_scratch(self.s.shape[0])
-        expected = generic.expected_log_lik if part.shape[0] > 1 else generic.expected_log_lik_serial
-        expected(likelihood.kernel(), self.s, self.m, self.s2, nodes, weights, part)
-        return part
+        return expected_chunks(likelihood, self.s, self.m, self.s2, nodes, weights)
 
     def rows(self):
         return self.problem.X
@@ -207,45 +204,6 @@ class FilePartition(SparsePartition):
         except ValueError as exc:  # (its rows are counted from the partition's first)
             where = f"{path!r}, the partition of rows {lo}..{hi - 1} (counted from {lo})"
             raise ValueError(f"{where}: {exc}") from exc
-
-
-def _partition_marginals(parts, mu, v):
-    """The rows' marginals under (mu, v), computed and kept on the partitions."""
-    parts.call("marginals", mu, v)
-    return None, None
-
-
-class ClusterLearner(LikelihoodLearner):
-    """A cluster fit's learned likelihood parameters (``glm.learn``): the rows' marginals of f
-    stay on the partitions (``Partition.marginals``), and the updates take their sums from there:
-    a learned Gaussian noise's sum of squares, and every value the EM search tries, the per-chunk
-    sums of the expected log-likelihood added in partition order (as one process adds its chunks:
-    the same sums where the partitions hold whole chunks of ``EXPECT_CHUNK`` rows). The first
-    values come from the values, gathered on the client (n numbers)."""
-
-    def __init__(self, likelihood, parts, rule):
-        y = np.concatenate(parts.call("values"))
-        super().__init__(likelihood, y, _partition_marginals, rule)
-        self.parts, self.n = parts, y.shape[0]
-
-    def update(self, mu, v):
-        return super().update(self.parts, mu, v)
-
-    def noise_posterior(self, m, s2):
-        total = 0.0
-        for part in self.parts.call("squares"):
-            total += part
-        return self.prior[0] + 0.5 * self.n, self.prior[1] + 0.5 * total
-
-    def em(self, name, old, m, s2):
-        def total(lik):
-            out = 0.0
-            for part in self.parts.call("expected", lik, self.nodes, self.weights):
-                for value in part.tolist():
-                    out += value
-            return out
-
-        return em_search(self.likelihood, name, old, total)
 
 
 def refusals(method, o, likelihood, X, func):

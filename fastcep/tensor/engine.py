@@ -1065,8 +1065,8 @@ def fit_cp(
         )  # fmt: skip
     if is_generic(model):
         check_not_run_off(res, coords, values, func)
-    if learner is not None:
-        learner.warn_at_bounds(func)
+    if engine.learner is not None:  # (the engine's: a cluster fit's learns from its partitions)
+        engine.learner.warn_at_bounds(func)
     return res
 
 
