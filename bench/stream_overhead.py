@@ -14,7 +14,12 @@ then, alternately in each round:
 
 Prints both and their ratio (goal: a pass at most 1.2 times the sweeps' time per entry update).
 With ``--threads`` it times instead whole passes with the default threads, one thread and two
-threads, alternately (run it beside a busy process to see the thread governor at work).
+threads, alternately (run it beside a busy process to see the thread governor at work). With
+``--engine`` it times instead what a batch costs before its sweeps, on the first 100 batches of
+a shuffled pass (their layouts as the stream builds them): the median milliseconds to build a
+batch engine (its store and scratch in the stream's kept buffers, ``BufferPool``, and its first
+rebuild), and of one rebuild of the batch's objects with and without their moments
+(``kernels.tensor.rebuild_full``), in each of ``--rounds`` rounds.
 """
 
 import argparse
@@ -50,17 +55,65 @@ def batch_sweep_per_entry(coords, values, shape, state, sweeps=10):
     return float(np.median(np.diff(res.trace.elapsed))) / len(values)
 
 
+def engine_costs(coords, values, shape, rounds):
+    """Median ms per batch of building its engine, and of a rebuild with and without moments."""
+    from fastcep.kernels import tensor as K
+    from fastcep.tensor.engine import BufferPool, CPEngine
+    from fastcep.tensor.layout import make_layout
+
+    offsets = np.concatenate([[0], np.cumsum(shape)])
+    order = np.random.default_rng(1).permutation(len(values))
+    batches = []
+    for lo in range(0, 100 * BATCH, BATCH):
+        c = coords[order[lo : lo + BATCH]]
+        local, glob = np.empty_like(c), []
+        for k in range(len(shape)):
+            u, inv = np.unique(c[:, k], return_inverse=True)
+            local[:, k] = inv.reshape(-1)
+            glob.append(offsets[k] + u)
+        s = np.where(values[order[lo : lo + BATCH]] == 1, 1.0, -1.0)
+        batches.append((make_layout(local, tuple(len(g) for g in glob)), s, sum(len(g) for g in glob)))
+    pool, eye = BufferPool(), np.eye(RANK)
+
+    def build(lay, s, n_obj):
+        return CPEngine(
+            lay, s, s, "cp_probit", "cep1", RANK, "full", "parallel", 1.0,
+            prior_Lam=np.broadcast_to(eye, (n_obj, RANK, RANK)).copy(), prior_eta=np.zeros((n_obj, RANK)),
+            a0=1.0, b0=1.0, probit_curvature="rank1", expect_under="cavity",
+            init_means=np.full((n_obj, RANK), 0.1),
+            init_covs=np.broadcast_to(0.01 * eye, (n_obj, RANK, RANK)).copy(), pool=pool,
+        )  # fmt: skip
+
+    for b in batches[:5]:
+        build(*b)
+    for r in range(rounds):
+        times = {"engine": [], "rebuild with moments": [], "rebuild without": []}
+        for b in batches:
+            t0 = time.perf_counter()
+            eng = build(*b)
+            times["engine"].append(time.perf_counter() - t0)
+            for name, moments in (("rebuild with moments", True), ("rebuild without", False)):
+                t0 = time.perf_counter()
+                K.rebuild_full(eng.problem, eng.store, eng.scratch, 0, eng.n_obj, moments)
+                times[name].append(time.perf_counter() - t0)
+        line = ", ".join(f"{k} {np.median(v) * 1e3:.3f} ms" for k, v in times.items())
+        print(f"round {r + 1}, median per batch: {line}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "dblp"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", action="store_true", help="time passes on default, 1 and 2 threads")
+    ap.add_argument("--engine", action="store_true", help="time a batch engine's build and its rebuilds")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "dblp-train.h5"
         n = build_dblp_training(args.data_dir, path, seed=0)
         coords, values, shape = fastcep.read_tensor(path)
         print(f"training set: {n} entries, shape {shape}", flush=True)
+        if args.engine:
+            return engine_costs(coords, values, shape, args.rounds)
         fastcep.stream(path, model="cp_probit", rank=RANK, batch_size=BATCH, max_batches=2)  # compile
         kw = dict(model="cp_probit", shape=shape, rank=RANK, damping=1.0, seed=0)
         state = fastcep.fit(coords, values, max_iter=3, **kw).state  # compile; a typical state
