@@ -3,6 +3,7 @@ shards. One pass is the prior plus each shard's one-process stream of its rows (
 that sum written out here); the refinement passes; a file's shards read on the workers; a killed
 worker; the command line; what is refused."""
 
+import math
 import os
 import shutil
 import signal
@@ -121,7 +122,6 @@ def test_a_stream_shorter_than_the_workers_batches_is_one_shard(client):
 @pytest.mark.parametrize(
     "kw, named",
     [
-        (dict(model="cp", likelihood=fastcep.likelihoods.StudentT(df=4.0)), "learned likelihood parameters"),
         (dict(max_batches=2), "max_batches"),
     ],
 )
@@ -134,6 +134,36 @@ def test_what_a_cluster_stream_does_not_run_is_refused_by_name(client, tmp_path,
     assert not (tmp_path / "c.h5").exists()
     with pytest.raises(ValueError, match="'client' option does not apply to method='post'"):
         fastcep.stream(coords, values, model="cp_gaussian", method="post", rank=2, shape=SHAPE, client=client)
+
+
+def test_a_learned_dispersion_is_the_shards_estimates_averaged_and_is_checkpointed(client, tmp_path):
+    """A negative binomial stream's dispersion on a cluster: each shard learns it from its own
+    batches as a one-process stream does, and the client combines the shards' estimates in log,
+    weighted by their entries (checked against the shards' one-process streams, pass 1); the next
+    pass starts every shard from the combined value, and a checkpoint keeps it (a stream resumed
+    after pass 1 ends with the uninterrupted stream's bits)."""
+    from fastcep.cluster.stream import _cuts
+
+    (coords, reals), _ = tensor(binary=False, n=4000)
+    counts = np.random.default_rng(2).negative_binomial(4.0, 4.0 / (4.0 + np.exp(0.4 * reals))).astype(float)
+    kw = dict(model="cp_negbin", rank=3, batch_size=400, shape=SHAPE)
+    one = fastcep.stream(coords, counts, client=client, passes=1, **kw)
+    alone = []
+    for k, (lo, hi) in enumerate(_cuts(len(counts), 400, 2)):
+        res = fastcep.stream(coords[lo:hi], counts[lo:hi], seed=shard_seed(0, k, 0), **kw)
+        alone.append((hi - lo, res.likelihood.dispersion))
+    expected = math.exp(sum(n * math.log(d) for n, d in alone) / sum(n for n, _ in alone))
+    assert len(alone) == 2 and alone[0][1] != alone[1][1]
+    assert abs(one.likelihood.dispersion / expected - 1.0) < 1e-12
+    path, ck = tmp_path / "t.h5", tmp_path / "ck.h5"
+    fastcep.write_tensor(path, coords, counts, shape=SHAPE)
+    kw = dict(model="cp_negbin", rank=3, batch_size=400, client=client, passes=2)
+    whole = fastcep.stream(path, **kw)
+    stopped = fastcep.stream(path, checkpoint=ck, callback=lambda info: info.iteration == 1, **kw)
+    on = fastcep.stream(path, checkpoint=ck, resume=True, **kw)
+    assert stopped.n_iter == 1 and on.n_iter == 2
+    assert on.likelihood.dispersion == whole.likelihood.dispersion != stopped.likelihood.dispersion
+    np.testing.assert_array_equal(on.state.M, whole.state.M)
 
 
 def test_passes_without_a_client_are_an_error():

@@ -27,8 +27,13 @@ all shards) and whose state continues in one process as any stream's does.
 
 ``checkpoint=`` writes the client's state after every pass (``checkpoint_every`` does not
 apply: a pass is the unit), and ``resume=True`` goes on with the next pass from exactly that
-state (``_checkpoints``). Refused by name (``refusals``): methods other than "cep1", learned
-likelihood parameters, ``init_state`` and ``max_batches``.
+state (``_checkpoints``).
+
+A generic model's learned likelihood parameters are learned by each shard from its batches, as
+a one-process stream learns them, and combined on the client after every pass: the shards'
+estimates averaged in log, weighted by their entries (``combined``); the next pass starts every
+shard from that value. Refused by name (``refusals``): methods other than "cep1",
+``init_state`` and ``max_batches``.
 """
 
 import functools
@@ -113,7 +118,11 @@ def shard_pass(data, run, cavity, values_scale):
         d_Lam -= cavity.P_Lam[idx] - before[0][modes]
         d_eta -= cavity.P_eta[idx] - before[1][modes]
         noise = cavity.noise
-    return ShardMessage(idx, d_Lam, d_eta, st.noise - noise, st.init_sd, int(st.batches_done), res.options)
+    learned = {name: getattr(res.likelihood, name) for name in run["lik"].learned} if st.likelihood else {}
+    return ShardMessage(
+        idx, d_Lam, d_eta, st.noise - noise, st.init_sd, int(st.batches_done), res.options, learned,
+        int(st.rows_done),
+    )  # fmt: skip
 
 
 class ShardMessage(NamedTuple):
@@ -126,6 +135,8 @@ class ShardMessage(NamedTuple):
     init_sd: float  #: the sd of the shard's random starts (pass 1)
     batches: int  #: its batches
     options: dict  #: its stream's recorded options
+    learned: dict = {}  #: a generic model's learned likelihood parameters, the shard's estimates
+    rows: int = 0  #: its entries
 
 
 def _source(data, model, likelihood, func):
@@ -153,12 +164,9 @@ def _offsets(shape):
 # ------------------------------------------------------------------------------- the client
 def refusals(o, method, func):
     """A clear error for what a cluster stream does not run (yet), naming the option."""
-    lik = o["likelihood"]
     why = None
     if method != "cep1":
         why = f"method={method!r}: a cluster stream runs 'cep1'"
-    elif is_generic(o["model"]) and lik.learned:
-        why = f"learned likelihood parameters ({', '.join(lik.learned)}): give their values"
     elif o["init_state"] is not None:
         why = "init_state: a cluster stream starts from the prior"
     elif o["max_batches"] is not None:
@@ -202,29 +210,36 @@ def stream(client, coords, values, o, method, func="stream"):
     start = time.perf_counter()
     n_batches = -(-n // o["batch_size"])
     init_sd, first, noise = np.nan, None, noise0
+    learn = is_generic(model) and bool(lik.learned)
+    fitted = lik if is_generic(model) else None  # (a learned parameter: the shards' combined estimate)
     saved = None
     passes_done = 0
     if o["checkpoint"] is not None:  # (the client's state after every pass)
         saved = _checkpoints(shards, described, o, dict(rank=R, shape=list(shape), n=n), post, func)
         passes_done = saved.resume()
         if passes_done:
-            messages, init_sd, first = saved.restored
+            messages, init_sd, first, values = saved.restored
             noise = noise0 + sum(m.noise for m in messages)
+            if learn:
+                fitted = lik.with_params(**values)
 
     def result_now(stop_reason, trace):
         options = dict(first, n=n, seed=o["seed"], shuffle=o["shuffle"], rank=R)
         options.update(shards=len(shards), passes=len(trace.elapsed), shard_damping=SHARD_DAMPING)
         state = post.state(noise, init_sd, n_batches, n)
-        fitted = lik if is_generic(model) else None
+        if learn:  # (a stream continued from the result starts from the combined estimate)
+            state = state._replace(likelihood=fitted)
         columns = {k: getattr(trace, c) for k, c in _TRACE_COLUMNS.items()}
         args = (model, cov, R, shape, state, columns, options, stop_reason, "cep1", False, fitted)
         return adf.stream_result(*args, len(trace.elapsed))
 
     def step(it):
         """Pass ``it`` (from 1) over the shards, combined as EP over shards."""
-        nonlocal messages, first, init_sd, noise
+        nonlocal messages, first, init_sd, noise, fitted
         p = it - 1
         cavities = [post.cavity(m, noise - m.noise) for m in messages] if p else [(None, None)] * len(shards)
+        if p and learn:  # (each shard starts from the shards' combined estimate)
+            cavities = [(state._replace(likelihood=fitted), frozen) for state, frozen in cavities]
 
         def arguments(k, p=p, cavities=cavities):
             return dict(run, seed=shard_seed(o["seed"], k, p)), cavities[k][0], values_scale
@@ -242,6 +257,8 @@ def stream(client, coords, values, o, method, func="stream"):
                 for k, (old, fresh) in enumerate(zip(messages, new, strict=True))
             ]
             skipped = sum(int(c[1].sum()) for c in cavities)
+        if learn:
+            fitted = combined(lik, new)
         before = post.M.copy()
         skipped += post.combine(messages)
         noise = noise0 + sum(m.noise for m in messages)
@@ -255,7 +272,7 @@ def stream(client, coords, values, o, method, func="stream"):
     def after_pass(info):
         """After every pass: the checkpoint, then the user's callback."""
         if saved is not None:
-            saved.current = (messages, init_sd, first)
+            saved.current = (messages, init_sd, first, learned_values(fitted, lik) if learn else {})
             saved.write(info.result.trace)  # (the checkpoint's rows, then this run's)
         return o["callback"](info) if o["callback"] is not None else None
 
@@ -277,6 +294,24 @@ def stream(client, coords, values, o, method, func="stream"):
     if saved is not None:
         saved.options(res.options)
     return res
+
+
+def combined(template, messages):
+    """``template`` with each learned parameter at the shards' estimates averaged in log, weighted
+    by their entries (in shard order): a stream's running average over its batches, over the
+    shards."""
+    rows = sum(m.rows for m in messages)
+    values = {}
+    for name in template.learned:
+        total = 0.0
+        for m in messages:
+            total += m.rows * math.log(m.learned[name])
+        values[name] = math.exp(total / rows)
+    return template.with_params(**values)
+
+
+def learned_values(fitted, template):
+    return {name: getattr(fitted, name) for name in template.learned}
 
 
 def _evaluate(result, coords, values):
@@ -316,7 +351,7 @@ def _checkpoints(shards, described, o, more, post, func):
     hyper_fields = HyperState._fields[1:]
 
     def state():
-        messages, init_sd, first = saved.current
+        messages, init_sd, first, learned = saved.current
         arrays = {
             "D_Lam": post.D_Lam, "D_eta": post.D_eta, "seen": post.seen.astype(np.float64),
             "msg_Lam": np.zeros((S, *post.D_Lam.shape)), "msg_eta": np.zeros((S, *post.D_eta.shape)),
@@ -329,7 +364,7 @@ def _checkpoints(shards, described, o, more, post, func):
         if post.hyper is not None:
             arrays.update({f"hyper_{name}": getattr(post.hyper, name) for name in hyper_fields})
         kind = None if post.hyper is None else post.hyper.kind
-        return arrays, dict(init_sd=float(init_sd), options=first, hyper=kind)
+        return arrays, dict(init_sd=float(init_sd), options=first, hyper=kind, learned=learned)
 
     def restore(arrays, position):
         post.D_Lam[:], post.D_eta[:] = arrays["D_Lam"], arrays["D_eta"]
@@ -347,7 +382,7 @@ def _checkpoints(shards, described, o, more, post, func):
                 idx, arrays["msg_Lam"][k, idx], arrays["msg_eta"][k, idx], arrays["msg_noise"][k],
                 position["init_sd"], int(arrays["msg_batches"][k]), position["options"],
             ))  # fmt: skip
-        saved.restored = (messages, position["init_sd"], position["options"])
+        saved.restored = (messages, position["init_sd"], position["options"], position.get("learned", {}))
 
     shapes = {
         "D_Lam": post.D_Lam.shape, "D_eta": post.D_eta.shape, "seen": (n_obj,),
