@@ -18,9 +18,9 @@ batches of 1,000) and the cluster stream (a LocalCluster of 2 worker processes o
   cluster's after each of 1..passes passes (a run per pass count), batches of 1,000.
 
 Reported per seed: the one-process AUC and seconds, the cluster's AUC after each pass and its
-seconds per pass (the evaluation after a pass excluded), and the bytes a pass moves (each
-shard's cavity out, P_Lam, P_eta, M and S of every object; its net message back, the objects
-its entries touch).
+seconds per pass (the evaluation after a pass excluded), and the bytes a refinement pass moves
+(each shard's cavity out: P_Lam, P_eta, M and S of the objects its entries touch; its net
+message back, the same objects).
 """
 
 import argparse
@@ -101,8 +101,10 @@ def main(argv=None):
                         flush=True,
                     )
         n_obj, shards = sum(res.shape), res.options["shards"]
-        out = 8 * n_obj * (2 * R * R + 2 * R) * shards
-        back = 8 * n_obj * (R * R + R) * shards  # (at most: every object touched by every shard)
+        touched = shard_objects(path, kw["batch_size"], shards)
+        out = sum(8 * m * (2 * R * R + 2 * R) + 9 * m for m in touched)  # (rows, seen flags, indices)
+        before = 8 * n_obj * (2 * R * R + 2 * R) * shards  # (every object, as sent before 2026-11-30)
+        back = sum(8 * m * (R * R + R) for m in touched)
     print(
         f"\n{args.data}: {res.options['n']:,} training entries, rank {R}, {shards} shards, "
         f"{args.passes} passes"
@@ -114,7 +116,20 @@ def main(argv=None):
     med = lambda i: np.median([r[i] for r in rows])  # noqa: E731
     last = np.median([r[3][-1] for r in rows])
     print(f"| median | {med(1):.3f} | {med(2):.1f} | last pass {last:.3f} | {med(4):.1f} |")
-    print(f"bytes a pass: {out:,} out (cavities), at most {back:,} back (net messages)")
+    print(
+        f"bytes a refinement pass: {out:,} out (cavities over the {' and '.join(map(str, touched))} objects "
+        f"the shards touch, of {n_obj:,}; {before:,} over every object), {back:,} back (net messages)"
+    )
+
+
+def shard_objects(path, batch, shards):
+    """The objects each shard's entries touch (the cluster stream's cut of the file's rows)."""
+    from fastcep.cluster.stream import _cuts
+
+    coords, _, shape = fastcep.read_tensor(path)
+    offsets = np.concatenate([[0], np.cumsum(shape)])
+    cuts = _cuts(len(coords), batch, shards)
+    return [len(np.unique((coords[lo:hi] + offsets[:-1]).ravel())) for lo, hi in cuts]
 
 
 def rows_stream(passes):

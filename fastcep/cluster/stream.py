@@ -93,6 +93,8 @@ def shard_pass(data, run, cavity, values_scale):
     parameters), its noise Gamma's change, and what the client's result takes from it."""
     src = _source(data, run["model"], run["lik"], run["func"])
     n_obj = int(sum(src.shape))
+    if cavity is not None:  # (sent over the objects the shard touches: the whole state here)
+        cavity = expand(cavity, src.shape, run)
     touched = np.zeros(n_obj, dtype=bool)
     try:
         with num_threads(worker_threads()):
@@ -123,6 +125,39 @@ def shard_pass(data, run, cavity, values_scale):
         idx, d_Lam, d_eta, st.noise - noise, st.init_sd, int(st.batches_done), res.options, learned,
         int(st.rows_done),
     )  # fmt: skip
+
+
+class Cavity(NamedTuple):
+    """A shard's cavity as the client sends it: a ``StreamState`` of the objects its entries touch
+    only (``idx``, of ``n_obj``). The shard's stream reads and changes only those objects;
+    ``expand`` gives it the whole tensor's state, the others at their prior message."""
+
+    idx: np.ndarray  #: (m,) the objects the shard's entries touch
+    n_obj: int  #: the tensor's objects
+    state: StreamState  #: the cavity over ``idx`` (every array's rows, the prior's versions)
+
+
+def expand(cavity, shape, run):
+    """The shard's ``StreamState`` over every object from its ``Cavity``: the touched objects as
+    sent, the others at the prior message (version 0), unseen; the stream never reads them (its
+    batches touch only ``idx``, and the net message is taken there), they only keep its arrays
+    whole and proper."""
+    st, idx = cavity.state, cavity.idx
+    K = len(shape)
+    modes = np.searchsorted(_offsets(shape), np.arange(cavity.n_obj), side="right") - 1
+    Lam, eta = _prior_message(st, 0, K, run)
+    P_Lam, P_eta = np.array(Lam[modes]), np.array(eta[modes])
+    M, S = np.zeros(P_eta.shape), np.empty(P_Lam.shape)
+    S[:] = np.linalg.inv(Lam)[modes] if run["covariance"] == "full" else 1.0 / Lam[modes]
+    seen = np.zeros(cavity.n_obj, dtype=bool)
+    for whole, part in ((P_Lam, st.P_Lam), (P_eta, st.P_eta), (M, st.M), (S, st.S), (seen, st.seen)):
+        whole[idx] = part
+    prior = st.prior
+    if prior is not None:
+        version = np.zeros(cavity.n_obj, dtype=np.int64)
+        version[idx] = prior.version
+        prior = prior._replace(version=version)
+    return st._replace(P_Lam=P_Lam, P_eta=P_eta, M=M, S=S, seen=seen, prior=prior)
 
 
 class ShardMessage(NamedTuple):
@@ -239,7 +274,9 @@ def stream(client, coords, values, o, method, func="stream"):
         p = it - 1
         cavities = [post.cavity(m, noise - m.noise) for m in messages] if p else [(None, None)] * len(shards)
         if p and learn:  # (each shard starts from the shards' combined estimate)
-            cavities = [(state._replace(likelihood=fitted), frozen) for state, frozen in cavities]
+            cavities = [
+                (c._replace(state=c.state._replace(likelihood=fitted)), frozen) for c, frozen in cavities
+            ]
 
         def arguments(k, p=p, cavities=cavities):
             return dict(run, seed=shard_seed(o["seed"], k, p)), cavities[k][0], values_scale
@@ -465,37 +502,28 @@ class Posterior:
             sum_E2[k] = second_moment_sum(self.M[rows], self.S[rows])
         return counts, sum_M, sum_E2
 
-    def prior(self):
-        """The learned prior as a stream's state holds it (every object holds its message), or None."""
+    def prior(self, idx=None):
+        """The learned prior as a stream's state holds it (every object holds its message; with
+        ``idx``, the version array of those objects only), or None."""
         if self.hyper is None:
             return None
-        version = np.zeros(len(self.modes), dtype=np.int64)
+        version = np.zeros(len(self.modes) if idx is None else len(idx), dtype=np.int64)
         return StreamPrior(
             self.hyper, *(a.copy() for a in self.sums), version, self.msg[0][None], self.msg[1][None]
         )
 
     def cavity(self, m, noise):
-        """(the cavity of a shard's message ``m``: a ``StreamState`` that starts from the
-        posterior's means, the mask of its objects whose cavity is not positive definite (they
+        """(the cavity of a shard's message ``m`` over the objects its entries touch, ``m.idx``:
+        a ``Cavity`` that starts from the posterior's means (``expand`` makes it the shard's
+        ``StreamState``); the mask of those objects whose cavity is not positive definite (they
         keep the posterior there))."""
-        P_Lam, P_eta = self.P_Lam.copy(), self.P_eta.copy()
-        P_Lam[m.idx] -= m.Lam
-        P_eta[m.idx] -= m.eta
-        frozen = ~positive_definite(P_Lam[m.idx])
-        P_Lam[m.idx[frozen]], P_eta[m.idx[frozen]] = self.P_Lam[m.idx[frozen]], self.P_eta[m.idx[frozen]]
-        state = StreamState(
-            P_Lam,
-            P_eta,
-            self.M.copy(),
-            self.S.copy(),
-            self.seen.copy(),
-            np.array(noise),
-            0,
-            0,
-            1.0,
-            self.prior(),
-        )
-        return state, frozen
+        idx = m.idx
+        P_Lam, P_eta = self.P_Lam[idx] - m.Lam, self.P_eta[idx] - m.eta
+        frozen = ~positive_definite(P_Lam)
+        P_Lam[frozen], P_eta[frozen] = self.P_Lam[idx[frozen]], self.P_eta[idx[frozen]]
+        rows = (self.M[idx], self.S[idx], self.seen[idx])
+        state = StreamState(P_Lam, P_eta, *rows, np.array(noise), 0, 0, 1.0, self.prior(idx))
+        return Cavity(idx, len(self.modes), state), frozen
 
     def state(self, noise, init_sd, batches, rows):
         """The posterior as a stream's ``StreamState``."""
