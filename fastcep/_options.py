@@ -519,7 +519,7 @@ OPTIONS = (
     Option("progress", "Keep a status line on stderr, rewritten in place.", {
         "regression": Spec(Bool(), False),
         "cp": Spec(Bool(), False),
-        "stream": Spec(Bool(), False, "a progress bar over the entries"),
+        "stream": Spec(Bool(), False, "a progress line: the batch, entries, rate, time left"),
     }),
 )  # fmt: skip
 

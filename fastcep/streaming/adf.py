@@ -272,7 +272,8 @@ def stream(
         absorbed, ``change``: the batch's last inner change, ``result``: the stream so far, whose
         arrays the stream goes on updating: copy what you keep; ``result.state.rows_done``);
         returning True stops the stream (the result covers the batches done).
-        ``progress=True`` draws a progress bar on stderr, ``verbose=True`` prints a line a batch.
+        ``progress=True`` keeps a progress line on stderr (the batch, the entries, their rate and
+        the time left), ``verbose=True`` prints a line a batch (the one loop's, ``fastcep._loop``).
     max_batches : int or None
         Stop after this many batches in this call (with a checkpoint, a later ``resume=True``
         call continues).
