@@ -132,7 +132,8 @@ class CPPartition:
         st = self.engine.store
         return st.Lam, st.eta, st.alpha, st.beta
 
-    # the learned likelihood parameters' sums (``cluster.learn.ClusterLearner``)
+    # the learned likelihood parameters' sums (``cluster.learn.ClusterLearner``; a Gaussian's
+    # noise is cp_gaussian's own, so no sum of squares here)
     def values(self):
         """The entries' values as the kernels take them."""
         return self.engine.problem.y
@@ -143,10 +144,6 @@ class CPPartition:
         eng = self.engine
         n = eng.problem.y.shape[0]
         self.m, self.s2 = entry_marginals(eng.lay.gidx, eng.covariance, np.empty(n), np.empty(n), M, E2)
-
-    def squares(self):
-        """The correctly rounded sum over the entries of (y - m)^2 + s2 (a Gaussian noise's update)."""
-        return exact_sum((self.engine.problem.y - self.m) ** 2 + self.s2)
 
     @on_worker_threads
     def expected(self, likelihood, nodes, weights):

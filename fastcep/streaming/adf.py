@@ -446,7 +446,7 @@ def absorb(
             ("eval_metric", "eval_metric"),
         ):
             out[name].extend(np.asarray(getattr(this_run, field), dtype=np.float64).tolist())
-        return out  # fmt: skip
+        return out
 
     def snapshot(stop_reason, trace_lists, copy=True):
         fitted = current if current is not None or not is_generic(model) else lik  # (before a batch)
@@ -559,9 +559,9 @@ def absorb(
             if isinstance(lik, Gaussian):
                 noise[:] = learner.gamma
         change, skipped = float(inner.trace.change[-1]), int(inner.trace.skipped.sum())
-        # (the batch's engine is released before the next one allocates its own: measured on the
-        # 10M out-of-core stream, 12 % of the time (fresh pages in every rebuild) and 18 % of the
-        # peak memory; BENCHMARKS.md, issue 19)
+        # (the batch's engine goes with this call: its arrays are views of the stream's kept
+        # buffers, which the next batch's engine takes over; an engine of its own per batch cost
+        # fresh pages in every rebuild: BENCHMARKS.md, issues 19 and 40)
         return dict(
             change=change, skipped=skipped, values={"inner_iter": float(inner.n_iter), "damping": damping}
         )

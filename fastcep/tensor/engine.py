@@ -91,10 +91,9 @@ class BufferPool:
     """Buffers kept across a stream's batch engines (``CPEngine(pool=...)``): ``empty`` and
     ``zeros`` take numpy's arguments and hand out views of kept buffers, slot by slot in the order
     asked (an engine asks for its arrays in the same order every batch), each slot grown to the
-    largest size asked of it. Every batch then writes to pages it has written before: allocating
-    and first touching a DBLP batch's store and scratch (1,000 entries, 1,941 objects, rank 8)
-    took 1.85 ms, refilling kept buffers 0.16 ms (BENCHMARKS.md). ``start()`` before each engine;
-    one engine at a time."""
+    largest size asked of it. Every batch then writes to pages it has written before, where an
+    engine of its own allocated and first touched a store and scratch per batch (BENCHMARKS.md,
+    "Streams on the one loop"). ``start()`` before each engine; one engine at a time."""
 
     def __init__(self):
         self.slots = []
