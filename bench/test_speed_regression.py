@@ -19,7 +19,7 @@ from numba import njit, prange
 import fastcep
 from fastcep._quadrature import gauss_hermite
 from fastcep.data_tools import make_regression_simulation
-from fastcep.glm.engine import FLAT_PRECISION
+from fastcep.glm.rules import FLAT_PRECISION
 from fastcep.kernels import chunk_rows
 from fastcep.kernels._config import FASTMATH
 from fastcep.kernels.glm import schedules as S

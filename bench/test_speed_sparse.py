@@ -21,11 +21,11 @@ import pytest
 import scipy.sparse as sp
 
 import fastcep
-from fastcep._quadrature import gauss_hermite
+from fastcep._quadrature import LOGISTIC_NODES, gauss_hermite
 from fastcep.glm import sparse as SP
-from fastcep.glm.engine import FLAT_PRECISION, LOGISTIC_NODES
 from fastcep.glm.learn import GENERIC_NODES
 from fastcep.glm.result import RegressionResult
+from fastcep.glm.rules import FLAT_PRECISION
 from fastcep.kernels import chunk_rows
 from fastcep.kernels.glm import schedules as S
 from fastcep.kernels.glm import sparse as K

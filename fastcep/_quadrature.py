@@ -5,6 +5,10 @@ import functools
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 
+#: Gauss-Hermite nodes of the logistic's hand-written rules when n_nodes is None (regression and
+#: its online updates)
+LOGISTIC_NODES = 9
+
 
 @functools.lru_cache(maxsize=32)
 def gauss_hermite(n_nodes):

@@ -132,3 +132,21 @@ class StreamState(NamedTuple):
     #: a generic model's likelihood with learned parameters (``fastcep.likelihoods``), their
     #: current values (None: no learned parameters, or before the first batch)
     likelihood: object = None
+
+
+#: the writer of every result (``fastcep.io.results.save``), which ``fastcep.io`` registers when it
+#: is imported (``import fastcep`` imports it): the results' own ``save`` methods call it through
+#: here, so that a result does not import the file code that reads results
+_WRITERS = []
+
+
+def register_writer(save):
+    """Make ``save(result, path, ...)`` the writer of the results' ``save`` methods."""
+    _WRITERS[:] = [save]
+
+
+def save_result(result, path, *args):
+    """Write ``result`` to ``path`` with the registered writer (``fastcep.save``)."""
+    if not _WRITERS:
+        raise RuntimeError("save: fastcep.io is not imported; call fastcep.save(result, path)")
+    return _WRITERS[0](result, path, *args)

@@ -7,7 +7,7 @@ import pytest
 
 import fastcep
 from fastcep.data_tools import make_regression_simulation
-from fastcep.glm.engine import FLAT_PRECISION
+from fastcep.glm.rules import FLAT_PRECISION
 from fastcep.kernels import chunk_rows
 
 ALL = [(m, k) for m in ("probit", "logistic") for k in ("cep1", "cep2", "ep")]

@@ -11,10 +11,9 @@ from scipy.special import gammaln, log_expit
 
 import fastcep
 import naive
-from fastcep._quadrature import gauss_hermite
+from fastcep._quadrature import LOGISTIC_NODES, gauss_hermite
 from fastcep.data_tools import make_click_log
 from fastcep.estimators import BayesianLogisticClassifier, BayesianProbitClassifier, BayesianRegressor
-from fastcep.glm.engine import LOGISTIC_NODES
 from fastcep.glm.online import Online
 from fastcep.glm.result import RegressionResult
 from fastcep.likelihoods import Gaussian, resolve

@@ -28,6 +28,7 @@ from .. import _validation as V
 from .._quadrature import gauss_hermite
 from .._threads import num_threads
 from ..glm import engine as E
+from ..glm import rules as R
 from ..glm import sparse as SP
 from ..glm.learn import EXPECTATION_NODES, linear_marginals
 from ..glm.result import RegressionResult
@@ -58,7 +59,7 @@ class Partition:
 
     def __init__(self, X, y, likelihood, func):
         self.X = V.check_matrix(np.asarray(X), "X", func)
-        E.check_feature_scale(self.X, func)
+        R.check_feature_scale(self.X, func)
         self.s = likelihood.check(np.asarray(y), "y", func, self.X.shape[0])
         self.likelihood = likelihood
         self.threads = worker_threads()
@@ -147,7 +148,7 @@ class SparsePartition(Partition):
 
     def __init__(self, X, y, likelihood, func):
         self.X = V.check_rows(X, "X", func)
-        E.check_feature_scale(self.X, func)
+        R.check_feature_scale(self.X, func)
         self.s = likelihood.check(np.asarray(y), "y", func, self.X.shape[0])
         self.likelihood = likelihood
         self.threads = worker_threads()
@@ -178,7 +179,7 @@ class SparsePartition(Partition):
 
     @on_worker_threads
     def reset(self):
-        SP.initial_messages(None, self.state.tau, self.state.nu, E.FLAT_PRECISION)
+        SP.initial_messages(None, self.state.tau, self.state.nu, R.FLAT_PRECISION)
         SPK.reduce_columns(self.problem, self.state)
         return self._sums()
 
@@ -327,7 +328,7 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     scratch = GLMScratch.allocate(0, d, chunk, 1)._replace(
         pT=np.empty((n_chunks, d)), pN=np.empty((n_chunks, d)), skipped=np.zeros(n_chunks, dtype=np.int64)
     )
-    damp = E.Damping(o["damping"])
+    damp = R.Damping(o["damping"])
     options = dict(E.result_options(o, None, center, damp.rho), partitions=len(stats))
     stale = E.StaleWatch(not likelihood.binary, n_sites)
     tol = o["tol"]

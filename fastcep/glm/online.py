@@ -19,11 +19,11 @@ absorbed.
 import numpy as np
 import scipy.sparse as sp
 
-from .._quadrature import gauss_hermite
+from .._quadrature import LOGISTIC_NODES, gauss_hermite
 from ..kernels.glm import sparse as K
 from . import sparse as SP
-from .engine import FLAT_PRECISION, LOGISTIC_NODES, Damping
 from .learn import GENERIC_NODES
+from .rules import FLAT_PRECISION, Damping
 
 #: sweeps of a batch at most (``RegressionResult.update``'s default ``max_iter``)
 UPDATE_SWEEPS = 200

@@ -14,7 +14,7 @@ from ..kernels.glm import sparse as sparse_kernels
 from ..likelihoods import check_offset, log1p_prediction
 from ..likelihoods import resolve as resolve_likelihood
 from ..metrics import auc as _auc
-from ..results import GaussianPosterior, WeightDraws
+from ..results import GaussianPosterior, WeightDraws, save_result
 from . import sparse as SP
 from .sparse import moments as sparse_moments
 
@@ -211,7 +211,7 @@ class RegressionResult:
         V.check_choice(schedule, "schedule", func, ("sequential", "parallel"))
         d = self._posterior.mean.size
         X = V.check_rows(X, "X", func, n_cols=d)
-        from .engine import check_feature_scale
+        from .rules import check_feature_scale
 
         check_feature_scale(X, func)
         if self.likelihood.binary:
@@ -556,9 +556,7 @@ class RegressionResult:
 
     def save(self, path, features=None, target=""):
         """Write the result to ``path`` (``fastcep.save``; read it back with ``fastcep.load``)."""
-        from ..io.results import save
-
-        save(self, path, features, target)
+        save_result(self, path, features, target)
 
     def plot_convergence(self, ax=None):
         """The trace's change against iteration and time: ``fastcep.plot.convergence``."""

@@ -10,6 +10,7 @@ table) is refused with what it is and what reads it.
 import os
 
 from ..glm.result import RegressionResult
+from ..results import register_writer
 from ..tensor.result import CPResult
 from .checkpoint import CHECKPOINT_FORMAT
 from .files import FileFormatError
@@ -90,3 +91,6 @@ def load(path):
         f"load: {path!r} is not a fastcep model file ({GLM_MODEL_FORMAT!r} or {MODEL_FORMAT!r}): "
         f"it is {what}."
     )
+
+
+register_writer(save)  # (the results' own ``save`` methods write through ``fastcep.results``)

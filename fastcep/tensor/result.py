@@ -12,6 +12,7 @@ from ..likelihoods import log1p_prediction
 from ..metrics import auc as _auc
 from ..metrics import gaussian_log_likelihood
 from ..metrics import rmse as _rmse
+from ..results import save_result
 from . import hyper as H
 from . import likelihoods as CPL
 from .layout import check_coords, check_values
@@ -276,9 +277,7 @@ class CPResult:
 
     def save(self, path):
         """Write the result to ``path`` (``fastcep.save``; read it back with ``fastcep.load``)."""
-        from ..io.results import save
-
-        save(self, path)
+        save_result(self, path)
 
     def plot_convergence(self, ax=None):
         """The trace's change (and eval metric) against iteration and time: ``fastcep.plot.convergence``."""
