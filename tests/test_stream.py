@@ -149,6 +149,37 @@ def test_resume_gives_the_uninterrupted_posterior(tmp_path, gaussian, source):
     same_posterior(rest, full)
 
 
+def test_a_stream_resumed_twice_keeps_one_row_a_batch(tmp_path, gaussian):
+    """A checkpoint written by a resumed stream holds each batch's trace row once (the ones
+    written on the way, at batches 6 and 8, too): stopped after 5 batches, resumed and stopped
+    after 5 more (writing every 2), resumed to the end: 15 rows, the inner iterations of the
+    uninterrupted stream, elapsed times that rise."""
+    from fastcep.io import read_checkpoint
+
+    T, tr, _ = gaussian
+    src = dict(coords=T.coords[tr], values=T.values[tr], shape=SHAPE)
+    kw = dict(
+        model="cp_gaussian", rank=3, batch_size=400, shuffle=True, seed=4, max_iter=8, checkpoint_every=2
+    )
+    full = fastcep.stream(**src, **kw)
+    ck = tmp_path / "ck.h5"
+    fastcep.stream(**src, checkpoint=ck, max_batches=5, **kw)
+    written = {}
+
+    def peek(info):  # (the checkpoint as a kill at this batch would leave it)
+        written[info.iteration] = read_checkpoint(ck, None)[1]["inner"]
+
+    fastcep.stream(**src, checkpoint=ck, resume=True, max_batches=5, callback=peek, **kw)
+    assert written[6] == list(full.trace.inner_iter[:6]) and written[8] == list(full.trace.inner_iter[:8])
+    _, lists = read_checkpoint(ck, None)
+    assert len(lists["elapsed"]) == 10 and lists["inner"] == list(full.trace.inner_iter[:10])
+    rest = fastcep.stream(**src, checkpoint=ck, resume=True, **kw)
+    assert rest.n_iter == 15 and rest.trace.elapsed.shape == (15,)
+    np.testing.assert_array_equal(rest.trace.inner_iter, full.trace.inner_iter)
+    assert np.all(np.diff(rest.trace.elapsed) > 0)
+    same_posterior(rest, full)
+
+
 def test_init_state_continues_the_stream(gaussian):
     """res.state (the same state a checkpoint holds) continues the same stream: a stream stopped
     after 5 batches and continued from its state ends with the uninterrupted posterior."""

@@ -264,7 +264,7 @@ def stream(client, coords, values, o, method, func="stream"):
         state = post.state(noise, init_sd, n_batches, n)
         if learn:  # (a stream continued from the result starts from the combined estimate)
             state = state._replace(likelihood=fitted)
-        columns = {k: getattr(trace, c) for k, c in _TRACE_COLUMNS.items()}
+        columns = {k: getattr(trace, c) for k, c in adf.TRACE_LISTS.items()}
         args = (model, cov, R, shape, state, columns, options, stop_reason, "cep1", False, fitted)
         return adf.stream_result(*args, len(trace.elapsed))
 
@@ -356,11 +356,6 @@ def _evaluate(result, coords, values):
     return eval_metric(result, coords, values)
 
 
-#: the cluster stream's trace columns (its lists) and the trace's names for them
-_TRACE_COLUMNS = {
-    "elapsed": "elapsed", "change": "change", "skipped": "skipped", "inner": "inner_iter",
-    "damping": "damping", "eval_metric": "eval_metric",
-}  # fmt: skip
 #: the settings a resumed cluster stream must share with its checkpoint (with rank, shape, n
 #: and the shards' rows)
 _RESUME_KEYS = (

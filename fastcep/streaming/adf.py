@@ -436,17 +436,7 @@ def absorb(
     def whole_trace(this_run):
         """The stream's trace lists (those of a checkpoint): the batches before this call's, then
         this call's (``this_run``: the one loop's ``Trace``)."""
-        out = {k: list(v) for k, v in before.items()}
-        for name, field in (
-            ("elapsed", "elapsed"),
-            ("change", "change"),
-            ("skipped", "skipped"),
-            ("inner", "inner_iter"),
-            ("damping", "damping"),
-            ("eval_metric", "eval_metric"),
-        ):
-            out[name].extend(np.asarray(getattr(this_run, field), dtype=np.float64).tolist())
-        return out
+        return {k: before[k] + v for k, v in trace_lists(this_run).items()}
 
     def snapshot(stop_reason, trace_lists, copy=True):
         fitted = current if current is not None or not is_generic(model) else lik  # (before a batch)
@@ -585,7 +575,8 @@ def absorb(
         """After every batch: the checkpoint (every ``checkpoint_every`` batches), then the
         callback's say."""
         if checkpoint is not None and batches_done % checkpoint_every == 0:
-            write_checkpoint(checkpoint, state_now(), options, whole_trace(info.result.trace), data_digest)
+            # (the snapshot's trace is the whole stream's already)
+            write_checkpoint(checkpoint, state_now(), options, trace_lists(info.result.trace), data_digest)
         return callback is not None and bool(callback(info))
 
     def running(it, this_run):  # (the snapshot shares the stream's arrays: a callback copies what it keeps)
@@ -610,6 +601,18 @@ def absorb(
     if checkpoint is not None and out.n_iter > 0:
         write_checkpoint(checkpoint, state_now(), options, trace, data_digest)
     return snapshot(stop_reason, trace, copy=False)
+
+
+#: a stream's trace lists (in its checkpoints) and the ``Trace`` fields they hold
+TRACE_LISTS = {
+    "elapsed": "elapsed", "change": "change", "skipped": "skipped", "inner": "inner_iter",
+    "damping": "damping", "eval_metric": "eval_metric",
+}  # fmt: skip
+
+
+def trace_lists(trace):
+    """A ``Trace``'s columns as a stream's trace lists."""
+    return {name: np.asarray(getattr(trace, f), dtype=np.float64).tolist() for name, f in TRACE_LISTS.items()}
 
 
 def _batch_learner(template, likelihood, y, lay, covariance, noise, rows_before, first):
