@@ -175,11 +175,11 @@ class Recorder:
     def __init__(
         self, *, tol, callback=None, snapshot=None, evaluate=None, finite=None, verbose=False, progress=False,
         label="fit", func="fit", hint="try a smaller 'damping'", start=None, stop_rule="tol", warn=True,
-        first=0, describe=None,
+        first=0, describe=None, unit="iterations",
     ):  # fmt: skip
         self.tol, self.callback, self.snapshot, self.evaluate = tol, callback, snapshot, evaluate
         self.finite, self.verbose, self.label, self.func, self.hint = finite, verbose, label, func, hint
-        self.describe = describe
+        self.describe, self.unit = describe, unit
         self.progress = ProgressLine(label) if progress else None
         self.stop_rule, self.warn, self.first = stop_rule, warn, first
         self.start = time.perf_counter() if start is None else start
@@ -255,7 +255,7 @@ class Recorder:
         """How the run ended (``stop_reason`` overrides the recorded one: the driver's own)."""
         reason = self.stop_reason if stop_reason is None else stop_reason
         if self.progress is not None:
-            self.progress.close(f"{self.first + self.n_iter} iterations, {reason}")
+            self.progress.close(f"{self.first + self.n_iter} {self.unit}, {reason}")
         # (tol=0 asks for max_iter iterations: nothing to warn of)
         if reason == "max_iter" and self.warn and self.tol > 0 and self.n_iter > 0:
             last, n = self.cols["change"][-1], self.first + self.n_iter
@@ -316,6 +316,8 @@ def run(step, *, max_iter, governor=None, first=0, **options):
         ``describe(iteration, report, elapsed)`` -> the text of the verbose and progress lines
         after the label (default: the iteration, its change and its skipped messages; a stream's
         batches say entries and their rate).
+    unit : str
+        What the progress line's last words count ("iterations"; a stream's "batches").
 
     Returns
     -------

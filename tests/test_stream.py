@@ -294,6 +294,7 @@ def test_the_stream_runs_on_the_one_loop(gaussian, capsys):
     assert later == [3, 4, 5, 6] and rest.stop_reason == "end" and rest.converged and rest.n_iter == 6
     err = capsys.readouterr().err
     assert "[fastcep] cp_gaussian/cep1 batch 6/6:" in err and "6,000/6,000 entries" in err and "ETA" in err
+    assert "cp_gaussian/cep1: 6 batches, end" in err  # (the progress line's last words)
     done = fastcep.stream(**src, init_state=rest.state, **kw)  # (no batch left)
     assert done.stop_reason == "end" and done.n_iter == 6
     same_posterior(done, rest)

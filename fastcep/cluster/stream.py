@@ -324,7 +324,7 @@ def stream(client, coords, values, o, method, func="stream"):
         step, max_iter=max(o["passes"], passes_done), first=passes_done, tol=-math.inf, snapshot=snapshot,
         evaluate=evaluate, callback=after_pass if saved is not None or o["callback"] is not None else None,
         verbose=o["verbose"], progress=o["progress"], label=label, func=func, start=start, warn=False,
-        describe=lambda it, rep, now: f"pass {it}/{o['passes']}: change {rep.change:.3e}",
+        describe=lambda it, rep, now: f"pass {it}/{o['passes']}: change {rep.change:.3e}", unit="passes",
     )  # fmt: skip
     stop_reason = "end" if out.stop_reason == "max_iter" else out.stop_reason
     res = result_now(stop_reason, out.trace if saved is None else saved.trace(out.trace))

@@ -588,7 +588,7 @@ def absorb(
         step, max_iter=last_batch, first=first, tol=-math.inf, snapshot=running, finite=None,
         callback=at_batch if checkpoint is not None or callback is not None else None, verbose=verbose,
         progress=progress, label=f"{model}/{method}", func=func, start=time.perf_counter() - elapsed0,
-        warn=False, governor=governor, describe=status,
+        warn=False, governor=governor, describe=status, unit="batches",
     )  # fmt: skip
     trace = whole_trace(out.trace)
     stop_reason = out.stop_reason
