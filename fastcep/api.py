@@ -1,6 +1,7 @@
 """``fastcep.fit`` and ``fastcep.stream``: the entry points of every model and method."""
 
 import functools
+import os
 
 from . import _options as O
 from . import _validation as V
@@ -40,7 +41,8 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
         order. Or the path of a sparse-row file (``fastcep.io.csr``, ``fastcep convert``) with
         y None: its rows and labels, read whole, or with ``client=`` read by row ranges on the
         workers (on storage they share; no rows pass through the client). CP: ``coords``, the
-        0-based int coordinates (n, K) of the observed entries.
+        0-based int coordinates (n, K) of the observed entries, or the path of a tensor file
+        (``fastcep.write_tensor``) with values None, read whole.
     y : array of shape (n,)
         Labels in {0, 1}, {-1, 1} or bool, or two classes of any other type (strings, as
         scikit-learn's estimators take: the second in sorted order is the positive one, recorded
@@ -87,6 +89,8 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
     if isinstance(model, Likelihood):
         return fit_regression(X, y, model, method, cluster=_cluster("regression", options), **options)
     V.check_choice(model, "model", "fit", MODELS)
+    if model in CP_MODELS and isinstance(X, (str, os.PathLike)):  # (a tensor file, read whole)
+        X, y, options = _tensor_file(X, y, options)
     if model in CP_MODELS:
         if method == "vmp":  # the tensor baselines outside the message-passing engine
             from .tensor.vmp import fit_vmp
@@ -98,6 +102,28 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
             return fit_cp_wopt(X, y, model, **options)
         return fit_cp(X, y, model, method, cluster=_cluster("cp", options), **options)
     return fit_regression(X, y, model, method, cluster=_cluster("regression", options), **options)
+
+
+def _tensor_file(path, values, options):
+    """(coords, values, options with the file's shape) of a tensor file (``fastcep.write_tensor``)
+    that ``fit`` reads whole in one process."""
+    from .io import read_tensor
+
+    if values is not None:
+        raise ValueError(
+            f"fit: coords is a tensor file ({os.fspath(path)!r}) that holds the values; give values=None."
+        )
+    if options.get("client") is not None:
+        raise NotImplementedError(
+            f"fit(client=...) does not read a tensor file on the workers yet ({os.fspath(path)!r}); "
+            "stream it there (fastcep.stream(path, client=client)), or fit its arrays "
+            "(fastcep.read_tensor(path))."
+        )
+    coords, values, shape = read_tensor(path)
+    given = options.get("shape")
+    if given is not None and tuple(given) != tuple(shape):
+        raise ValueError(f"fit: shape={tuple(given)} differs from the tensor file's {tuple(shape)}.")
+    return coords, values, dict(options, shape=shape)
 
 
 def _cluster(name, options):

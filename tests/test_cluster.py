@@ -437,6 +437,10 @@ def test_what_a_cluster_cp_fit_does_not_run_is_refused_by_name(client, kw, named
         fastcep.fit(coords, values, client=client, **kw)
     with pytest.raises(TypeError, match="unexpected keyword argument 'client' for method='vmp'"):
         fastcep.fit(coords, values, model="cp_gaussian", method="vmp", rank=2, client=client)
+    with pytest.raises(
+        NotImplementedError, match=r"does not read a tensor file on the workers yet .*fastcep.stream"
+    ):
+        fastcep.fit("t.h5", None, model="cp_gaussian", rank=2, client=client)  # (before opening it)
 
 
 def test_a_client_that_is_not_one_or_closed_is_refused(client):

@@ -213,3 +213,23 @@ def test_reader_refuses_non_integer_attributes(tmp_path, shape, n, match):
     _tensor_file(path, np.array([[7, 1, 2]]), shape, n)
     with pytest.raises(FileFormatError, match=match):
         TensorReader(path)
+
+
+def test_fit_reads_a_tensor_file_whole(tmp_path):
+    """``fastcep.fit(path, None, model=...)``: the fit of the file's entries and shape, bit for
+    bit the fit of the same arrays; values beside the file, or another shape, are refused."""
+    import fastcep
+    from fastcep.data_tools import make_cp_tensor
+
+    T, _ = make_cp_tensor((12, 10, 8), 2, 500, noise_sd=0.1, seed=0)
+    path = tmp_path / "t.h5"
+    write_tensor(path, T.coords, T.values, shape=(12, 10, 8))
+    kw = dict(model="cp_gaussian", rank=2, max_iter=5, seed=1)
+    from_file = fastcep.fit(path, None, **kw)
+    from_arrays = fastcep.fit(T.coords, T.values, shape=(12, 10, 8), **kw)
+    for a, b in zip(from_file.posterior.means, from_arrays.posterior.means, strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="holds the values; give values=None"):
+        fastcep.fit(path, T.values, **kw)
+    with pytest.raises(ValueError, match=r"shape=\(12, 10, 9\) differs from the tensor file's \(12, 10, 8\)"):
+        fastcep.fit(path, None, shape=(12, 10, 9), **kw)
