@@ -124,11 +124,11 @@ def main(argv=None):
 
 def shard_objects(path, batch, shards):
     """The objects each shard's entries touch (the cluster stream's cut of the file's rows)."""
-    from fastcep.cluster.stream import _cuts
+    from fastcep.cluster import cuts
 
     coords, _, shape = fastcep.read_tensor(path)
     offsets = np.concatenate([[0], np.cumsum(shape)])
-    cuts = _cuts(len(coords), batch, shards)
+    cuts = cuts(len(coords), batch, shards)
     return [len(np.unique((coords[lo:hi] + offsets[:-1]).ravel())) for lo, hi in cuts]
 
 

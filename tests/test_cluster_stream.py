@@ -142,14 +142,14 @@ def test_a_learned_dispersion_is_the_shards_estimates_averaged_and_is_checkpoint
     weighted by their entries (checked against the shards' one-process streams, pass 1); the next
     pass starts every shard from the combined value, and a checkpoint keeps it (a stream resumed
     after pass 1 ends with the uninterrupted stream's bits)."""
-    from fastcep.cluster.stream import _cuts
+    from fastcep.cluster import cuts
 
     (coords, reals), _ = tensor(binary=False, n=4000)
     counts = np.random.default_rng(2).negative_binomial(4.0, 4.0 / (4.0 + np.exp(0.4 * reals))).astype(float)
     kw = dict(model="cp_negbin", rank=3, batch_size=400, shape=SHAPE)
     one = fastcep.stream(coords, counts, client=client, passes=1, **kw)
     alone = []
-    for k, (lo, hi) in enumerate(_cuts(len(counts), 400, 2)):
+    for k, (lo, hi) in enumerate(cuts(len(counts), 400, 2)):
         res = fastcep.stream(coords[lo:hi], counts[lo:hi], seed=shard_seed(0, k, 0), **kw)
         alone.append((hi - lo, res.likelihood.dispersion))
     expected = math.exp(sum(n * math.log(d) for n, d in alone) / sum(n for n, _ in alone))

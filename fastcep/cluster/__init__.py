@@ -59,6 +59,15 @@ def n_workers(client):
     return max(1, len(client.scheduler_info().get("workers", ())))
 
 
+def cuts(n, unit, workers):
+    """Row ranges of about n / workers rows, one per worker, each of whole units of ``unit`` rows
+    but the last (a regression's chunks of the sweep, a stream's batches); none empty, but one
+    (0, 0) for no rows."""
+    per_worker = -(-n // workers)
+    per = max(1, -(-per_worker // unit)) * unit
+    return [(lo, min(n, lo + per)) for lo in range(0, n, per)] or [(0, 0)]
+
+
 def worker_threads():
     """The threads of the Dask worker this runs on (what its kernels may use: numba's default,
     every core, would put each worker's threads on the others' cores: on 2 cores with 2 workers of

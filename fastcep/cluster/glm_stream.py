@@ -31,7 +31,7 @@ from .._threads import num_threads
 from ..glm.result import RegressionResult
 from ..io.csr import CSRReader
 from ..io.kinds import file_kind
-from . import n_workers, require, worker_threads
+from . import cuts, n_workers, require, worker_threads
 from .stream import SHARD_DAMPING, Shards
 
 
@@ -93,12 +93,10 @@ def stream(client, path, start, batch_rows, max_iter, tol, passes, func="stream_
     path = os.path.abspath(path)  # (the workers share the storage, not the working folder)
     with CSRReader(path) as reader:
         n = reader.n
-    per_worker = -(-n // n_workers(client))
-    per = max(1, -(-per_worker // batch_rows)) * batch_rows
-    cuts = [(lo, min(n, lo + per)) for lo in range(0, n, per)]
-    shards = Shards(client, distributed, [("file", path, c) for c in cuts], func)
+    rows = cuts(n, batch_rows, n_workers(client))  # (a sparse-row file holds one row at least)
+    shards = Shards(client, distributed, [("file", path, c) for c in rows], func)
     T0, N0 = natural(start)
-    messages = [None] * len(cuts)
+    messages = [None] * len(rows)
     T, N = T0.copy(), N0.copy()
     stopped, t0 = 0, time.perf_counter()
     elapsed, change = [], []
@@ -137,7 +135,7 @@ def stream(client, path, start, batch_rows, max_iter, tol, passes, func="stream_
     res.options["stream"] = dict(
         rows=n,
         batch_rows=batch_rows,
-        shards=len(cuts),
+        shards=len(rows),
         passes=passes,
         stopped_at_max_iter=stopped,
         seconds=elapsed[-1],

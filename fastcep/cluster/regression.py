@@ -37,7 +37,7 @@ from ..kernels.glm import schedules as S
 from ..kernels.glm import sparse as SPK
 from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..kernels.glm.sweep import reduce_posterior
-from . import n_workers, on_worker_threads, worker_threads
+from . import cuts, n_workers, on_worker_threads, worker_threads
 from .checkpoints import Checkpoints, check_path
 from .learn import ClusterLearner, expected_chunks
 from .partitions import Partitions
@@ -248,10 +248,7 @@ def _file_blocks(client, path, y, intercept, func):
 def _split(client, n, d, intercept):
     """Row ranges of n rows, one per worker, each but the last of whole chunks of the sweep
     (``chunk_rows`` of d columns and the intercept's)."""
-    chunk = chunk_rows(d + (1 if intercept else 0))
-    per_worker = -(-n // n_workers(client))
-    rows = max(1, -(-per_worker // chunk)) * chunk
-    return [(lo, min(lo + rows, n)) for lo in range(0, max(n, 1), rows)]
+    return cuts(n, chunk_rows(d + (1 if intercept else 0)), n_workers(client))
 
 
 def _row_blocks(client, X, y, intercept, func):

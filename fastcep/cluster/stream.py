@@ -55,7 +55,7 @@ from ..streaming.sources import ArraySource, FileSource, open_source
 from ..tensor import hyper as H
 from ..tensor.layout import check_coords, check_values, default_rank, merge_moments, scale_of, value_moments
 from ..tensor.result import eval_metric
-from . import check_scheduler, n_workers, require, worker_threads
+from . import check_scheduler, cuts, n_workers, require, worker_threads
 from .checkpoints import Checkpoints, check_path
 from .partitions import lost
 
@@ -564,7 +564,7 @@ def _shards(client, coords, values, o, func):
         )  # (its header)
         shape, n = tuple(int(d) for d in src.shape), int(src.n)
         src.close()
-        rows = _cuts(n, batch, n_workers(client))
+        rows = cuts(n, batch, n_workers(client))
         path = os.path.abspath(coords)  # (the workers share the storage, not the working folder)
         return [("file", path, r, batch) for r in rows], shape, n
     src = open_source(coords, values, o["shape"], o["model"], o["likelihood"], batch, func)
@@ -573,14 +573,7 @@ def _shards(client, coords, values, o, func):
     if o["shuffle"]:  # (the one-process stream's order, cut into shards)
         order = np.random.default_rng(o["seed"]).permutation(n)
         c, v = c[order], v[order]
-    return [("arrays", c[lo:hi], v[lo:hi], shape) for lo, hi in _cuts(n, batch, n_workers(client))], shape, n
-
-
-def _cuts(n, batch, workers):
-    """Row ranges of about n / workers entries, whole batches but the last; none empty."""
-    per_worker = -(-n // workers)
-    per = max(1, -(-per_worker // batch)) * batch
-    return [(lo, min(n, lo + per)) for lo in range(0, n, per)] or [(0, 0)]
+    return [("arrays", c[lo:hi], v[lo:hi], shape) for lo, hi in cuts(n, batch, n_workers(client))], shape, n
 
 
 class Shards:
