@@ -34,12 +34,11 @@ import numpy as np
 from ..kernels import tensor as K
 from ..results import HyperState
 from ..tensor.engine import (
-    COLLAPSED,
     ENTRY_CHUNK,
     SUM_GROUPS,
     CPEngine,
+    collapse_floor,
     entry_marginals,
-    exact_sum,
     guarded,
     summed_groups,
 )
@@ -283,7 +282,7 @@ class ClusterCPEngine(CPEngine):
         flat = lay._replace(gidx=lay.gidx[:1], ent=np.zeros_like(lay.ent))
         super().__init__(flat, y, s, model, method, R, covariance, schedule, rho, sum_chunk=sum_chunk, **kw)
         self.n = n
-        self.f_floor = max(COLLAPSED * exact_sum(y * y) / n, 1e-300)  # (as the one-process engine's)
+        self.f_floor = collapse_floor(self.likelihood, y)  # (as the one-process engine's)
         self.scratch = self.scratch._replace(
             part_L=np.empty((-(-n // sum_chunk), n_obj, R, R)),
             part_e=np.empty((-(-n // sum_chunk), n_obj, R)),

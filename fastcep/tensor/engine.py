@@ -175,6 +175,15 @@ def entry_marginals(gidx, covariance, mean, var, M, E2):
     return mean, var
 
 
+def collapse_floor(likelihood, y):
+    """The least mean square of the predictions that the stopping measure divides by: COLLAPSED
+    of the values' on the scale of f (the likelihood's ``link_values``: log(1 + y) for counts,
+    whose own squares, 1e24 for one count of 1e12, made every change look like 1e-5 and stopped
+    a fit "converged" after one sweep: issue 38, case 12)."""
+    f = y if likelihood is None else likelihood.link_values(y)
+    return max(COLLAPSED * exact_sum(f * f) / max(len(f), 1), 1e-300)
+
+
 def warm_start(likelihood, y, warmup_snr):
     """The first values of a generic model's learned parameters in a fresh fit with a warm-up
     (held for its iterations, as cp_gaussian's noise precision): those of the values alone
@@ -365,9 +374,9 @@ class CPEngine:
         self.f_old = pool.zeros(n)
         self.f_new = pool.empty(n)
         # the change is relative to the predictions' mean square, but not below COLLAPSED of the
-        # values': predictions that shrink to 0 geometrically (one entry explained as noise) have
-        # a constant relative change and would never stop
-        self.f_floor = max(COLLAPSED * exact_sum(y * y) / max(n, 1), 1e-300)
+        # values' on the scale of f: predictions that shrink to 0 geometrically (one entry
+        # explained as noise) have a constant relative change and would never stop
+        self.f_floor = collapse_floor(self.likelihood, y)
         K.predict_mean(lay.gidx, self.store.M, self.f_old)
 
     # the posterior and the noise, as the stream reads them from any engine (``VMPEngine`` too)
