@@ -28,7 +28,7 @@ from . import sparse as SP
 from .kjit import KJITSweeps
 from .learn import EXPECTATION_NODES, GENERIC_NODES, LearnedParams
 from .result import RegressionResult
-from .rules import FLAT_PRECISION, Damping, check_feature_scale
+from .rules import FLAT_PRECISION, Damping, check_feature_scale, outlying_counts
 from .vb import VBFit
 
 MODELS = O.choices("model", "regression")
@@ -388,6 +388,7 @@ def fit_regression(
         prior_T = np.append(prior_T, 1.0 / o["intercept_var"])
         d += 1
     damp = Damping(o["damping"], noisy=method in ("is", "kjit"))
+    damp.hint = outlying_counts(s, likelihood.counts)
     max_iter, tol, schedule, stopping = o["max_iter"], o["tol"], o["schedule"], o["stopping"]
     n_nodes, n_samples, threshold, n_features = o["n_nodes"], o["n_samples"], o["threshold"], o["n_features"]
     n_threads, callback, init_state = o["n_threads"], o["callback"], o.get("init_state")

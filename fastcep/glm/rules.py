@@ -56,6 +56,7 @@ class Damping:
         self.flips = 0  # sweeps in a row whose step turned against the previous one
         self.halved = False  # the fast phase at AUTO_DAMPING_HALF was tried
         self.running_off = 0  # slow-phase sweeps in a row whose change exceeded RUNAWAY_CHANGE
+        self.hint = ""  # what the errors add about the data (``outlying_counts``)
 
     def diverged(self, it):
         """A sweep refused every message (the tilted moments of every site were not finite, the
@@ -69,6 +70,7 @@ class Damping:
             f"fit: every message of sweep {it} was refused (their tilted moments are not finite, or give "
             "negative precisions): the fit "
             f"diverged at damping {self.rho}; try a smaller damping, method='ep', or check the scale of X"
+            f"{self.hint}"
         )
 
     def runaway(self, it, change, skipped, n_sites, shape):
@@ -87,7 +89,7 @@ class Damping:
         raise FloatingPointError(
             f"fit: the fit diverged at damping {self.rho}: the change grew to {change / self.rho:.3g} by "
             f"sweep {it} ({skipped} of {n_sites} messages refused); try method='ep'{wide}, or check the "
-            "scale of X"
+            f"scale of X{self.hint}"
         )
 
     def _restart(self):
@@ -142,3 +144,27 @@ def check_feature_scale(X, func):
             f"{func}: X holds values up to {big:.3g} (column {col}); their squares overflow float64 "
             f"beyond {MAX_ABS_X:.0e}: rescale X (e.g. standardise its columns)."
         )
+
+
+#: a count more than this many times the median of the nonzero counts is named when a fit runs off
+OUTLYING_COUNT = 1e6
+
+
+def outlying_counts(y, counts):
+    """What a diverged fit's error adds about count data (``Damping.hint``): the rows whose counts
+    exceed OUTLYING_COUNT times the median nonzero count (at most 3 named), which CEP's
+    factorised sweeps cannot follow (a count of 1e12 among counts near 2: issue 38, case 7);
+    "" for other data."""
+    if not counts or y.size == 0:
+        return ""
+    nonzero = y[y > 0]
+    if nonzero.size == 0:
+        return ""
+    median = float(np.median(nonzero))
+    rows = np.flatnonzero(y > OUTLYING_COUNT * median)
+    if rows.size == 0:
+        return ""
+    named = ", ".join(f"row {i} ({y[i]:.3g})" for i in rows[:3])
+    more = f" and {rows.size - 3} more" if rows.size > 3 else ""
+    ratio = f"{OUTLYING_COUNT:.0e}"
+    return f"; the counts at {named}{more} are over {ratio} times the median nonzero count ({median:g})"
