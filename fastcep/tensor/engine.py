@@ -651,7 +651,9 @@ class CPEngine:
         likelihood (its learned parameters' current values)."""
         likelihood = self.likelihood if is_generic(self.model) else None
         st = self.store
-        return CPState(st.Lam, st.eta, st.alpha, st.beta, self.hyper, likelihood, self.data_sha256)
+        # (the sequential schedule's generator: where the next iteration's order comes from)
+        at = self.rng.bit_generator.state if self.schedule == "sequential" and self.rng is not None else None
+        return CPState(st.Lam, st.eta, st.alpha, st.beta, self.hyper, likelihood, self.data_sha256, at)
 
     def result(self, shape, n_iter, converged, stop_reason, trace, options, copy=True):
         """The result object; ``copy=False`` hands over M and S (once the fit is done with them)."""
@@ -1056,6 +1058,8 @@ def fit_cp(
         make = (
             CPEngine if client is None else functools.partial(cluster_cp.ClusterCPEngine, client, func=func)
         )
+        if getattr(messages, "rng_state", None) is not None:  # (the orders go on where they stopped)
+            rng = generator_at(messages.rng_state, func)
         engine = make(
             lay, y, s, model, method, R, covariance, schedule, rho, prior_Lam=prior_Lam, prior_eta=prior_eta,
             a0=a0, b0=b0, probit_curvature=probit_curvature, expect_under=expect_under,
@@ -1176,6 +1180,22 @@ def _state_params(state, likelihood, func):
             "init_state", func, f"the state of a fit with the likelihood {likelihood!r}", f"one of {held!r}"
         )
     return {name: getattr(held, name) for name in likelihood.learned}
+
+
+def generator_at(state, func):
+    """A new generator at the position ``state`` (``CPState.rng_state``: a bit generator's
+    ``state``); never the user's ``seed`` generator, which it would move. ValueError naming
+    ``init_state`` for a state no numpy bit generator takes."""
+    name = state.get("bit_generator") if isinstance(state, dict) else None
+    kind = getattr(np.random, name, None) if isinstance(name, str) else None
+    if not (isinstance(kind, type) and issubclass(kind, np.random.BitGenerator)):
+        raise V.param_error("init_state", func, "a state whose rng_state names a numpy bit generator", name)
+    bits = kind()
+    try:
+        bits.state = state
+    except (TypeError, ValueError, KeyError):
+        raise V.param_error("init_state", func, f"a state whose rng_state is a {name} state", state) from None
+    return np.random.Generator(bits)
 
 
 def _check_state(state, n, Kmodes, R, covariance, digest, func):

@@ -42,6 +42,11 @@ class CPState(NamedTuple):
     #: the SHA-256 of the entries the messages belong to (``tensor.layout.entries_digest``): a
     #: fit given this state as ``init_state`` on other entries refuses it (None: not checked)
     data_sha256: str | None = None
+    #: the sequential schedule's generator of entry orders, at its position after the last
+    #: iteration (``numpy.random.BitGenerator.state``), so that a resumed fit draws the orders the
+    #: uninterrupted one would; None for the other schedules (or a state without it: the orders
+    #: are drawn from ``seed``)
+    rng_state: dict | None = None
 
 
 class VMPState(NamedTuple):
