@@ -36,6 +36,14 @@ class RegressionState(NamedTuple):
     sites: RegressionSites
     T: np.ndarray  #: (d,) posterior precisions = prior + sum of sites
     N: np.ndarray  #: (d,) posterior precision-times-means
+    #: the damping's position (``glm.rules.Damping.state``: the damping, its phase, its rules'
+    #: counters) at the end of the fit: a resumed fit with ``damping="auto"`` goes on from it as
+    #: the uninterrupted fit would (None: from the undamped start)
+    damping: dict | None = None
+    #: the sweeps behind these sites (of this fit and of those it resumed): a resumed fit of the
+    #: sampling methods ("is", "kjit") draws the keys the uninterrupted one would (None: unknown,
+    #: from the first sweep's)
+    iterations: int | None = None
 
 
 class VBState(NamedTuple):

@@ -389,6 +389,11 @@ def fit_regression(
         d += 1
     damp = Damping(o["damping"], noisy=method in ("is", "kjit"))
     damp.hint = outlying_counts(s, likelihood.counts)
+    done = 0  # the sweeps behind the first messages (a resumed fit's state's)
+    damp.flat_start = o.get("init_state") is None
+    if isinstance(o.get("init_state"), RegressionState):  # (an "auto" damping goes on where it was)
+        damp.resume(o["init_state"].damping)
+        done = o["init_state"].iterations or 0
     max_iter, tol, schedule, stopping = o["max_iter"], o["tol"], o["schedule"], o["stopping"]
     n_nodes, n_samples, threshold, n_features = o["n_nodes"], o["n_samples"], o["threshold"], o["n_features"]
     n_threads, callback, init_state = o["n_threads"], o["callback"], o.get("init_state")
@@ -424,8 +429,8 @@ def fit_regression(
         if init_state is not None:
             SP.check_init_state(init_state, tau.size, d, func)
 
-        def reset():
-            SP.initial_messages(init_state, tau, nu, FLAT_PRECISION)
+        def reset(restart=False):
+            SP.initial_messages(None if restart and damp.flat_start else init_state, tau, nu, FLAT_PRECISION)
 
         def restore(old_t, old_n, restored):
             SPK.restore_improper(problem, state, old_t, old_n, restored)
@@ -447,8 +452,8 @@ def fit_regression(
             _check_init_state(init_state, n, d, func)
         tau, nu = np.empty((n, d)), np.empty((n, d))
 
-        def reset():
-            _initial_messages(X, init_state, tau, nu)
+        def reset(restart=False):
+            _initial_messages(X, None if restart and damp.flat_start else init_state, tau, nu)
 
         def restore(old_t, old_n, restored):
             S.restore_improper(state.T, tau, nu, old_t, old_n, restored)
@@ -491,7 +496,7 @@ def fit_regression(
 
     def step(it):
         rho = damp.rho
-        key = _sweep_key(base_key, it)
+        key = _sweep_key(base_key, done + it)
         if nu_old is not None:
             np.copyto(nu_old, nu)
         if guard:
@@ -522,7 +527,7 @@ def fit_regression(
         if not restart:  # (a restart's sweep is the phase before: not this phase's evidence)
             damp.runaway(it, change, int(skipped), n_sites, (n, d))
         if restart:  # the undamped start diverged: again from the initial messages, damped
-            reset()
+            reset(restart=True)
             rebuild()
         # the stopping rule's measure, per unit of damping: a damped sweep moves rho times the
         # undamped step, and a tiny step (damping 1e-8) is no evidence of convergence; a sweep
@@ -558,7 +563,7 @@ def fit_regression(
     if kjit is not None:
         options["oracle_calls"] = list(kjit.oracle_calls)
     learner.warn_at_bounds(func)
-    state_out = RegressionState(RegressionSites(tau, nu), state.T, state.N)
+    state_out = RegressionState(RegressionSites(tau, nu), state.T, state.N, damp.state(), done + out.n_iter)
     return RegressionResult.of(
         model, method, state.mu, state.v, out.n_iter, out.converged, out.stop_reason, out.trace,
         state_out, options, learner.likelihood, center,

@@ -57,6 +57,35 @@ class Damping:
         self.halved = False  # the fast phase at AUTO_DAMPING_HALF was tried
         self.running_off = 0  # slow-phase sweeps in a row whose change exceeded RUNAWAY_CHANGE
         self.hint = ""  # what the errors add about the data (``outlying_counts``)
+        #: a restart goes back to the flat messages (the fit, or the fit it resumes, started
+        #: from them), else to the fit's ``init_state``
+        self.flat_start = True
+
+    #: what ``state`` and ``resume`` carry: the damping, its phase and the rules' counters
+    FIELDS = (
+        "rho", "adaptive", "undamped", "best", "since", "step", "flips", "halved", "running_off",
+        "flat_start",
+    )  # fmt: skip
+
+    def state(self):
+        """The damping's position (``RegressionState.damping``): a resumed fit goes on from it as
+        the uninterrupted one would, rather than from the undamped start (and a restart of its
+        undamped phase goes back to where the uninterrupted fit's would: ``flat_start``)."""
+        return {
+            k: (v.copy() if isinstance(v, np.ndarray) else v) for k in self.FIELDS for v in [getattr(self, k)]
+        }
+
+    def resume(self, held):
+        """Go on from ``held`` (``state()`` of an adaptive fit: "auto"), when this fit's damping is
+        "auto" too; a fixed damping, the user's choice, stays. Returns whether it was taken."""
+        if not (self.adaptive and isinstance(held, dict) and held.get("adaptive") is True):
+            return False
+        if set(held) != set(self.FIELDS):
+            return False
+        for k in self.FIELDS:
+            v = held[k]
+            setattr(self, k, None if v is None else np.array(v, dtype=np.float64) if k == "step" else v)
+        return True
 
     def diverged(self, it):
         """A sweep refused every message (the tilted moments of every site were not finite, the

@@ -359,10 +359,14 @@ class CPEngine:
         noise = self.store.noise
         noise[0], noise[1] = self._noise_sums()
         noise[2] = noise[0] / noise[1]
-        self.warm = model == "cp_gaussian" and messages is None and noise_warmup > 0
+        # the iterations behind the messages (a resumed fit's state's; unknown: past the warm-up)
+        done = getattr(messages, "iterations", None)
+        self.done = 0 if messages is None else noise_warmup if done is None else int(done)
+        self.at = self.done
+        self.warm = model == "cp_gaussian" and noise_warmup > self.done
         self.noise_warmup = noise_warmup
         # a generic model's learned parameters are held at their start as cp_gaussian's noise
-        self.learn_warm = learner is not None and messages is None and noise_warmup > 0
+        self.learn_warm = learner is not None and noise_warmup > self.done
         if self.warm:
             # warm-up: the noise precision held at warmup_snr / Var(y) while the embeddings
             # take shape; learning it from the start lets a poor early fit inflate the noise,
@@ -585,7 +589,7 @@ class CPEngine:
     def _sequential(self, it):
         """Entries in a seeded random order, the posterior refreshed after each."""
         order = self.rng.permutation(self.n).astype(np.int64)
-        fix_tau = self.warm and it <= self.noise_warmup
+        fix_tau = self.warm and self.done + it <= self.noise_warmup
         args = (self.problem, self.store, self.scratch, order, fix_tau, self.rho, self.lik)
         if self.covariance == "full":
             return int(K.sequential_full(*args))
@@ -594,6 +598,7 @@ class CPEngine:
     # ------------------------------------------------------------------------------ one step
     def step(self, it):
         """One iteration (the sweep, the posterior, the noise, the change); its ``StepReport``."""
+        self.at = self.done + it
         st, sc = self.store, self.scratch
         M, S, noise = st.M, st.S, st.noise
         M_old, var_old = M.copy(), _variances(S, self.covariance).copy()
@@ -619,11 +624,11 @@ class CPEngine:
         n_skipped += self.n_restored
         if self.model == "cp_gaussian":
             noise[0], noise[1] = self._noise_sums()
-            held = self.warm and it <= self.noise_warmup
+            held = self.warm and self.done + it <= self.noise_warmup
             noise[2] = self.tau_init if held else noise[0] / noise[1]
         change = self.prediction_change()
         param_change = moments_change(M_old, var_old, M, _variances(S, self.covariance))
-        if self.learner is not None and not (self.learn_warm and it <= self.noise_warmup):
+        if self.learner is not None and not (self.learn_warm and self.done + it <= self.noise_warmup):
             # a generic model's learned likelihood parameters, from the entries' marginals under
             # the new posterior (as a regression's, ``fastcep.glm.learn``); the largest change of
             # a parameter's log enters the stopping measure
@@ -653,7 +658,9 @@ class CPEngine:
         st = self.store
         # (the sequential schedule's generator: where the next iteration's order comes from)
         at = self.rng.bit_generator.state if self.schedule == "sequential" and self.rng is not None else None
-        return CPState(st.Lam, st.eta, st.alpha, st.beta, self.hyper, likelihood, self.data_sha256, at)
+        return CPState(
+            st.Lam, st.eta, st.alpha, st.beta, self.hyper, likelihood, self.data_sha256, at, self.at
+        )
 
     def result(self, shape, n_iter, converged, stop_reason, trace, options, copy=True):
         """The result object; ``copy=False`` hands over M and S (once the fit is done with them)."""

@@ -47,6 +47,10 @@ class CPState(NamedTuple):
     #: uninterrupted one would; None for the other schedules (or a state without it: the orders
     #: are drawn from ``seed``)
     rng_state: dict | None = None
+    #: the iterations behind these messages (of this fit and of those it resumed): a resumed fit
+    #: ends the noise's and the learned parameters' warm-up where the uninterrupted one would
+    #: (None: unknown, taken as past the warm-up)
+    iterations: int | None = None
 
 
 class VMPState(NamedTuple):
