@@ -45,11 +45,11 @@ from ..tensor.engine import (
 from ..tensor.layout import make_layout
 from . import n_workers, on_worker_threads, worker_threads
 from .checkpoints import Checkpoints, check_path
-from .learn import ClusterLearner, expected_chunks
+from .learn import ClusterLearner, EMRows
 from .partitions import Partitions
 
 
-class CPPartition:
+class CPPartition(EMRows):
     """One partition of a CP fit's entries on a worker (a Dask actor): a ``CPEngine`` over its
     entries, whose messages stay here. ``setup`` builds it (flat messages), ``sweep`` runs one
     sweep from the posterior it is sent and returns the per-group sums, ``change`` the stopping
@@ -143,11 +143,6 @@ class CPPartition:
         eng = self.engine
         n = eng.problem.y.shape[0]
         self.m, self.s2 = entry_marginals(eng.lay.gidx, eng.covariance, np.empty(n), np.empty(n), M, E2)
-
-    @on_worker_threads
-    def expected(self, likelihood, nodes, weights):
-        """The per-chunk sums of E[log p(y | f)] under the marginals for ``likelihood``."""
-        return expected_chunks(likelihood, self.engine.problem.y, self.m, self.s2, nodes, weights)
 
 
 def refusals(model, method, o, likelihood, func):

@@ -5,13 +5,18 @@ The marginals of f at the rows or entries stay on the partitions (their ``margin
 method computes and keeps them), and each update takes its sums from there: a learned Gaussian
 noise's sum of squares (``squares``), and at every value the EM search tries, the per-chunk sums
 of the expected log-likelihood (``expected``), added in partition order, as one process adds its
-chunks (the same sums where the partitions hold whole chunks of ``EXPECT_CHUNK`` values).
+chunks of ``EXPECT_CHUNK`` values. A chunk that two partitions share is summed whole by the
+first (``EMRows``): after each update's marginals, every partition sends the (value, mean,
+variance) of its rows before its first whole chunk, a few thousand numbers at most, to the
+partition whose last chunk they end; so the sums, the EM search and the learned values are the
+one-process fit's, bitwise, however the rows are split.
 """
 
 import numpy as np
 
 from ..glm.learn import LikelihoodLearner, em_search, expectation_scratch
 from ..kernels.glm import generic
+from . import on_worker_threads
 
 
 def expected_chunks(likelihood, y, m, s2, nodes, weights):
@@ -23,10 +28,63 @@ def expected_chunks(likelihood, y, m, s2, nodes, weights):
     return part
 
 
-def _partition_marginals(parts, *posterior):
-    """The marginals under the posterior, computed and kept on the partitions."""
-    parts.call("marginals", *posterior)
-    return None, None
+class EMRows:
+    """What a partition (``regression.Partition``, ``cp.CPPartition``: ``values()`` and the
+    marginals ``m``, ``s2`` its ``marginals`` keeps) adds to the EM objective: the per-chunk sums
+    of E[log p(y | f)] over the chunks of ``EXPECT_CHUNK`` values that begin in its rows, the
+    rows after it that its last chunk holds (``em_take``) included, and the rows before its first
+    whole chunk (``em_head``) left to the partition whose chunk they end."""
+
+    em_skip = 0  #: the rows before the partition's first whole chunk
+    em_tail = None  #: (values, means, variances) of the rows after it in its last chunk
+
+    def size(self):
+        """The partition's rows or entries."""
+        return int(self.values().shape[0])
+
+    def em_head(self, first):
+        """(values, means, variances) of the rows before the partition's first whole chunk
+        (``first``: its first row in the whole fit), which the partition whose chunk they end
+        sums; this partition's chunks begin after them."""
+        y = self.values()
+        k = min(y.shape[0], -first % generic.EXPECT_CHUNK)
+        self.em_skip, self.em_tail = k, None
+        return y[:k].copy(), self.m[:k].copy(), self.s2[:k].copy()
+
+    def em_take(self, y, m, s2):
+        """The rows after this partition's own that its last chunk holds (the next partitions'
+        heads, in order)."""
+        self.em_tail = (y, m, s2) if y.shape[0] else None
+
+    @on_worker_threads
+    def expected(self, likelihood, nodes, weights):
+        """The per-chunk sums of E[log p(y | f)] under the marginals for ``likelihood``, over the
+        chunks that begin in the partition's rows (none: an empty array)."""
+        k = self.em_skip
+        y, m, s2 = self.values()[k:], self.m[k:], self.s2[k:]
+        if self.em_tail is not None:
+            y, m, s2 = (np.concatenate(pair) for pair in zip((y, m, s2), self.em_tail, strict=True))
+        if y.shape[0] == 0:
+            return np.zeros(0)
+        return expected_chunks(likelihood, y, m, s2, nodes, weights)
+
+
+def _exchange_heads(parts, sizes):
+    """After the marginals: each partition's head rows (``EMRows.em_head``) to the last partition
+    before it that begins a chunk, in order (``em_take``)."""
+    firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    heads = parts.call_each("em_head", [(int(f),) for f in firsts])
+    tails, owner = [[] for _ in heads], None
+    for i, (size, head) in enumerate(zip(sizes, heads, strict=True)):
+        if head[0].shape[0] and owner is not None:
+            tails[owner].append(head)
+        if head[0].shape[0] < size:  # (a chunk begins in its rows: it sums the rows that follow)
+            owner = i
+    empty = np.zeros(0)
+    parts.call_each(
+        "em_take",
+        [tuple(np.concatenate(col) for col in zip(*t, strict=True)) if t else (empty,) * 3 for t in tails],
+    )
 
 
 class ClusterLearner(LikelihoodLearner):
@@ -38,8 +96,18 @@ class ClusterLearner(LikelihoodLearner):
     def __init__(self, likelihood, parts, rule, y=None, **keywords):
         if y is None:
             y = np.concatenate(parts.call("values"))
-        super().__init__(likelihood, y, _partition_marginals, rule, **keywords)
+        super().__init__(likelihood, y, self._partition_marginals, rule, **keywords)
         self.parts, self.n = parts, y.shape[0]
+        self.sizes = None  # (the partitions' rows, asked once)
+
+    def _partition_marginals(self, parts, *posterior):
+        """The marginals under the posterior, computed and kept on the partitions; the heads of
+        the chunks they share sent to the partitions that sum those chunks."""
+        parts.call("marginals", *posterior)
+        if self.sizes is None:
+            self.sizes = parts.call("size")
+        _exchange_heads(parts, self.sizes)
+        return None, None
 
     def update(self, *posterior):
         return super().update(self.parts, *posterior)

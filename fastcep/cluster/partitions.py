@@ -107,7 +107,11 @@ class Partitions:
 
     def call(self, name, *args):
         """Each partition's ``name(*args)``, at once; their results in partition order."""
-        calls = [self._call(i, name, args) for i in range(len(self.actors))]
+        return self.call_each(name, [args] * len(self.actors))
+
+    def call_each(self, name, args):
+        """Partition i's ``name(*args[i])``, at once; their results in partition order."""
+        calls = [self._call(i, name, args[i]) for i in range(len(self.actors))]
         out = []
         for i, c in enumerate(calls):
             for attempt in range(self.ATTEMPTS + 1):
@@ -121,9 +125,9 @@ class Partitions:
                     if not self.lost(exc) or attempt == self.ATTEMPTS:
                         raise
                     self.revive(i)
-                    c = self._call(i, name, args)
+                    c = self._call(i, name, args[i])
         if name == "setup":
-            self.setup_args = args
+            self.setup_args = args[0]
         return out
 
     def _call(self, i, name, args):

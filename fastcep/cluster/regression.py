@@ -39,14 +39,14 @@ from ..kernels.glm.state import GLMProblem, GLMScratch, GLMState
 from ..kernels.glm.sweep import reduce_posterior
 from . import cuts, n_workers, on_worker_threads, worker_threads
 from .checkpoints import Checkpoints, check_path
-from .learn import ClusterLearner, expected_chunks
+from .learn import ClusterLearner, EMRows
 from .partitions import Partitions
 
 #: the methods and schedule a cluster fit runs (the parallel sweep: every message from one posterior)
 METHODS = ("cep1", "cep2", "ep")
 
 
-class Partition:
+class Partition(EMRows):
     """One partition of a regression's rows on a worker (a Dask actor): its features, values and
     site messages, and the one-process sweep over them.
 
@@ -106,12 +106,6 @@ class Partition:
     def squares(self):
         """sum over the rows of (y - m)^2 + s2 (a learned Gaussian noise's update)."""
         return float(np.sum((self.s - self.m) ** 2 + self.s2))
-
-    @on_worker_threads
-    def expected(self, likelihood, nodes, weights):
-        """The per-chunk sums of E[log p(y | f)] under the marginals for ``likelihood`` (chunks of
-        ``EXPECT_CHUNK`` rows, as one process sums them)."""
-        return expected_chunks(likelihood, self.s, self.m, self.s2, nodes, weights)
 
     def rows(self):
         return self.problem.X
