@@ -230,15 +230,14 @@ def test_learned_likelihood_parameters_on_a_cluster(client, tmp_path):
     """A negative binomial's dispersion and a Gaussian's noise variance learned on a cluster: the
     EM search's sums come from the partitions, added in the one-process order, a chunk of
     EXPECT_CHUNK rows that two partitions share summed whole by the first (``cluster.learn``):
-    the one-process fit's bits, whether the partitions hold whole chunks (8,192 rows) or not
-    (6,000 rows: before, the dispersion 4.6e-7 apart in log and the posterior means 2e-7 sd; the
-    Gaussian's sum of squares is numpy's pairwise sum, the same bits only where the split falls
-    on its halves). A checkpoint keeps the learned values."""
-    from fastcep.kernels.glm.generic import EXPECT_CHUNK
-
+    the one-process fit's bits, here with 6,000 rows, whose partitions share a chunk (before: the
+    dispersion 4.6e-7 apart in log, the posterior means 2e-7 sd; partitions of whole chunks:
+    ``tests/test_cluster_learn.py``). The Gaussian's sum of squares is numpy's pairwise sum: the
+    same bits only where the split falls on its halves, else to rounding. A checkpoint keeps the
+    learned values."""
     rng = np.random.default_rng(0)
     dispersion = None
-    for n in (2 * EXPECT_CHUNK, 6000):
+    for n in (6000,):
         X = rng.standard_normal((n, 4))
         counts = rng.negative_binomial(2.0, 2.0 / (2.0 + np.exp(X @ [0.4, -0.3, 0.2, 0.1] + 0.5)))
         values = X @ [1.0, -1.0, 0.5, 0.2] + 0.7 * rng.standard_normal(n)
@@ -248,7 +247,7 @@ def test_learned_likelihood_parameters_on_a_cluster(client, tmp_path):
             assert two.options["partitions"] == 2 and two.converged and two.n_iter == one.n_iter
             learned, want = getattr(two.likelihood, name), getattr(one.likelihood, name)
             dispersion = learned if name == "dispersion" else dispersion
-            if n == 2 * EXPECT_CHUNK or model == "negbin":
+            if model == "negbin":
                 assert learned == want
                 np.testing.assert_array_equal(two.posterior.mean, one.posterior.mean)
             else:
@@ -386,13 +385,12 @@ def test_the_command_line_fits_a_tensor_on_a_scheduler(client, tmp_path, monkeyp
 
 def test_a_cp_fit_learns_a_dispersion_on_a_cluster(client, tmp_path):
     """A negative binomial CP fit's dispersion learned on a cluster (the entries' marginals and the
-    EM objective's sums on the partitions, ``cluster.learn``): the one-process fit's bits,
-    whether the partitions hold whole chunks of 4,096 entries (8,192 entries: two of them) or
-    share one (6,000 entries; before the shared chunk was summed whole by one partition: the
-    dispersion 4.6e-7 apart in log, the posterior means 2.0e-7 sd). A checkpoint keeps the
-    learned value: a fit resumed at its last iteration ends with it."""
+    EM objective's sums on the partitions, ``cluster.learn``): the one-process fit's bits, here
+    with 6,000 entries, whose partitions share a chunk of 4,096 (before the shared chunk was
+    summed whole by one partition: the dispersion 4.6e-7 apart in log, the posterior means 2.0e-7
+    sd). A checkpoint keeps the learned value: a fit resumed at its last iteration ends with it."""
     kw = dict(model="cp_negbin", schedule="parallel", damping=0.3, max_iter=15, rank=3)
-    for n in (8192, 6000):
+    for n in (6000,):
         coords, values = tensor("cp_poisson", n=n)
         one = fastcep.fit(coords, values, **kw)
         two = fastcep.fit(coords, values, client=client, **kw)
