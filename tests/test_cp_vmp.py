@@ -497,9 +497,10 @@ def test_post_resume_gives_the_uninterrupted_posterior(tmp_path, gaussian_split)
 
 @pytest.mark.parametrize("model", ["cp_gaussian", "cp_probit"])
 def test_a_vmp_fit_resumes_from_its_state(model, gaussian_split, binary_split):
-    """res.state (moments and q(tau)) continues a VMP fit: 4 + 6 iterations give the posterior of
-    10, to rounding (the second moments are recomputed from the state; measured 1e-15) (issue
-    19: every fit returns a resumable state)."""
+    """res.state (moments, their second moments as the kernels formed them, and q(tau)) continues
+    a VMP fit: 4 + 6 iterations give the posterior of 10, bitwise (before the state carried E2,
+    its second moments were formed again: 1e-15 apart) (issue 19: every fit returns a
+    resumable state)."""
     T, tr = (gaussian_split if model == "cp_gaussian" else binary_split)[:2]
     shape = T.shape
     kw = dict(model=model, method="vmp", shape=shape, rank=3, seed=2, tol=0.0, n_threads=1)
@@ -509,12 +510,14 @@ def test_a_vmp_fit_resumes_from_its_state(model, gaussian_split, binary_split):
     rest = fastcep.fit(T.coords[tr], T.values[tr], max_iter=6, init_state=part.state, **kw)
     got, want = rest.posterior, full.posterior
     for a, b in zip(got.means + got.covs, want.means + want.covs, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
-    if model == "cp_gaussian":
-        np.testing.assert_allclose(rest.posterior.noise, full.posterior.noise, rtol=1e-12)
-    np.testing.assert_allclose(rest.trace.elbo, full.trace.elbo[4:], rtol=1e-12)
+        np.testing.assert_array_equal(a, b)
+    assert rest.posterior.noise == full.posterior.noise
+    np.testing.assert_array_equal(rest.trace.elbo, full.trace.elbo[4:])
     bad = part.state._replace(M=part.state.M[:-1])
     with pytest.raises(ValueError, match="'init_state' parameter of fit must be a VMPState with M"):
+        fastcep.fit(T.coords[tr], T.values[tr], max_iter=2, init_state=bad, **kw)
+    bad = part.state._replace(E2=part.state.E2[:-1])
+    with pytest.raises(ValueError, match="'init_state' parameter of fit must be a VMPState whose E2"):
         fastcep.fit(T.coords[tr], T.values[tr], max_iter=2, init_state=bad, **kw)
 
 

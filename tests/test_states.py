@@ -3,7 +3,7 @@ changes (messages or moments, the posterior, hyper-posterior and learned likelih
 the damping and its phase, the sequential schedule's generator, the iterations behind it), and
 ``fit(..., init_state=res.state)`` goes on as the uninterrupted fit would: 7 + 5 iterations are
 12. Bitwise, except where a fit rebuilds from the state in another order (CP's parallel sweeps
-with per-group sums, VMP: to rounding), and two documented exceptions: CP-WOPT (scipy's L-BFGS-B
+with per-group sums: to rounding), and two documented exceptions: CP-WOPT (scipy's L-BFGS-B
 takes no memory to start from) and method "kjit" (its learned oracle is not part of the
 state)."""
 
@@ -70,9 +70,9 @@ def test_a_resumed_cp_fit_is_the_uninterrupted_one(model, opts):
     }[model]
     kw = dict(model=model, shape=T.shape, rank=2, seed=0, tol=0.0, **opts)
     full, part, rest = _three(lambda **more: fastcep.fit(T.coords, values, **kw, **more))
-    # (the default parallel sweeps' per-group sums, and VMP's moments: to rounding)
+    # (the default parallel sweeps' per-group sums: to rounding)
     parallel_full = "schedule" not in opts and "covariance" not in opts and model != "cp_poisson"
-    rounding = parallel_full and opts.get("method", "cep1") in ("cep1", "vmp")
+    rounding = parallel_full and opts.get("method", "cep1") == "cep1"
     for k in range(3):
         if rounding:
             np.testing.assert_allclose(rest.posterior.means[k], full.posterior.means[k], rtol=0, atol=1e-12)

@@ -60,6 +60,9 @@ class VMPState(NamedTuple):
     M: np.ndarray  #: (n_obj, R) posterior means, every mode's objects in turn
     S: np.ndarray  #: (n_obj, R, R) posterior covariances
     b: float  #: rate of q(tau), the Gamma posterior of the noise precision (cp_gaussian; NaN else)
+    #: (n_obj, R, R) E[u u^T] as the fit's kernels formed them, so that a resumed fit goes on with
+    #: their bits (None: S + M M^T formed again, which differs in the last bits)
+    E2: np.ndarray | None = None
 
 
 class FactorState(NamedTuple):

@@ -247,7 +247,14 @@ def _check_vmp_state(state, n_obj, R, model, func):
     b = float(state.b)
     if not (np.all(np.isfinite(M)) and np.all(np.isfinite(S))) or (model == "cp_gaussian" and not b > 0):
         raise V.param_error("init_state", func, "finite moments and a rate b > 0", "other numbers")
-    return dict(init_means=M, init_covs=S, init_b=b if model == "cp_gaussian" else None)
+    E2 = getattr(state, "E2", None)
+    if E2 is not None:
+        E2 = np.asarray(E2, dtype=np.float64)
+        if E2.shape != S.shape or not np.all(np.isfinite(E2)):
+            raise V.param_error(
+                "init_state", func, f"a VMPState whose E2 is finite, ({n_obj}, {R}, {R})", E2.shape
+            )
+    return dict(init_means=M, init_covs=S, init_b=b if model == "cp_gaussian" else None, init_E2=E2)
 
 
 class VMPEngine:
@@ -278,7 +285,7 @@ class VMPEngine:
 
     def __init__(
         self, lay, y, s, model, R, *, prior_Lam, prior_eta, a0, b0, init_means, init_covs=None, init_snr=None,
-        init_b=None, func="fit",
+        init_b=None, init_E2=None, func="fit",
     ):  # fmt: skip
         n = lay.gidx.shape[0]
         n_obj = int(lay.offsets[-1])
@@ -316,7 +323,10 @@ class VMPEngine:
         )
         none = np.empty((0, self.Kmodes, R, R)), np.empty((0, self.Kmodes, R)), np.empty(0), np.empty(0)
         self.store = CPStore(*none, self.P_Lam, self.P_eta, self.M, self.S, self.E2, np.full(3, np.nan))
-        second_moments(self.M, self.S, "full", out=self.E2)
+        if init_E2 is None:
+            second_moments(self.M, self.S, "full", out=self.E2)
+        else:  # (a resumed fit: the bits the fit it resumes had)
+            self.E2[:] = init_E2
         K.entry_pass(self.code, lay.gidx, y, s, self.M, self.E2, self.f_old, ENTRY_CHUNK, self.entry_part)
         self.a = a0 + 0.5 * n
         if model == "cp_gaussian" and init_b is not None:  # (a resumed fit: as it left off)
@@ -371,5 +381,5 @@ class VMPEngine:
         noise = (float(self.a), float(self.b)) if self.model == "cp_gaussian" else None
         M, S = (self.M.copy(), self.S.copy()) if copy else (self.M, self.S)
         args = (self.model, "vmp", "full", self.R, shape, M, S, noise)
-        state = VMPState(self.M.copy(), self.S.copy(), float(self.b))
+        state = VMPState(self.M.copy(), self.S.copy(), float(self.b), self.E2.copy())
         return CPResult(*args, n_iter, converged, stop_reason, trace, state, options)
