@@ -60,6 +60,8 @@ INIT_VAR_FRACTION = 0.01
 #: predictions whose mean square is below this fraction of the values' have collapsed to 0: the
 #: change is measured against the values' scale there (``CPEngine.step``)
 COLLAPSED = 1e-12
+#: the store's posterior that a resumable state carries (``CPState.posterior``)
+POSTERIOR_FIELDS = ("P_Lam", "P_eta", "M", "S", "E2")
 #: the signature defaults of ``fit_cp``, from the option table (``fastcep._options``)
 CP_DEFAULTS = O.defaults("cp", "cep1")
 
@@ -356,6 +358,8 @@ class CPEngine:
         self.rebuild(moments=self.resumed)
         if messages is None:
             self._start(init_means, init_covs)
+        elif getattr(messages, "posterior", None) is not None:  # (the bits the fit left)
+            self._restore_posterior(messages.posterior)
         noise = self.store.noise
         noise[0], noise[1] = self._noise_sums()
         noise[2] = noise[0] / noise[1]
@@ -420,6 +424,22 @@ class CPEngine:
             st.P_eta[:] = np.einsum("oij,oj->oi", st.P_Lam, M)
         else:
             st.P_eta[:] = st.P_Lam * M
+
+    def _restore_posterior(self, posterior):
+        """A resumed fit's posterior as the fit it resumes left it (``CPState.posterior``), in
+        place of prior + messages summed again (which differs in the last bits where that fit
+        summed its sweeps' messages per group)."""
+        st = self.store
+        mine = [getattr(st, k) for k in POSTERIOR_FIELDS]
+        if len(posterior) != len(mine) or any(
+            np.shape(a) != b.shape for a, b in zip(posterior, mine, strict=False)
+        ):
+            raise ValueError(
+                "The 'init_state' parameter of fit holds a posterior of other shapes than this fit's "
+                f"({', '.join(str(b.shape) for b in mine)}): a state of another rank or covariance."
+            )
+        for a, b in zip(posterior, mine, strict=True):
+            b[:] = a
 
     # ------------------------------------------------------------------------------ posterior
     def _noise_sums(self):
@@ -658,8 +678,18 @@ class CPEngine:
         st = self.store
         # (the sequential schedule's generator: where the next iteration's order comes from)
         at = self.rng.bit_generator.state if self.schedule == "sequential" and self.rng is not None else None
+        posterior = tuple(getattr(st, k).copy() for k in POSTERIOR_FIELDS)
         return CPState(
-            st.Lam, st.eta, st.alpha, st.beta, self.hyper, likelihood, self.data_sha256, at, self.at
+            st.Lam,
+            st.eta,
+            st.alpha,
+            st.beta,
+            self.hyper,
+            likelihood,
+            self.data_sha256,
+            at,
+            self.at,
+            posterior,
         )
 
     def result(self, shape, n_iter, converged, stop_reason, trace, options, copy=True):

@@ -51,6 +51,10 @@ class CPState(NamedTuple):
     #: ends the noise's and the learned parameters' warm-up where the uninterrupted one would
     #: (None: unknown, taken as past the warm-up)
     iterations: int | None = None
+    #: the posterior as the fit left it (P_Lam, P_eta, M, S, E2: ``kernels.tensor.CPStore``'s), so
+    #: that a resumed fit starts from its bits rather than from prior + messages summed again in
+    #: another order (None: summed again)
+    posterior: tuple | None = None
 
 
 class VMPState(NamedTuple):
