@@ -36,7 +36,7 @@ class EMRows:
     whole chunk (``em_head``) left to the partition whose chunk they end."""
 
     em_skip = 0  #: the rows before the partition's first whole chunk
-    em_tail = None  #: (values, means, variances) of the rows after it in its last chunk
+    em_rows = None  #: (values, means, variances) of the rows its chunks hold, set by ``em_take``
 
     def size(self):
         """The partition's rows or entries."""
@@ -48,22 +48,24 @@ class EMRows:
         sums; this partition's chunks begin after them."""
         y = self.values()
         k = min(y.shape[0], -first % generic.EXPECT_CHUNK)
-        self.em_skip, self.em_tail = k, None
+        self.em_skip, self.em_rows = k, None
         return y[:k].copy(), self.m[:k].copy(), self.s2[:k].copy()
 
     def em_take(self, y, m, s2):
         """The rows after this partition's own that its last chunk holds (the next partitions'
-        heads, in order)."""
-        self.em_tail = (y, m, s2) if y.shape[0] else None
+        heads, in order): with its own rows after its head, the rows its chunks hold, joined
+        once an update (the EM search then sums them some 35 times)."""
+        k = self.em_skip
+        own = self.values()[k:], self.m[k:], self.s2[k:]
+        if y.shape[0]:
+            own = tuple(np.concatenate(pair) for pair in zip(own, (y, m, s2), strict=True))
+        self.em_rows = own
 
     @on_worker_threads
     def expected(self, likelihood, nodes, weights):
         """The per-chunk sums of E[log p(y | f)] under the marginals for ``likelihood``, over the
         chunks that begin in the partition's rows (none: an empty array)."""
-        k = self.em_skip
-        y, m, s2 = self.values()[k:], self.m[k:], self.s2[k:]
-        if self.em_tail is not None:
-            y, m, s2 = (np.concatenate(pair) for pair in zip((y, m, s2), self.em_tail, strict=True))
+        y, m, s2 = self.em_rows
         if y.shape[0] == 0:
             return np.zeros(0)
         return expected_chunks(likelihood, y, m, s2, nodes, weights)

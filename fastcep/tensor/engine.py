@@ -355,11 +355,12 @@ class CPEngine:
         self.sweep = SWEEPS[_sweep_kind(method, covariance, schedule, expect_under)]
         self.resumed = messages is not None
         # (a fresh fit's start writes the moments: the natural parameters only, checked)
-        self.rebuild(moments=self.resumed)
+        held = getattr(messages, "posterior", None)  # (a resumed fit's posterior, as it was left)
+        self.rebuild(moments=self.resumed and held is None)
         if messages is None:
             self._start(init_means, init_covs)
-        elif getattr(messages, "posterior", None) is not None:  # (the bits the fit left)
-            self._restore_posterior(messages.posterior)
+        elif held is not None:  # (the bits the fit left, not prior + messages summed again)
+            self._restore_posterior(held)
         noise = self.store.noise
         noise[0], noise[1] = self._noise_sums()
         noise[2] = noise[0] / noise[1]
@@ -609,7 +610,7 @@ class CPEngine:
     def _sequential(self, it):
         """Entries in a seeded random order, the posterior refreshed after each."""
         order = self.rng.permutation(self.n).astype(np.int64)
-        fix_tau = self.warm and self.done + it <= self.noise_warmup
+        fix_tau = self.warm and self.at <= self.noise_warmup
         args = (self.problem, self.store, self.scratch, order, fix_tau, self.rho, self.lik)
         if self.covariance == "full":
             return int(K.sequential_full(*args))
@@ -644,11 +645,11 @@ class CPEngine:
         n_skipped += self.n_restored
         if self.model == "cp_gaussian":
             noise[0], noise[1] = self._noise_sums()
-            held = self.warm and self.done + it <= self.noise_warmup
+            held = self.warm and self.at <= self.noise_warmup
             noise[2] = self.tau_init if held else noise[0] / noise[1]
         change = self.prediction_change()
         param_change = moments_change(M_old, var_old, M, _variances(S, self.covariance))
-        if self.learner is not None and not (self.learn_warm and self.done + it <= self.noise_warmup):
+        if self.learner is not None and not (self.learn_warm and self.at <= self.noise_warmup):
             # a generic model's learned likelihood parameters, from the entries' marginals under
             # the new posterior (as a regression's, ``fastcep.glm.learn``); the largest change of
             # a parameter's log enters the stopping measure
