@@ -219,3 +219,43 @@ def test_the_package_s_imports_have_no_cycles():
         if m not in state:
             visit(m, [m])
     assert not cycles, cycles
+
+
+def _tuple_unpacks_in_parallel_drivers(source):
+    """(function, line) of every assignment in a ``parallel=True`` driver of ``source`` that
+    unpacks a tuple: a variable (``a, b = store``) or a tuple display of four names or more.
+    Python compiles ``a, b, c = x.a, x.b, x.c`` to three plain stores. (A shape or a leaf's
+    returned scalars may be unpacked.)"""
+    import ast
+
+    bad = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        parallel = any("PARALLEL" in ast.unparse(d) for d in fn.decorator_list)
+        if not parallel:
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Tuple) for t in node.targets):
+                target = next(t for t in node.targets if isinstance(t, ast.Tuple))
+                if isinstance(node.value, ast.Name) or (
+                    isinstance(node.value, ast.Tuple) and len(target.elts) > 3
+                ):
+                    bad.append((fn.name, node.lineno))
+    return bad
+
+
+def test_the_parallel_drivers_never_unpack_a_tuple():
+    """numba's parfor pass drops a loop's writes to an array that a tuple assignment unpacked
+    (``kernels/tensor/state.py``): the drivers take their arrays at most three to a line."""
+    kernels = pathlib.Path(fastcep.kernels.__file__).parent
+    bad = []
+    for path in sorted(kernels.rglob("*.py")):
+        bad += [(path.name, *b) for b in _tuple_unpacks_in_parallel_drivers(path.read_text())]
+    assert not bad, bad
+    # (the check itself finds both forms)
+    probe = (
+        "@njit(**PARALLEL_CACHED)\ndef f(problem, store):\n    a, b = store\n"
+        "    c, d, e, g = problem.c, problem.d, problem.e, problem.g\n    h, i = problem.h, problem.i\n"
+    )
+    assert _tuple_unpacks_in_parallel_drivers(probe) == [("f", 3), ("f", 4)]

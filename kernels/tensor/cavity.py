@@ -155,34 +155,16 @@ def sweep_cavity_full(problem, store, scratch, k_lo, k_hi, etau, rho, chunk, lik
     (``state.CPScratch``). The sums per object (``problem.with_sums``) and (MODEL_GENERIC) lik as
     ``sweep_full``.
     """
-    model = problem.code
-    gidx = problem.gidx
-    y = problem.y
-    s = problem.s
-    nodes = problem.nodes
-    weights = problem.weights
-    with_noise = problem.with_noise
-    with_sums = problem.with_sums
-    Lam = store.Lam
-    eta = store.eta
-    alpha = store.alpha
-    beta = store.beta
-    P_Lam = store.P_Lam
-    P_eta = store.P_eta
-    M = store.M
-    E2 = store.E2
-    skipped = scratch.skipped
-    mat = scratch.mat
-    vec = scratch.vec
-    part_L = scratch.part_L
-    part_e = scratch.part_e
-    Mc = scratch.cav_M
-    E2c = scratch.cav_E2
-    cmat = scratch.cav_mat
-    cvec = scratch.cav_vec
-    Mb = scratch.cav_Mb
-    E2b = scratch.cav_E2b
-    okb = scratch.cav_ok
+    model, gidx, y = problem.code, problem.gidx, problem.y
+    s, nodes, weights = problem.s, problem.nodes, problem.weights
+    with_noise, with_sums = problem.with_noise, problem.with_sums
+    Lam, eta, alpha = store.Lam, store.eta, store.alpha
+    beta, P_Lam, P_eta = store.beta, store.P_Lam, store.P_eta
+    M, E2 = store.M, store.E2
+    skipped, mat, vec = scratch.skipped, scratch.mat, scratch.vec
+    part_L, part_e, Mc = scratch.part_L, scratch.part_e, scratch.cav_M
+    E2c, cmat, cvec = scratch.cav_E2, scratch.cav_mat, scratch.cav_vec
+    Mb, E2b, okb = scratch.cav_Mb, scratch.cav_E2b, scratch.cav_ok
     n = gidx.shape[0]
     K = gidx.shape[1]
     R = M.shape[1]
@@ -192,7 +174,8 @@ def sweep_cavity_full(problem, store, scratch, k_lo, k_hi, etau, rho, chunk, lik
     LfA = Lam.reshape((Lam.shape[0], K * RR))
     idx = np.arange(K)  # (rows of one entry's cavity moments Mc[c], E2c[c]: see entry_update)
     for c in prange(-(-n // chunk)):
-        A, Lb, w, ec = cmat[c, 0], cmat[c, 1], cvec[c, 0], cvec[c, 1]
+        A, Lb = cmat[c, 0], cmat[c, 1]
+        w, ec = cvec[c, 0], cvec[c, 1]
         P = cmat[c, 1].reshape((RR, B))  # (Lb once the cavities are formed)
         Mbc, E2bc, ok = Mb[c], E2b[c], okb[c]
         E2bf = E2bc.reshape((K, RR, B))

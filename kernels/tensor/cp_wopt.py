@@ -68,12 +68,8 @@ def value_and_grad(problem, U, reg, entry_chunk, res, sse, sq, G, z):
     (ceil(n / entry_chunk),) and sq (ceil(n_obj / obj_chunk),) partial sums, z (ceil(n_obj /
     obj_chunk), R).
     """
-    gidx = problem.gidx
-    y = problem.y
-    ptr = problem.ptr
-    ent = problem.ent
-    obj_mode = problem.obj_mode
-    obj_chunk = problem.obj_chunk
+    gidx, y, ptr = problem.gidx, problem.y, problem.ptr
+    ent, obj_mode, obj_chunk = problem.ent, problem.obj_mode, problem.obj_chunk
     n = gidx.shape[0]
     n_obj = U.shape[0]
     for c in prange(sse.shape[0]):

@@ -88,21 +88,28 @@ def log_lik(model, y, s, etau, f):
 
 
 @njit(**LEAF)
-def product_gradient(x, K, R, gf):
-    """f = sum_r prod_k x[k R + r] (returned) and gf (K R,) its gradient (no division: zeros are fine)."""
+def cp_value(x, K, R):
+    """f = sum_r prod_k x[k R + r]: the CP model's value at the K stacked vectors x (K R,)."""
     f = 0.0
     for r in range(R):
         p = 1.0
         for k in range(K):
             p *= x[k * R + r]
         f += p
+    return f
+
+
+@njit(**LEAF)
+def product_gradient(x, K, R, gf):
+    """f = ``cp_value`` (returned) and gf (K R,) its gradient (no division: zeros are fine)."""
+    for r in range(R):
         for k in range(K):
             q = 1.0
             for kk in range(K):
                 if kk != k:
                     q *= x[kk * R + r]
             gf[k * R + r] = q
-    return f
+    return cp_value(x, K, R)
 
 
 @njit(**LEAF)
@@ -116,13 +123,7 @@ def objective(model, y, s, etau, Lc, ec, x, K, R):
             for j in range(R):
                 t += Lc[k, i, j] * x[b + j]
             v += x[b + i] * (0.5 * t - ec[k, i])
-    f = 0.0
-    for r in range(R):
-        p = 1.0
-        for k in range(K):
-            p *= x[k * R + r]
-        f += p
-    h, _, _ = log_lik(model, y, s, etau, f)
+    h, _, _ = log_lik(model, y, s, etau, cp_value(x, K, R))
     return v - h
 
 
@@ -176,12 +177,8 @@ def newton_mode(model, y, s, etau, Lc, ec, x, K, R, mat, vec):
     found) or FAILED (a non-finite value).
     """
     n = K * R
-    H = mat[0]
-    T = mat[1]
-    Lh = mat[2]
-    G = vec[0]
-    dx = vec[1]
-    gf = vec[2]
+    H, T, Lh = mat[0], mat[1], mat[2]
+    G, dx, gf = vec[0], vec[1], vec[2]
     xt = vec[3]
     phi = objective(model, y, s, etau, Lc, ec, x, K, R)
     if not finite(phi):
@@ -316,12 +313,9 @@ def lp_messages(model, y, s, etau, Lc, ec, x, K, R, indefinite, Lmsg, emsg, ok, 
     eta* = Lam+ u_k* + (Lc_k u_k* - ec_k), so that cavity times message still has its mean at the
     mode u_k*. Returns the ``newton_mode`` status.
     """
-    H = mat[0]
-    T = mat[1]
-    Lh = mat[2]
+    H, T, Lh = mat[0], mat[1], mat[2]
     Y = mat[3]
-    gf = vec[2]
-    G = vec[0]
+    gf, G = vec[2], vec[0]
     status, _ = newton_mode(model, y, s, etau, Lc, ec, x, K, R, mat, vec)
     for k in range(K):
         ok[k] = False
@@ -458,28 +452,14 @@ def sweep_lp(problem, store, scratch, k_lo, k_hi, etau, rho, chunk):
     Unit c (entries c chunk .. (c + 1) chunk - 1) uses row c of the lp_ scratch
     (``state.CPScratch``); scratch.skipped[c] accumulates.
     """
-    model = problem.code
-    gidx = problem.gidx
-    y = problem.y
-    s = problem.s
-    indefinite = problem.lp_rule
-    with_noise = problem.with_noise
-    Lam = store.Lam
-    eta = store.eta
-    alpha = store.alpha
-    beta = store.beta
-    P_Lam = store.P_Lam
-    P_eta = store.P_eta
-    M = store.M
-    E2 = store.E2
-    skipped = scratch.skipped
-    Lc = scratch.lp_Lc
-    ec = scratch.lp_ec
-    Lmsg = scratch.lp_Lmsg
-    emsg = scratch.lp_emsg
-    ok = scratch.lp_ok
-    mat = scratch.lp_mat
-    vec = scratch.lp_vec
+    model, gidx, y = problem.code, problem.gidx, problem.y
+    s, indefinite, with_noise = problem.s, problem.lp_rule, problem.with_noise
+    Lam, eta, alpha = store.Lam, store.eta, store.alpha
+    beta, P_Lam, P_eta = store.beta, store.P_Lam, store.P_eta
+    M, E2 = store.M, store.E2
+    skipped, Lc, ec = scratch.skipped, scratch.lp_Lc, scratch.lp_ec
+    Lmsg, emsg, ok = scratch.lp_Lmsg, scratch.lp_emsg, scratch.lp_ok
+    mat, vec = scratch.lp_mat, scratch.lp_vec
     n = gidx.shape[0]
     for c in prange(-(-n // chunk)):
         t = 0

@@ -100,12 +100,9 @@ def whiten_cavity(Lc, ec, Ez, Ezz, mat, vec, c0, full):
     rest undefined) if the cavity is not positive definite. L, W, T, B_z go to mat[0..3], v, w
     to vec[0], vec[1] (``probit_message``'s scratch)."""
     R = Ez.shape[0]
-    L = mat[0]
-    W = mat[1]
-    T = mat[2]
+    L, W, T = mat[0], mat[1], mat[2]
     B = mat[3]
-    v = vec[0]
-    w = vec[1]
+    v, w = vec[0], vec[1]
     if not cholesky(Lc, L):
         return False, 0.0, 0.0, 0.0
     tri_inverse(L, W)
@@ -172,14 +169,9 @@ def probit_message(Lc, ec, s, Ez, Ezz, Lmsg, emsg, mat, vec, fallback, rank1=Fal
     first-order fallback). mat: (PROBIT_MATS, R, R), vec: (PROBIT_VECS, R) C-contiguous scratch.
     """
     R = Ez.shape[0]
-    W = mat[1]
-    T = mat[2]
-    B = mat[3]
-    L2 = mat[4]
-    F = mat[5]
-    v = vec[0]
-    w = vec[1]
-    m = vec[2]
+    W, T, B = mat[1], mat[2], mat[3]
+    L2, F = mat[4], mat[5]
+    v, w, m = vec[0], vec[1], vec[2]
     ok, vv, vw, c = whiten_cavity(Lc, ec, Ez, Ezz, mat, vec, 1.0, not rank1)
     if not ok:
         return 0
@@ -414,12 +406,8 @@ def entry_update(
     number of messages not applied.
     """
     R = M.shape[1]
-    Ezz = mat[0]
-    Lc = mat[1]
-    Lmsg = mat[2]
-    Ez = vec[0]
-    ec = vec[1]
-    emsg = vec[2]
+    Ezz, Lc, Lmsg = mat[0], mat[1], mat[2]
+    Ez, ec, emsg = vec[0], vec[1], vec[2]
     skipped = 0
     for k in range(k_lo, k_hi):
         other_modes_moments(mom_e, k, M, E2, Ez, Ezz)

@@ -117,21 +117,13 @@ def rebuild_full(problem, store, scratch, lo, hi, moments):
     positive definite. The R x R blocks are summed whole, then the lower triangle of the sum is
     mirrored (``start_from_prior``, ``finish_object``).
     """
-    ptr = problem.ptr
-    ent = problem.ent
-    obj_mode = problem.obj_mode
-    prior_Lam = problem.prior_Lam
-    prior_eta = problem.prior_eta
-    Lam = store.Lam
-    eta = store.eta
-    P_Lam = store.P_Lam
-    P_eta = store.P_eta
-    M = store.M
-    S = store.S
+    ptr, ent, obj_mode = problem.ptr, problem.ent, problem.obj_mode
+    prior_Lam, prior_eta = problem.prior_Lam, problem.prior_eta
+    Lam, eta, P_Lam = store.Lam, store.eta, store.P_Lam
+    P_eta, M, S = store.P_eta, store.M, store.S
     E2 = store.E2
     obj_chunk = problem.obj_chunk
-    Ls = scratch.Ls
-    bad = scratch.bad
+    Ls, bad = scratch.Ls, scratch.bad
     R = M.shape[1]
     RR = R * R
     K = Lam.shape[1]
@@ -161,17 +153,10 @@ def reduce_object_sums(problem, store, scratch):
     ``problem.with_sums`` over all modes (scratch.part_L, part_e), added in group order (fixed:
     the result does not depend on the number of threads), then its moments as ``rebuild_full``
     (the lower triangle of the sum mirrored; scratch.bad[o] = 1 where not positive definite)."""
-    prior_Lam = problem.prior_Lam
-    prior_eta = problem.prior_eta
-    obj_chunk = problem.obj_chunk
-    P_Lam = store.P_Lam
-    P_eta = store.P_eta
-    M = store.M
-    S = store.S
-    E2 = store.E2
-    part_L = scratch.part_L
-    part_e = scratch.part_e
-    Ls = scratch.Ls
+    prior_Lam, prior_eta, obj_chunk = problem.prior_Lam, problem.prior_eta, problem.obj_chunk
+    P_Lam, P_eta, M = store.P_Lam, store.P_eta, store.M
+    S, E2 = store.S, store.E2
+    part_L, part_e, Ls = scratch.part_L, scratch.part_e, scratch.Ls
     bad = scratch.bad
     R = M.shape[1]
     RR = R * R
@@ -193,17 +178,10 @@ def reduce_object_sums(problem, store, scratch):
 @njit(**PARALLEL_CACHED)
 def rebuild_diag(problem, store, scratch):
     """Diagonal variant of ``rebuild_full`` (every object): all blocks are (R,)."""
-    ptr = problem.ptr
-    ent = problem.ent
-    obj_mode = problem.obj_mode
-    prior_Lam = problem.prior_Lam
-    prior_eta = problem.prior_eta
-    Lam = store.Lam
-    eta = store.eta
-    P_Lam = store.P_Lam
-    P_eta = store.P_eta
-    M = store.M
-    S = store.S
+    ptr, ent, obj_mode = problem.ptr, problem.ent, problem.obj_mode
+    prior_Lam, prior_eta = problem.prior_Lam, problem.prior_eta
+    Lam, eta, P_Lam = store.Lam, store.eta, store.P_Lam
+    P_eta, M, S = store.P_eta, store.M, store.S
     E2 = store.E2
     bad = scratch.bad
     n_obj, R = M.shape
@@ -229,16 +207,10 @@ def rebuild_diag(problem, store, scratch):
 @njit(**PARALLEL_CACHED)
 def rebuild_diag_coord(problem, store, scratch, lo, hi, k, r):
     """Coordinate r of objects lo..hi-1 (all of mode k) = prior + their messages; bad as in rebuild."""
-    ptr = problem.ptr
-    ent = problem.ent
-    prior_Lam = problem.prior_Lam
+    ptr, ent, prior_Lam = problem.ptr, problem.ent, problem.prior_Lam
     prior_eta = problem.prior_eta
-    Lam = store.Lam
-    eta = store.eta
-    P_Lam = store.P_Lam
-    P_eta = store.P_eta
-    M = store.M
-    S = store.S
+    Lam, eta, P_Lam = store.Lam, store.eta, store.P_Lam
+    P_eta, M, S = store.P_eta, store.M, store.S
     E2 = store.E2
     bad = scratch.bad
     for o in prange(lo, hi):
@@ -266,14 +238,9 @@ def restore_objects(problem, store, scratch, lo, hi, r, frac):
     covariances, one coordinate's step) only coordinate r's. scratch.restored (n_obj,) int64
     receives the number of changed messages per object (0 for one not bad). An object owns its
     messages (its mode's block of its entries): race-free."""
-    ptr = problem.ptr
-    ent = problem.ent
-    obj_mode = problem.obj_mode
-    Lam = store.Lam
-    eta = store.eta
-    bad = scratch.bad
-    old_Lam = scratch.old_Lam
-    old_eta = scratch.old_eta
+    ptr, ent, obj_mode = problem.ptr, problem.ent, problem.obj_mode
+    Lam, eta = store.Lam, store.eta
+    bad, old_Lam, old_eta = scratch.bad, scratch.old_Lam, scratch.old_eta
     restored = scratch.restored
     n, K = eta.shape[0], eta.shape[1]
     Lf = Lam.reshape((n, K, Lam.size // (n * K)))

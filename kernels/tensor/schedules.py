@@ -56,27 +56,14 @@ def sweep_full(problem, store, scratch, k_lo, k_hi, etau, rho, chunk, lik=None):
     prefetch (``rebuild_full``). Chunks are fixed ranges of entries, so the sums do not depend on
     the number of threads.
     """
-    model = problem.code
-    gidx = problem.gidx
-    y = problem.y
-    s = problem.s
-    nodes = problem.nodes
-    weights = problem.weights
-    with_noise = problem.with_noise
-    with_sums = problem.with_sums
-    Lam = store.Lam
-    eta = store.eta
-    alpha = store.alpha
-    beta = store.beta
-    P_Lam = store.P_Lam
-    P_eta = store.P_eta
-    M = store.M
-    E2 = store.E2
-    skipped = scratch.skipped
-    mat = scratch.mat
-    vec = scratch.vec
-    part_L = scratch.part_L
-    part_e = scratch.part_e
+    model, gidx, y = problem.code, problem.gidx, problem.y
+    s, nodes, weights = problem.s, problem.nodes, problem.weights
+    with_noise, with_sums = problem.with_noise, problem.with_sums
+    Lam, eta, alpha = store.Lam, store.eta, store.alpha
+    beta, P_Lam, P_eta = store.beta, store.P_Lam, store.P_eta
+    M, E2 = store.M, store.E2
+    skipped, mat, vec = scratch.skipped, scratch.mat, scratch.vec
+    part_L, part_e = scratch.part_L, scratch.part_e
     n = gidx.shape[0]
     R = M.shape[1]
     RR = R * R
@@ -115,11 +102,8 @@ def sweep_full(problem, store, scratch, k_lo, k_hi, etau, rho, chunk, lik=None):
 @njit(**PARALLEL_CACHED)
 def noise_messages_full(problem, store, rho):
     """Damped Gamma messages (shape 1/2, rate E[(y - f)^2] / 2) of every entry, in parallel."""
-    gidx = problem.gidx
-    y = problem.y
-    alpha = store.alpha
-    beta = store.beta
-    M = store.M
+    gidx, y = problem.gidx, problem.y
+    alpha, beta, M = store.alpha, store.beta, store.M
     E2 = store.E2
     for e in prange(gidx.shape[0]):
         damp_noise_message(e, alpha, beta, rho, expected_sq_error(gidx[e], y[e], M, E2))
@@ -136,20 +120,11 @@ def sweep_diag_coord(problem, store, scratch, k, r, etau, rho, chunk, lik=None):
     at once from the same means is a Jacobi step, which diverges when coordinates are coupled).
     scratch.skipped[c] accumulates counts; scratch.vec (n_chunks, 2) is the units' scratch.
     """
-    model = problem.code
-    gidx = problem.gidx
-    y = problem.y
-    s = problem.s
-    nodes = problem.nodes
-    weights = problem.weights
-    Lam = store.Lam
-    eta = store.eta
-    P_Lam = store.P_Lam
-    P_eta = store.P_eta
-    M = store.M
-    E2d = store.E2
-    skipped = scratch.skipped
-    out = scratch.vec
+    model, gidx, y = problem.code, problem.gidx, problem.y
+    s, nodes, weights = problem.s, problem.nodes, problem.weights
+    Lam, eta, P_Lam = store.Lam, store.eta, store.P_Lam
+    P_eta, M, E2d = store.P_eta, store.M, store.E2
+    skipped, out = scratch.skipped, scratch.vec
     n = gidx.shape[0]
     for c in prange(-(-n // chunk)):
         t = 0
@@ -164,11 +139,8 @@ def sweep_diag_coord(problem, store, scratch, k, r, etau, rho, chunk, lik=None):
 @njit(**PARALLEL_CACHED)
 def noise_messages_diag(problem, store, rho):
     """Damped Gamma messages (shape 1/2, rate E[(y - f)^2] / 2) of every entry, in parallel."""
-    gidx = problem.gidx
-    y = problem.y
-    alpha = store.alpha
-    beta = store.beta
-    M = store.M
+    gidx, y = problem.gidx, problem.y
+    alpha, beta, M = store.alpha, store.beta, store.M
     E2d = store.E2
     for e in prange(gidx.shape[0]):
         damp_noise_message(e, alpha, beta, rho, expected_sq_error_diag(gidx[e], y[e], M, E2d))

@@ -12,10 +12,12 @@ The kernel-side store is not called ``CPState``: that name is the public resumab
 model's likelihood goes beside the three as an argument of its own (a tuple inside a tuple cannot
 enter a numba parallel loop; ``None`` for the hand-written models, see ``messages.by_likelihood``).
 
-The parallel drivers take each array into a local name of its own (``M = store.M``), never by a
-tuple assignment: numba's parfor pass loses track of an array that such an assignment unpacks
-(four names or more build a tuple first) and drops the loop's writes to it as dead code (seen: a
-cavity sweep's skipped counts were lost; ``test_cp_kernels`` checks them).
+The parallel drivers take each array into a local name of its own, at most three to a line
+(``M, S, E2 = store.M, store.S, store.E2``, which Python compiles to plain stores), never by
+unpacking a tuple: numba's parfor pass loses track of an array that such an assignment unpacks
+(``... = store``, or four names or more, which build a tuple first) and drops the loop's writes
+to it as dead code (seen: a cavity sweep's skipped counts were lost; ``test_cp_kernels`` checks
+them; ``tests/test_style.py`` holds the rule).
 
 Shapes: n entries, K modes, R rank, n_obj objects; ``B`` is R x R for full covariances and R for
 diagonal ones (so Lam is (n, K, R, R) or (n, K, R), P_Lam and S (n_obj, R, R) or (n_obj, R)).

@@ -79,8 +79,7 @@ def object_update(
     are unchanged).
     """
     R = M.shape[1]
-    Ezz = mat[0]
-    L = mat[1]
+    Ezz, L = mat[0], mat[1]
     Ez = vec[0]
     PL = P_Lam[o]
     Pe = P_eta[o]
@@ -154,20 +153,11 @@ def update_mode(problem, store, k, lo, hi, etau, logdet, mat, vec):
     or thread count. logdet (n_obj,) receives log det P_Lam[o] (NaN: not positive definite); mat
     (>= n_chunks, OBJECT_MATS, R, R) and vec (>= n_chunks, OBJECT_VECS, R) scratch.
     """
-    model = problem.code
-    ptr = problem.ptr
-    ent = problem.ent
-    gidx = problem.gidx
-    y = problem.y
-    s = problem.s
-    prior_Lam = problem.prior_Lam
-    prior_eta = problem.prior_eta
-    obj_chunk = problem.obj_chunk
-    M = store.M
-    S = store.S
-    E2 = store.E2
-    P_Lam = store.P_Lam
-    P_eta = store.P_eta
+    model, ptr, ent = problem.code, problem.ptr, problem.ent
+    gidx, y, s = problem.gidx, problem.y, problem.s
+    prior_Lam, prior_eta, obj_chunk = problem.prior_Lam, problem.prior_eta, problem.obj_chunk
+    M, S, E2 = store.M, store.S, store.E2
+    P_Lam, P_eta = store.P_Lam, store.P_eta
     for c in prange(-(-(hi - lo) // obj_chunk)):
         for o in range(lo + c * obj_chunk, min(hi, lo + (c + 1) * obj_chunk)):
             logdet[o] = object_update(
