@@ -313,8 +313,14 @@ OPTIONS = (
             NON_NEGATIVE, 0.0, "0 is Acar et al.'s objective, which overfits sparse noisy data"
         ),
     }),
-    Option("init", "Initial means: leading singular vectors of the unfoldings, or random (seeded).", {
-        "cp": Spec(Choice("svd", "random"), "svd"),
+    Option("init", "Initial means: singular vectors of the unfoldings or of a sketch, or random (seeded).", {
+        "cp": Spec(
+            Maybe(Choice("svd", "sketch", "random")), None,
+            "None: 'svd', and 'sketch' for a tensor file read on a cluster's workers. 'sketch': of a "
+            "hashed range sketch of each unfolding (``fastcep.tensor.init``), which needs no pass "
+            "that pairs entries: the start a cluster computes where the entries are read",
+            none="svd",
+        ),
     }),
     Option("standardize", "cp_gaussian: fit the values divided by a scale; predict on theirs.", {
         "cp": Spec(

@@ -42,7 +42,9 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
         y None: its rows and labels, read whole, or with ``client=`` read by row ranges on the
         workers (on storage they share; no rows pass through the client). CP: ``coords``, the
         0-based int coordinates (n, K) of the observed entries, or the path of a tensor file
-        (``fastcep.write_tensor``) with values None, read whole.
+        (``fastcep.write_tensor``) with values None, read whole, or with ``client=`` read by
+        entry ranges on the workers (on storage they share; the start is then ``init="sketch"``
+        by default, and ``res.state`` None: the sites stay there).
     y : array of shape (n,)
         Labels in {0, 1}, {-1, 1} or bool, or two classes of any other type (strings, as
         scikit-learn's estimators take: the second in sorted order is the positive one, recorded
@@ -89,8 +91,9 @@ def fit(X, y, model=_DEFAULTS["model"], method=_DEFAULTS["method"], **options):
     if isinstance(model, Likelihood):
         return fit_regression(X, y, model, method, cluster=_cluster("regression", options), **options)
     V.check_choice(model, "model", "fit", MODELS)
-    if model in CP_MODELS and isinstance(X, (str, os.PathLike)):  # (a tensor file, read whole)
-        X, y, options = _tensor_file(X, y, options)
+    on_workers = options.get("client") is not None and method not in ("vmp", "cp_wopt")
+    if model in CP_MODELS and isinstance(X, (str, os.PathLike)) and not on_workers:
+        X, y, options = _tensor_file(X, y, options)  # (read whole; on a cluster, by the workers)
     if model in CP_MODELS:
         if method == "vmp":  # the tensor baselines outside the message-passing engine
             from .tensor.vmp import fit_vmp
@@ -115,9 +118,8 @@ def _tensor_file(path, values, options):
         )
     if options.get("client") is not None:
         raise NotImplementedError(
-            f"fit(client=...) does not read a tensor file on the workers yet ({os.fspath(path)!r}); "
-            "stream it there (fastcep.stream(path, client=client)), or fit its arrays "
-            "(fastcep.read_tensor(path))."
+            f"fit(client=...) reads a tensor file on the workers ({os.fspath(path)!r}) for method "
+            "'cep1' only; fit it in one process (client=None)."
         )
     coords, values, shape = read_tensor(path)
     given = options.get("shape")

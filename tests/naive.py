@@ -1027,3 +1027,37 @@ def adf_pass(tilted, method, indptr, indices, data, y, T, N, T0, N0, seen, rows,
         N[m] += n_new
         refused += int(np.sum(~ok))
     return T, N, seen, refused
+
+
+# ---------------------------------------------------------------- CP decomposition: the sketch start
+def _splitmix(h):
+    """splitmix64's finaliser of h + golden, on Python ints (64 bits)."""
+    mask = (1 << 64) - 1
+    h = (h + 0x9E3779B97F4A7C15) & mask
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & mask
+    return h ^ (h >> 31)
+
+
+def cp_sketch(coords, f, shape, width, V=None):
+    """Per mode k, Y_k (shape[k], width) = A_k Omega_k summed entry by entry: Omega_k's row of an
+    entry is, for each column r, -1 where the top bit of splitmix(h + r) is set (h: splitmix of
+    the mode number k + 1 xor-ed with each other mode's index in turn), else +1; with V, the
+    product of the other modes' rows V_j[i_j]."""
+    out = [np.zeros((d, width)) for d in shape]
+    for e in range(coords.shape[0]):
+        for k in range(len(shape)):
+            if V is None:
+                h = k + 1
+                for j in range(len(shape)):
+                    if j != k:
+                        h = _splitmix(h ^ int(coords[e, j]))
+                row = [-1.0 if _splitmix(h + r) >> 63 else 1.0 for r in range(width)]
+            else:
+                row = [
+                    float(np.prod([V[j][coords[e, j], r] for j in range(len(shape)) if j != k]))
+                    for r in range(width)
+                ]
+            for r in range(width):
+                out[k][coords[e, k], r] += f[e] * row[r]
+    return out

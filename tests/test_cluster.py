@@ -3,12 +3,11 @@ same fits in one process: bitwise when the partitions hold whole chunks of the e
 within 1e-10 posterior sd otherwise; empty partitions; bad input on a worker; what is refused."""
 
 import math
-import os
-import signal
 import sys
 
 import numpy as np
 import pytest
+from killer import killer
 
 import fastcep
 from fastcep.data_tools import make_cp_tensor
@@ -90,20 +89,6 @@ def test_numpy_input_and_an_empty_partition(client):
     three = fastcep.fit(Xd, yd, model="logistic", client=client)
     assert three.options["partitions"] == 1
     np.testing.assert_array_equal(three.posterior.mean, one.posterior.mean)
-
-
-def killer(client):
-    """(a callback that kills every worker process (SIGKILL) after the third iteration, the
-    process ids it killed)."""
-    killed = []
-
-    def kill(info):
-        if info.iteration == 3 and not killed:
-            for pid in client.run(os.getpid).values():
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-
-    return kill, killed
 
 
 def test_a_killed_worker_is_replaced_and_the_fit_ends_at_the_same_fixed_point(client):
@@ -357,8 +342,9 @@ def test_a_killed_worker_during_a_cp_fit_is_replaced_and_the_fit_ends_at_the_sam
 
 
 def test_the_command_line_fits_a_tensor_on_a_scheduler(client, tmp_path, monkeypatch, capsys):
-    """``fastcep fit TENSOR ... --scheduler ADDRESS``: the one-process fit's bits; a method that
-    does not run on a cluster is named."""
+    """``fastcep fit TENSOR ... --scheduler ADDRESS``: the file read by the workers, the
+    one-process fit's bits (with its start, ``--init sketch``); a method that does not run on a
+    cluster is named."""
     from fastcep import cli
 
     coords, values = tensor("cp_gaussian", n=2000)
@@ -366,8 +352,9 @@ def test_the_command_line_fits_a_tensor_on_a_scheduler(client, tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     argv = ["fit", "t.h5", "--model", "cp_gaussian", "--rank", "3", "--max-iter", "10", "--quiet"]
     assert cli.main([*argv, "-o", "c.h5", "--scheduler", client.scheduler.address]) == 0
-    assert cli.main([*argv, "-o", "o.h5"]) == 0
+    assert cli.main([*argv, "-o", "o.h5", "--init", "sketch"]) == 0
     on, off = fastcep.load_model("c.h5"), fastcep.load_model("o.h5")
+    assert on.options["init"] == "sketch"
     np.testing.assert_array_equal(cp_bits(on), cp_bits(off))
     capsys.readouterr()
     assert cli.main([*argv, "-o", "x.h5", "--method", "lp", "--scheduler", client.scheduler.address]) == 2
@@ -422,9 +409,11 @@ def test_what_a_cluster_cp_fit_does_not_run_is_refused_by_name(client, kw, named
     with pytest.raises(TypeError, match="unexpected keyword argument 'client' for method='vmp'"):
         fastcep.fit(coords, values, model="cp_gaussian", method="vmp", rank=2, client=client)
     with pytest.raises(
-        NotImplementedError, match=r"does not read a tensor file on the workers yet .*fastcep.stream"
+        NotImplementedError, match=r"reads a tensor file on the workers .* for method 'cep1' only"
     ):
-        fastcep.fit("t.h5", None, model="cp_gaussian", rank=2, client=client)  # (before opening it)
+        fastcep.fit(
+            "t.h5", None, model="cp_gaussian", method="vmp", rank=2, client=client
+        )  # (before opening it)
 
 
 def test_a_client_that_is_not_one_or_closed_is_refused(client):

@@ -192,6 +192,28 @@ def test_rebuild_without_moments_sums_and_checks_only(rng):
         assert not np.all(getattr(with_m, name) == 7.0)
 
 
+def test_a_flat_rebuild_adds_entry_0_s_messages_as_often_as_each_object_has_entries(rng):
+    """rebuild_full with ``flat``: the posterior of objects whose every message is entry 0's, from
+    the counts in ptr alone (ent empty: a cluster's client), is the CSR rebuild's of n copies of
+    that entry, bitwise, and the textbook posterior's."""
+    shape, R, n = (4, 3, 5), 3, 40
+    coords, _, Lam, eta = random_state(rng, shape, R, n, "cp_gaussian")
+    Lam[:], eta[:] = Lam[0], eta[0]  # (every entry's messages are entry 0's, mode by mode)
+    lay = make_layout(coords, shape)
+    n_obj = int(lay.offsets[-1])
+    prior = np.broadcast_to(np.eye(R) / 1.5, (n_obj, R, R)).copy()
+    whole = cp_tuples(lay, np.zeros(n), Lam, eta, prior_Lam=prior)
+    K.rebuild_full(*whole, 0, n_obj, True)
+    one = lay._replace(gidx=lay.gidx[:1], ent=np.zeros(0, dtype=np.int64))
+    flat = cp_tuples(one, np.zeros(1), Lam[:1].copy(), eta[:1].copy(), prior_Lam=prior)
+    K.rebuild_full(*flat, 0, n_obj, True, True)
+    for name in ("P_Lam", "P_eta", "M", "S", "E2"):
+        np.testing.assert_array_equal(getattr(flat[1], name), getattr(whole[1], name))
+    _, _, means, covs = naive.cp_posterior(coords, shape, Lam, eta, 1.5)
+    np.testing.assert_allclose(flat[1].M, np.concatenate(means), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(flat[1].S, np.concatenate(covs), rtol=1e-10, atol=1e-12)
+
+
 def cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, etau, rho, k_lo, k_hi, M=None, E2=None, noise=None):
     """kernels.tensor.cavity.sweep_cavity_full on copies, without sums; returns (Lam, eta, skipped), and
     with noise = (alpha, beta) the updated copies of those too."""

@@ -25,24 +25,43 @@ partitions', so its trace agrees within rounding.
 The checks, the digest, the standardisation and the start (the SVD of the unfoldings) read the
 entries once on the client, as a fit in one process does; the sweeps, the messages and their
 memory are the workers'.
+
+A tensor file (``fastcep.fit(path, model=..., client=client)``, on storage the workers share) is
+read by the workers, each its run of whole sum groups (``CPFilePartition``); nothing of its
+entries passes through the client (``FileEntries``). The partitions check their entries and send
+what the client needs of them: their counts per object (the flat start's posterior), their
+values' moments (the standardisation), exact sums (``tensor.engine.exact_partials``: the
+stopping measure's floor and cp_gaussian's reference variance, the one-process fit's bits) and
+the start's sketch (``init="sketch"``, its default here: ``tensor.init.sketch_init``, a map over
+the fit's groups). The client holds O(objects) arrays only, and the sites stay on the workers
+(``res.state`` is None; a checkpoint resumes the fit).
 """
 
+import hashlib
 import math
+import os
 
 import numpy as np
 
+from .._models import is_generic
 from ..kernels import tensor as K
 from ..results import HyperState
 from ..tensor.engine import (
     ENTRY_CHUNK,
+    SKETCH_ROUNDS,
     SUM_GROUPS,
     CPEngine,
     collapse_floor,
+    entries_digest,
     entry_marginals,
+    exact_partials,
+    floor_of,
     guarded,
+    reference_of,
     summed_groups,
 )
-from ..tensor.layout import make_layout
+from ..tensor.init import SKETCH_OVERSAMPLING, sketch_init, sketch_sums
+from ..tensor.layout import Layout, check_values, make_layout, merge_moments, scale_of, value_moments
 from . import n_workers, on_worker_threads, worker_threads
 from .checkpoints import Checkpoints, check_path
 from .learn import ClusterLearner, EMRows
@@ -62,10 +81,13 @@ class CPPartition(EMRows):
         self.threads = worker_threads()
 
     @on_worker_threads
-    def setup(self, shape, prior_Lam, prior_eta, M, settings):
+    def setup(self, shape, prior_Lam, prior_eta, M, settings, transform=(0.0, 1.0)):
         """The partition's engine (``settings``: ``CPEngine``'s keywords, with the whole fit's
-        ``sum_chunk``), its predictions under the start ``M``; returns its number of entries."""
+        ``sum_chunk``), its predictions under the start ``M``; returns its number of entries.
+        ``transform``: the (center, scale) of the values a file partition read (its kernels take
+        (y - center) / scale, as ``tensor.layout.standardized``)."""
         coords, y, s = self.data
+        y = transformed(y, *transform)
         n_obj, R = prior_eta.shape
         self.engine = CPEngine(
             make_layout(coords, shape), y, s, prior_Lam=prior_Lam.copy(), prior_eta=prior_eta.copy(),
@@ -143,6 +165,172 @@ class CPPartition(EMRows):
         eng = self.engine
         n = eng.problem.y.shape[0]
         self.m, self.s2 = entry_marginals(eng.lay.gidx, eng.covariance, np.empty(n), np.empty(n), M, E2)
+
+
+def transformed(y, center, scale):
+    """cp_gaussian's standardised values (y - center) / scale, as ``tensor.layout.standardized``
+    forms them; y itself for (0, 1)."""
+    return (y - center) / scale if scale != 1.0 or center != 0.0 else y
+
+
+class CPFilePartition(CPPartition):
+    """A partition of a tensor file's entries lo..hi-1 (``fastcep.io.tensor``, on storage the
+    workers share), read and checked on its worker; then as ``CPPartition``. Before the engine
+    is set up, it answers what the client needs of its entries (``FileEntries``)."""
+
+    def __init__(self, path, lo, hi, shape, likelihood, func):
+        from ..io.tensor import TensorReader
+
+        with TensorReader(path) as reader:  # (indices within the shape and finite values: checked)
+            coords, values = reader.read(lo, hi)
+        try:
+            y = check_values(values, len(values), likelihood, func)
+        except ValueError as exc:  # (its rows are counted from the partition's first)
+            where = f"{path!r}, the partition of entries {lo}..{hi - 1} (counted from {lo})"
+            raise ValueError(f"{where}: {exc}") from exc
+        super().__init__(coords, y, y if likelihood.binary else np.zeros(len(y)), lo, func)
+        self.shape, self.likelihood, self.raw = tuple(shape), likelihood, values
+
+    def describe(self, gaussian):
+        """(entries, their count per object of each mode, and for cp_gaussian their values'
+        moments, ``tensor.layout.value_moments``)."""
+        coords, y, _ = self.data
+        counts = [np.bincount(coords[:, k], minlength=d) for k, d in enumerate(self.shape)]
+        return len(y), counts, value_moments([y]) if gaussian else None
+
+    def _f(self, transform):
+        """The values as the kernels take them, and on the scale of f (``link_values``)."""
+        y = transformed(self.data[1], *transform)
+        return y, self.likelihood.link_values(y)
+
+    def sums(self, transform):
+        """Exact partial sums (``exact_partials``) of y, y^2 and f^2 (y standardised)."""
+        y, f = self._f(transform)
+        return exact_partials(y), exact_partials(y * y), exact_partials(f * f)
+
+    def deviations(self, transform, mean):
+        """Exact partial sums of (y - mean)^2 (y standardised)."""
+        return exact_partials((self._f(transform)[0] - mean) ** 2)
+
+    def sketch(self, transform, width, group, V):
+        """The sketch of ``init="sketch"`` over the partition's groups (``tensor.init.sketch_sums``:
+        its first entry starts a group)."""
+        return sketch_sums(self.data[0], self._f(transform)[1], self.shape, width, group, V)
+
+    def digest(self):
+        """SHA-256 (hex) of the partition's entries, as read and checked."""
+        coords, y, _ = self.data
+        return entries_digest(self.shape, [(coords, y)])
+
+    def log_density(self, res):
+        """The sum of the log predictive densities of ``res`` at the partition's entries."""
+        return res.log_likelihood(self.data[0], self.raw) * len(self.raw)
+
+
+class FileEntries:
+    """A CP fit's entries in a tensor file that the cluster's workers read (``fit_cp`` with a path
+    and ``client``): the partitions, made and checked, and what the fit asks of its entries
+    (``tensor.engine.ArrayEntries``), from their sums. ``y`` and ``s`` are one entry's (the
+    client's engine holds one entry's flat messages for all, ``ClusterCPEngine``)."""
+
+    def __init__(self, client, path, values, model, method, o, lik, given, func):
+        from ..io.tensor import TensorReader
+
+        refusals(model, method, o, lik, func)
+        if values is not None:
+            raise ValueError(
+                f"{func}: coords is a tensor file ({os.fspath(path)!r}) that holds the values; "
+                "give values=None."
+            )
+        why = None
+        if is_generic(model) and lik.learned:
+            why = f"learned likelihood parameters ({', '.join(lik.learned)}): give their values"
+        elif o["n_starts"] > 1:
+            why = "n_starts > 1: run each start as a fit of its own"
+        elif given.get("init") == "svd":
+            why = (
+                "init='svd', whose Gram matrix pairs the entries of one column across workers; "
+                "init='sketch' is the default here"
+            )
+        if why is not None:
+            raise NotImplementedError(f"{func}(client=...) of a tensor file does not support {why}.")
+        with TensorReader(path) as reader:  # (its header: checked, shape and entries)
+            shape, n = reader.shape, reader.n
+        if o["shape"] is not None and tuple(o["shape"]) != shape:
+            raise ValueError(f"{func}: shape={tuple(o['shape'])} differs from the tensor file's {shape}.")
+        self.shape, self.n, self.Kmodes = shape, n, len(shape)
+        self.init = "sketch" if given.get("init") is None else o["init"]
+        n_obj = int(np.sum(shape))
+        cov, schedule = o["covariance"], o["schedule"]
+        self.sum_chunk = cluster_sum_chunk(client, n, n_obj, self.Kmodes, method, cov, schedule)
+        path = os.path.abspath(path)  # (the workers share the storage, not the working folder)
+        blocks = [(path, lo, hi) for lo, hi in group_ranges(n, self.sum_chunk, n_workers(client))]
+        self.parts = Partitions(client, blocks, CPFilePartition, (shape, lik, func), func)
+        described = self.parts.call("describe", model == "cp_gaussian")
+        self.counts = [sum(d[1][k] for d in described) for k in range(self.Kmodes)]
+        self.center, self.scale = 0.0, 1.0
+        if model == "cp_gaussian" and o["standardize"] != "none":
+            moments = (0, 0.0, 0.0, None)
+            for d in described:
+                moments = merge_moments(moments, d[2])
+            self.center, self.scale = scale_of(moments, o["standardize"])
+        self.transform = (self.center, self.scale)
+        sums = self.parts.call("sums", self.transform)
+        total = [math.fsum(p for s in sums for p in s[i]) for i in range(3)]
+        self.floor, self.sum_f2 = floor_of(total[2], n), total[2]
+        self.reference = None
+        if model == "cp_gaussian":
+            mean = total[0] / n
+            var = math.fsum(p for s in self.parts.call("deviations", self.transform, mean) for p in s) / n
+            self.reference = reference_of(var, total[1] / n)
+        self.digest = None
+        if o["checkpoint"] is not None:  # (bound to the entries as the partitions cut them)
+            h = hashlib.sha256(repr((shape, n, blocks)).encode())
+            for part in self.parts.call("digest"):
+                h.update(part.encode())
+            self.digest = h.hexdigest()
+        self.y, self.s = np.zeros(1), np.zeros(1)
+        self.on_workers = self
+
+    def layout(self):
+        """The client's layout: one entry (index 0 of every mode) and every object's count of
+        entries (``ClusterCPEngine``'s flat start)."""
+        offsets = np.zeros(self.Kmodes + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum(self.shape)
+        ptr = np.zeros(int(offsets[-1]) + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(np.concatenate(self.counts))
+        obj_mode = np.repeat(np.arange(self.Kmodes, dtype=np.int64), self.shape)
+        one = offsets[:-1][None, :].copy()
+        return Layout(self.shape, offsets, one, obj_mode, ptr, np.zeros(0, dtype=np.int64))
+
+    def initial_means(self, lik, R, init, init_scale, m0, rng):
+        """The start: the prior's means, the sketch (the partitions' maps, in group order) or
+        random draws, as ``tensor.engine.initial_means``."""
+        if m0 is not None:
+            return m0.copy()
+        if init != "sketch":
+            return init_scale * rng.standard_normal((int(np.sum(self.shape)), R))
+        width = R + SKETCH_OVERSAMPLING
+
+        def sums_of(V):
+            out = self.parts.call("sketch", self.transform, width, self.sum_chunk, V)
+            return [np.concatenate([o[k] for o in out]) for k in range(self.Kmodes)]
+
+        return sketch_init(sums_of, self.sum_f2, self.n, self.shape, R, init_scale, rng, SKETCH_ROUNDS)
+
+    def log_likelihood(self, res):
+        return math.fsum(self.parts.call("log_density", res)) / self.n
+
+
+def cluster_sum_chunk(client, n, n_obj, Kmodes, method, covariance, schedule):
+    """The entries per sum group of a cluster CP fit: the one-process fit's sum groups; where it
+    would not sum, or where there are more workers than its groups, at least a group per worker
+    (then not its bits, its roundings)."""
+    workers = n_workers(client)
+    chunk = summed_groups(n, n_obj, Kmodes, method, covariance, schedule)
+    if chunk is None or -(-n // chunk) < workers:
+        chunk = -(-n // max(workers, min(SUM_GROUPS, -(-n // ENTRY_CHUNK))))
+    return chunk
 
 
 def refusals(model, method, o, likelihood, func):
@@ -223,14 +411,19 @@ def checkpoints(engine, o, digest, options, func):
     return Checkpoints(o, digest, keys, state, restore, shapes, func)
 
 
-def entry_blocks(lay, y, s, sum_chunk, workers):
+def group_ranges(n, chunk, workers):
+    """Entry ranges (lo, hi) of n entries, one per worker, each a run of whole sum groups of
+    ``chunk`` entries (the last group may be shorter)."""
+    groups = -(-n // chunk)
+    per = -(-groups // workers) * chunk
+    return [(lo, min(n, lo + per)) for lo in range(0, n, per)]
+
+
+def entry_blocks(lay, y, s, chunk, workers):
     """The entries as (coords, y, s, first entry) blocks, one per worker, each a run of whole sum
     groups."""
-    n = y.shape[0]
-    groups = -(-n // sum_chunk)
-    per = -(-groups // workers) * sum_chunk
     coords = lay.gidx - lay.offsets[:-1]
-    return [(coords[lo : lo + per], y[lo : lo + per], s[lo : lo + per], lo) for lo in range(0, n, per)]
+    return [(coords[lo:hi], y[lo:hi], s[lo:hi], lo) for lo, hi in group_ranges(y.shape[0], chunk, workers)]
 
 
 def noise_chunk_sums(pieces, n_chunks):
@@ -261,45 +454,59 @@ class ClusterCPEngine(CPEngine):
     entry's at the start); the map (``sweep``), the noise messages' sums and the stopping
     measure's come from the partitions."""
 
-    def __init__(self, client, lay, y, s, model, method, R, covariance, schedule, rho, func="fit", **kw):
-        n, Kmodes = lay.gidx.shape
-        n_obj = int(lay.offsets[-1])
-        # the one-process fit's sum groups; where it would not sum, or where there are more
-        # workers than its groups, at least a group per worker (then not its bits, its roundings)
-        workers = n_workers(client)
-        sum_chunk = summed_groups(n, n_obj, Kmodes, method, covariance, schedule)
-        if sum_chunk is None or -(-n // sum_chunk) < workers:
-            sum_chunk = -(-n // max(workers, min(SUM_GROUPS, -(-n // ENTRY_CHUNK))))
+    def __init__(
+        self, client, lay, y, s, model, method, R, covariance, schedule, rho, func="fit", entries=None, **kw
+    ):
+        n_obj, Kmodes = int(lay.offsets[-1]), lay.gidx.shape[1]
+        if entries is None:  # (the arrays given, cut into partitions here)
+            n = lay.gidx.shape[0]
+            chunk = cluster_sum_chunk(client, n, n_obj, Kmodes, method, covariance, schedule)
+        else:  # (a file's partitions, made and summed: ``FileEntries``)
+            n, chunk = entries.n, entries.sum_chunk
         self.noise_parts = None
-        self.gather = True
+        self.gathers = self.gather = entries is None  # (a file's sites stay on the workers)
         # the start's posterior is the one-process fit's, the prior plus every object's flat
         # messages (all alike) summed in the same order: the engine's one entry stands for all
-        flat = lay._replace(gidx=lay.gidx[:1], ent=np.zeros_like(lay.ent))
-        super().__init__(flat, y, s, model, method, R, covariance, schedule, rho, sum_chunk=sum_chunk, **kw)
+        # (``rebuild``: lay.ptr counts them)
+        flat = lay._replace(gidx=lay.gidx[:1], ent=np.zeros(0, dtype=np.int64))
+        super().__init__(flat, y, s, model, method, R, covariance, schedule, rho, sum_chunk=chunk, **kw)
         self.n = n
-        self.f_floor = collapse_floor(self.likelihood, y)  # (as the one-process engine's)
+        if entries is None:
+            self.f_floor = collapse_floor(self.likelihood, y)  # (as the one-process engine's)
+        else:
+            self.f_floor = entries.floor
+            if self.warm:  # (cp_gaussian's warm-up: the noise precision from Var(y), as in one process)
+                self.store.noise[2] = self.tau_init = kw.get("warmup_snr", 10.0) / entries.reference
         self.scratch = self.scratch._replace(
-            part_L=np.empty((-(-n // sum_chunk), n_obj, R, R)),
-            part_e=np.empty((-(-n // sum_chunk), n_obj, R)),
+            part_L=np.empty((-(-n // chunk), n_obj, R, R)),
+            part_e=np.empty((-(-n // chunk), n_obj, R)),
         )
         # (the partitions' engines sweep with these; the prior's and the noise's updates are the client's)
         shared = ("probit_curvature", "expect_under", "noise_warmup", "warmup_snr")
         settings = dict(
             model=model, method=method, R=R, covariance=covariance, schedule=schedule, rho=rho,
-            a0=self.a0, b0=self.b0, sum_chunk=sum_chunk, likelihood=self.likelihood,
+            a0=self.a0, b0=self.b0, sum_chunk=chunk, likelihood=self.likelihood,
             **{k: kw[k] for k in shared if k in kw},
         )  # fmt: skip
-        self.parts = Partitions(
-            client, entry_blocks(lay, y, s, sum_chunk, workers), CPPartition, (func,), func
-        )
+        if entries is None:
+            blocks = entry_blocks(lay, y, s, chunk, n_workers(client))
+            self.parts, transform = Partitions(client, blocks, CPPartition, (func,), func), (0.0, 1.0)
+        else:
+            self.parts, transform = entries.parts, entries.transform
         pb = self.problem
-        self.parts.call("setup", lay.shape, pb.prior_Lam, pb.prior_eta, self.store.M, settings)
+        self.parts.call("setup", lay.shape, pb.prior_Lam, pb.prior_eta, self.store.M, settings, transform)
         self.sweep = ClusterCPEngine._map
         if self.learner is not None:  # (the entries' marginals on the partitions: ``cluster.learn``)
             one = self.learner
             self.learner = ClusterLearner(
                 one.template, self.parts, (one.nodes, one.weights), y=one.y, start=one.start, prior=one.prior,
             )  # fmt: skip
+
+    def rebuild(self, moments=True):
+        """The flat start's posterior: the prior plus each object's count of the one entry's flat
+        messages (``rebuild_full`` with ``flat``), in the one-process fit's order."""
+        K.rebuild_full(self.problem, self.store, self.scratch, 0, self.n_obj, moments, True)
+        self.check_proper()
 
     def _map(self, it):
         """The partitions' sweeps from the posterior; their groups' sums into the scratch, in
@@ -345,5 +552,5 @@ class ClusterCPEngine(CPEngine):
 
     def result(self, shape, n_iter, converged, stop_reason, trace, options, copy=True):
         options = dict(options, partitions=len(self.parts.actors), revived=self.parts.revived)
-        self.gather = stop_reason != "running"
+        self.gather = self.gathers and stop_reason != "running"
         return super().result(shape, n_iter, converged, stop_reason, trace, options, copy)

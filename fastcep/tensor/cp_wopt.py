@@ -26,7 +26,7 @@ from ..kernels import tensor as KCP
 from ..kernels.tensor import cp_wopt as K
 from ..metrics import auc as _auc
 from ..metrics import rmse as _rmse
-from .init import svd_init
+from .engine import initial_means
 from .layout import check_coords, check_eval_set, check_memory, check_values, make_layout, standardized
 from .result import CPResult, FactorState
 
@@ -163,9 +163,10 @@ def fit_cp_wopt(
         Stop when the objective's decrease over one iteration, relative to the objective of the
         all-zero factors ``F_0 = 1/2 sum_e y_e^2`` (1 if that is 0), is below tol: L-BFGS-B's
         ``ftol`` test (default 2.2e-9) with a scale fixed by the data rather than clipped at 1.
-    init : {"svd", "random"}, default "svd"
+    init : {"svd", "sketch", "random"}, default "svd"
         Initial factors: leading singular vectors of each mode's unfolding (missing entries as
-        0; ``fastcep.tensor.init.svd_init``), or N(0, init_scale^2) draws; both seeded.
+        0; ``fastcep.tensor.init.svd_init``) or of a hashed sketch of it (``sketch_start``), or
+        N(0, init_scale^2) draws; all seeded.
     init_scale : float >= 0, default 1.0
         Multiplies the svd initial factors; the standard deviation of the random ones.
     eval_set : (coords, values) or None
@@ -255,10 +256,8 @@ def fit_cp_wopt(
             want = f"a FactorState (res.state of a CP-WOPT fit) with U ({n_obj}, {R})"
             raise V.param_error("init_state", func, want, init_state, TypeError)
         U0 = np.array(init_state.U, dtype=np.float64)
-    elif init == "svd":
-        U0 = svd_init(coords, y, shape, R, init_scale, rng)
-    else:
-        U0 = init_scale * rng.standard_normal((n_obj, R))
+    else:  # (the CEP fit's start: the same draws)
+        U0 = initial_means(coords, y, shape, R, init, init_scale, None, rng)
     problem = _Problem(lay, y, R, reg)
     f_zero = 0.5 * float(np.dot(y, y))
     scale = f_zero if f_zero > 0.0 else 1.0

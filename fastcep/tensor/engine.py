@@ -9,6 +9,7 @@ entries, draws the start and runs the loop; ``fastcep.stream`` builds an engine 
 
 import functools
 import math
+import os
 import time
 
 import numpy as np
@@ -23,7 +24,7 @@ from ..glm.learn import EXPECTATION_NODES, LikelihoodLearner, initial_values
 from ..kernels import tensor as K
 from ..kernels.tensor import lp as KLP
 from . import hyper as H
-from .init import svd_init
+from .init import SKETCH_OVERSAMPLING, SKETCH_ROUNDS, sketch_init, sketch_sums, svd_init
 from .layout import (
     check_coords,
     check_eval_set,
@@ -72,6 +73,19 @@ def exact_sum(x):
     return math.fsum(x.tolist())
 
 
+def exact_partials(x):
+    """Floats whose exact sum is that of x (1-D): its correctly rounded sum, then the correctly
+    rounded remainders until none is left (a few passes of ``math.fsum``). ``math.fsum`` of the
+    partials of several arrays is the correctly rounded sum of them all, ``exact_sum`` of their
+    concatenation, bitwise: how a cluster's partitions send a sum."""
+    values, parts = x.tolist(), []
+    while True:
+        rest = math.fsum(values + [-p for p in parts])
+        if rest == 0.0:
+            return parts
+        parts.append(rest)
+
+
 def _exact_var(x):
     """Variance from correctly rounded sums (see ``exact_sum``)."""
     mean = exact_sum(x) / len(x)
@@ -82,8 +96,11 @@ def reference_var(y):
     """The variance the starting noise precision is set against: Var(y), or for (nearly)
     constant values, whose variance says nothing of the noise (a precision of 1e301 made the
     embeddings' variances 1e-303), mean(y^2), or 1 for values all 0."""
-    var = _exact_var(y)
-    mean2 = exact_sum(y * y) / len(y)
+    return reference_of(_exact_var(y), exact_sum(y * y) / len(y))
+
+
+def reference_of(var, mean2):
+    """``reference_var`` from the values' exact variance and mean square."""
     if var > 1e-12 * mean2:
         return var
     return mean2 if mean2 > 0.0 else 1.0
@@ -183,7 +200,12 @@ def collapse_floor(likelihood, y):
     whose own squares, 1e24 for one count of 1e12, made every change look like 1e-5 and stopped
     a fit "converged" after one sweep: issue 38, case 12)."""
     f = y if likelihood is None else likelihood.link_values(y)
-    return max(COLLAPSED * exact_sum(f * f) / max(len(f), 1), 1e-300)
+    return floor_of(exact_sum(f * f), len(f))
+
+
+def floor_of(sum_sq, n):
+    """``collapse_floor`` from the exact sum of the n values' squares on the scale of f."""
+    return max(COLLAPSED * sum_sq / max(n, 1), 1e-300)
 
 
 def warm_start(likelihood, y, warmup_snr):
@@ -212,7 +234,13 @@ def summed_groups(n, n_obj, Kmodes, method, covariance, schedule):
     summing = (method, covariance, schedule) == ("cep1", "full", "parallel")
     if not summing or n_groups == 0 or n_groups * n_obj > SUM_FRACTION * n * Kmodes:
         return None
-    return -(-n // n_groups)
+    return sum_group_size(n)
+
+
+def sum_group_size(n):
+    """Entries per fixed group of n entries: SUM_GROUPS groups, or fewer of ENTRY_CHUNK entries
+    at least (the parallel sweep's sums, ``summed_groups``; the sketch of ``init="sketch"``)."""
+    return -(-n // max(1, min(SUM_GROUPS, -(-n // ENTRY_CHUNK))))
 
 
 class CPEngine:
@@ -1001,28 +1029,30 @@ def fit_cp(
     start = time.perf_counter()
     func = "fit"
     o = O.validate(func, "cp", model, method, given)  # (the option table: fastcep._options)
-    if o["n_starts"] > 1:
+    on_file = isinstance(coords, (str, os.PathLike))  # (a tensor file a cluster's workers read)
+    if o["n_starts"] > 1 and not on_file:
         return _best_start(coords, values, model, method, given, o["n_starts"], cluster)
     model, lik = o["model"], o["likelihood"]  # (the model that runs: "cp" resolved)
-    coords, shape = check_coords(coords, o["shape"], func)
-    n, Kmodes = coords.shape
-    y = check_values(values, n, lik, func)
-    digest = entries_digest(shape, [(coords, y)])  # (what res.state is bound to)
-    y, center, scale = standardized(y, model, o["standardize"])
-    s = y if lik.binary else np.zeros(n)
+    client = o["client"]
+    if on_file:  # (checked, standardised and summed on the workers: ``fastcep.cluster.cp``)
+        cluster_cp = V.cluster_module(cluster, "fit_cp")
+        data = cluster_cp.FileEntries(client, coords, values, model, method, o, lik, given, func)
+    else:
+        data = ArrayEntries(coords, values, model, o, lik, func)
+    shape, n, Kmodes, y, s = data.shape, data.n, data.Kmodes, data.y, data.s
+    digest, center, scale = data.digest, data.center, data.scale
     R, pv, a0, b0, rho = o["rank"], o["prior_var"], o["a0"], o["b0"], o["damping"]
     rank_from_data = R is None
     if rank_from_data:  # (a generous rank, pruned by the learned prior)
         R = default_rank(shape, n)
     max_iter, tol, schedule, covariance = o["max_iter"], o["tol"], o["schedule"], o["covariance"]
-    client = o["client"]
     if client is None:
         copies = 2 if guarded(model, method, schedule, lik) else 1  # (the guard's copy of the messages)
         check_memory(n, shape, R, covariance, func, message_copies=copies)
     else:  # (the messages live on the workers: ``fastcep.cluster.cp``)
         cluster_cp = V.cluster_module(cluster, "fit_cp")
         cluster_cp.refusals(model, method, o, lik, func)
-    init, init_scale, prior_mean = o["init"], o["init_scale"], o["prior_mean"]
+    init, init_scale, prior_mean = data.init, o["init_scale"], o["prior_mean"]
     noise_warmup, warmup_snr = o["noise_warmup"], o["warmup_snr"]
     lp_indefinite, probit_curvature, expect_under = (
         o["lp_indefinite"],
@@ -1068,7 +1098,7 @@ def fit_cp(
     if model == "cp":  # (the likelihood as given, learned parameters None; res.likelihood has them)
         options["likelihood"] = describe(lik)
 
-    lay = make_layout(coords, shape)
+    lay = data.layout()
     n_obj = int(lay.offsets[-1])
     messages = (
         _check_state(init_state, n, Kmodes, R, covariance, digest, func) if init_state is not None else None
@@ -1088,13 +1118,11 @@ def fit_cp(
         hyper = held if held is not None and held.kind == prior else H.initial(prior, Kmodes, R, pv)
     threads, governor = plan(n_threads, n * Kmodes * R * R)
     with num_threads(threads):
-        init_means = (
-            initial_means(coords, lik.link_values(y), shape, R, init, init_scale, m0, rng)
-            if init_state is None
-            else None
-        )
+        init_means = data.initial_means(lik, R, init, init_scale, m0, rng) if init_state is None else None
         make = (
-            CPEngine if client is None else functools.partial(cluster_cp.ClusterCPEngine, client, func=func)
+            CPEngine
+            if client is None
+            else functools.partial(cluster_cp.ClusterCPEngine, client, func=func, entries=data.on_workers)
         )
         if getattr(messages, "rng_state", None) is not None:  # (the orders go on where they stopped)
             rng = generator_at(messages.rng_state, func)
@@ -1114,19 +1142,49 @@ def fit_cp(
             saved=saved,
         )  # fmt: skip
     if is_generic(model):
-        check_not_run_off(res, coords, values, func)
+        check_not_run_off(res, data.log_likelihood(res), func)
     if engine.learner is not None:  # (the engine's: a cluster fit's learns from its partitions)
         engine.learner.warn_at_bounds(func)
     return res
 
 
-def check_not_run_off(res, coords, values, func):
+class ArrayEntries:
+    """A CP fit's entries given as arrays, checked (``fit_cp``), and what the fit asks of them: the
+    shape, the values as the kernels take them (``y``, the signs ``s``), the digest that
+    ``res.state`` is bound to, the standardisation, the layout, the start and the training
+    entries' log predictive density. ``fastcep.cluster.cp.FileEntries`` answers the same for a
+    tensor file whose entries a cluster's workers read."""
+
+    #: the partitions of a file on the workers (``ClusterCPEngine``'s ``entries``): none here
+    on_workers = None
+
+    def __init__(self, coords, values, model, o, lik, func):
+        self.coords, self.shape = check_coords(coords, o["shape"], func)
+        self.n, self.Kmodes = self.coords.shape
+        self.values = values
+        y = check_values(values, self.n, lik, func)
+        self.digest = entries_digest(self.shape, [(self.coords, y)])  # (what res.state is bound to)
+        self.y, self.center, self.scale = standardized(y, model, o["standardize"])
+        self.s = self.y if lik.binary else np.zeros(self.n)
+        self.init = o["init"]
+
+    def layout(self):
+        return make_layout(self.coords, self.shape)
+
+    def initial_means(self, lik, R, init, init_scale, m0, rng):
+        return initial_means(self.coords, lik.link_values(self.y), self.shape, R, init, init_scale, m0, rng)
+
+    def log_likelihood(self, res):
+        """The fit's mean log predictive density at its training entries."""
+        return res.log_likelihood(self.coords, self.values)
+
+
+def check_not_run_off(res, score, func):
     """Raise FloatingPointError when a generic model's posterior has run off: its mean log
-    predictive density at its own training entries is not finite. Such a posterior can stop
-    "converged": seen with cp_poisson's parallel sweeps on a synthetic count tensor
+    predictive density at its own training entries (``score``) is not finite. Such a posterior
+    can stop "converged": seen with cp_poisson's parallel sweeps on a synthetic count tensor
     (``bench.cp_count_synthetic``), which stopped by tol after 129 iterations with means of 2.5e5
     and about 1 % of the messages refused in every sweep (nothing finite to predict with)."""
-    score = res.log_likelihood(coords, values)
     if not math.isfinite(score):
         top = max(float(np.abs(m).max()) for m in res.posterior.means)
         raise FloatingPointError(
@@ -1169,6 +1227,10 @@ def initial_means(coords, y, shape, R, init, init_scale, m0, rng):
         return m0.copy()
     if init == "svd":
         return svd_init(coords, y, shape, R, init_scale, rng)
+    if init == "sketch":  # (the map over the fit's fixed groups of entries; a cluster's too)
+        width, group = R + SKETCH_OVERSAMPLING, sum_group_size(len(y))
+        map_ = functools.partial(sketch_sums, coords, y, shape, width, group)
+        return sketch_init(map_, exact_sum(y * y), len(y), shape, R, init_scale, rng, SKETCH_ROUNDS)
     return init_scale * rng.standard_normal((int(np.sum(shape)), R))
 
 

@@ -106,11 +106,13 @@ def noise_chunk_sums(alpha, beta, chunk, out):
 
 
 @njit(**PARALLEL_CACHED)
-def rebuild_full(problem, store, scratch, lo, hi, moments):
+def rebuild_full(problem, store, scratch, lo, hi, moments, flat=False):
     """Posterior of every object = its prior (prior_Lam (n_obj, R, R), prior_eta (n_obj, R)) + its
     messages (CSR order: ``problem.ptr``, ``problem.ent``), then its moments (``moments`` False:
     its natural parameters only, checked positive definite; M, S and E2 are left as they are,
-    for a fresh fit whose start writes them: ``CPEngine._start``).
+    for a fresh fit whose start writes them: ``CPEngine._start``). ``flat``: every message is
+    entry 0's, ptr[o + 1] - ptr[o] times (the flat start of a cluster fit's client, which holds
+    one entry's messages for all; ``problem.ent`` is not read), the same additions.
 
     Objects lo..hi-1 only (all: 0, n_obj), in units of ``problem.obj_chunk`` objects; scratch.Ls
     (>= n_obj_chunks, R, R); scratch.bad (n_obj,) set to 1 where the posterior precision is not
@@ -135,7 +137,7 @@ def rebuild_full(problem, store, scratch, lo, hi, moments):
             Po = start_from_prior(prior_Lam[o], prior_eta[o], P_Lam[o], P_eta[o])
             # (whole blocks: a block's rows are cache lines, read whole anyway)
             for idx in range(ptr[o], ptr[o + 1]):
-                e = ent[idx]
+                e = 0 if flat else ent[idx]
                 Le = Lf[e, k]
                 for t in range(RR):
                     Po[t] += Le[t]
