@@ -1031,12 +1031,8 @@ def adf_pass(tilted, method, indptr, indices, data, y, T, N, T0, N0, seen, rows,
 
 # ---------------------------------------------------------------- CP decomposition: the sketch start
 def _splitmix(h):
-    """splitmix64's finaliser of h + golden, on Python ints (64 bits)."""
-    mask = (1 << 64) - 1
-    h = (h + 0x9E3779B97F4A7C15) & mask
-    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & mask
-    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & mask
-    return h ^ (h >> 31)
+    """splitmix64's step on Python ints: the finaliser of h + golden."""
+    return _mix64((h + _GOLDEN) & _M64)
 
 
 def cp_sketch(coords, f, shape, width, V=None):

@@ -33,8 +33,9 @@ what the client needs of them: their counts per object (the flat start's posteri
 values' moments (the standardisation), exact sums (``tensor.engine.exact_partials``: the
 stopping measure's floor and cp_gaussian's reference variance, the one-process fit's bits) and
 the start's sketch (``init="sketch"``, its default here: ``tensor.init.sketch_init``, a map over
-the fit's groups). The client holds O(objects) arrays only, and the sites stay on the workers
-(``res.state`` is None; a checkpoint resumes the fit).
+the fit's groups). The client holds O(objects) arrays only (but a learned likelihood parameter's
+first value, taken from the values gathered, as in one process), and the sites stay on the
+workers (``res.state`` is None; a checkpoint resumes the fit).
 """
 
 import hashlib
@@ -43,7 +44,6 @@ import os
 
 import numpy as np
 
-from .._models import is_generic
 from ..kernels import tensor as K
 from ..results import HyperState
 from ..tensor.engine import (
@@ -217,6 +217,11 @@ class CPFilePartition(CPPartition):
         its first entry starts a group)."""
         return sketch_sums(self.data[0], self._f(transform)[1], self.shape, width, group, V)
 
+    def checked(self):
+        """The partition's values as checked (a learned likelihood parameter's first value is
+        taken from all of them: ``FileEntries.values_to_learn``)."""
+        return self.data[1]
+
     def digest(self):
         """SHA-256 (hex) of the partition's entries, as read and checked."""
         coords, y, _ = self.data
@@ -243,9 +248,7 @@ class FileEntries:
                 "give values=None."
             )
         why = None
-        if is_generic(model) and lik.learned:
-            why = f"learned likelihood parameters ({', '.join(lik.learned)}): give their values"
-        elif o["n_starts"] > 1:
+        if o["n_starts"] > 1:
             why = "n_starts > 1: run each start as a fit of its own"
         elif given.get("init") == "svd":
             why = (
@@ -317,6 +320,11 @@ class FileEntries:
             return [np.concatenate([o[k] for o in out]) for k in range(self.Kmodes)]
 
         return sketch_init(sums_of, self.sum_f2, self.n, self.shape, R, init_scale, rng, SKETCH_ROUNDS)
+
+    def values_to_learn(self):
+        """The values, gathered from the partitions in order (n numbers: a learned likelihood
+        parameter's first value, as in one process; the cluster learns it from sums after)."""
+        return np.concatenate(self.parts.call("checked"))
 
     def log_likelihood(self, res):
         return math.fsum(self.parts.call("log_density", res)) / self.n

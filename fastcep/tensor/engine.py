@@ -1105,12 +1105,14 @@ def fit_cp(
     )
     learner = None
     if is_generic(model) and lik.learned:  # (updated after every sweep, ``CPEngine.step``)
-        marginals = functools.partial(entry_marginals, lay.gidx, covariance, np.empty(n), np.empty(n))
+        m = len(lay.gidx)  # (the entries this process holds: one for a file a cluster reads)
+        marginals = functools.partial(entry_marginals, lay.gidx, covariance, np.empty(m), np.empty(m))
         first = _state_params(messages, lik, func)
+        y_all = data.values_to_learn()  # (the values: a file's gathered from its partitions)
         if first is None and messages is None and noise_warmup > 0:
-            first = warm_start(lik, y, warmup_snr)
+            first = warm_start(lik, y_all, warmup_snr)
         rule = gauss_hermite(EXPECTATION_NODES)
-        learner = LikelihoodLearner(lik, y, marginals, rule, start=first, prior=(a0, b0), total=exact_sum)
+        learner = LikelihoodLearner(lik, y_all, marginals, rule, start=first, prior=(a0, b0), total=exact_sum)
     prior_Lam, prior_eta, m0 = default_prior(n_obj, R, covariance, pv, prior_mean, rng)
     hyper = None
     if prior != "fixed":  # (resumed from the state's hyper-posterior when it has one of this kind)
@@ -1170,6 +1172,10 @@ class ArrayEntries:
 
     def layout(self):
         return make_layout(self.coords, self.shape)
+
+    def values_to_learn(self):
+        """The values a learned likelihood parameter's first value is taken from."""
+        return self.y
 
     def initial_means(self, lik, R, init, init_scale, m0, rng):
         return initial_means(self.coords, lik.link_values(self.y), self.shape, R, init, init_scale, m0, rng)

@@ -8,7 +8,7 @@ instead from the leading R left singular vectors of each mode's unfolding of the
 (missing entries as 0), scaled so that the initial reconstruction has the data's mean square.
 
 ``init="sketch"`` takes the singular vectors of a range sketch instead, Y_k = A_k Omega_k, with a
-test matrix of signs that a hash of each column's indices draws (``sketch_signs``): every entry
+test matrix of signs that a hash of each column's indices draws: every entry
 adds to Y_k on its own, so the sketch is a map over fixed groups of entries and a reduce in group
 order (``sketch_sums``, ``sketch_start``), which a cluster runs where the entries are (a tensor
 file read on the workers, ``fastcep.cluster.cp``). The SVD's A_k A_k^T pairs entries of one column,
@@ -20,6 +20,8 @@ import math
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import svds
+
+from ..kernels import tensor as K
 
 #: the noise added to the scaled singular vectors, relative to their size: it decides which of
 #: Alog's fixed points a seed reaches (0 starts every seed at one point, and a worse one; 1.0 is
@@ -38,9 +40,6 @@ SKETCH_OVERSAMPLING = 10
 #: after 0 rounds, 0.920 and 0.848 after 3, 0.897 and 0.836 after 8, the SVD start's 0.894 and
 #: 0.838 (``python -m bench.cp_sketch_start --rounds R``; BENCHMARKS.md)
 SKETCH_ROUNDS = 8
-#: splitmix64's constants (Steele, Lea and Flood 2014): the hash that draws the sketch's signs
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 def _leading_left_vectors(A, R, rng):
@@ -78,52 +77,23 @@ def svd_init(coords, values, shape, R, init_scale, rng):
     return np.concatenate(blocks)
 
 
-def _mix(h):
-    """splitmix64's finaliser of h + golden, elementwise (uint64 arrays wrap, as the hash means)."""
-    h = h + _GOLDEN
-    h = (h ^ (h >> np.uint64(30))) * _MIX1
-    h = (h ^ (h >> np.uint64(27))) * _MIX2
-    return h ^ (h >> np.uint64(31))
-
-
-def sketch_signs(coords, k, width):
-    """(m, width) of +1 and -1: the rows of mode k's test matrix Omega_k for the entries' columns
-    of the mode-k unfolding (their indices in the other modes, hashed in mode order; the same
-    column, the same row, wherever the entry is read)."""
-    h = np.full(coords.shape[0], np.uint64(k + 1))
-    for j in range(coords.shape[1]):
-        if j != k:
-            h = _mix(h ^ coords[:, j].astype(np.uint64))
-    out = np.empty((coords.shape[0], width))
-    for r in range(width):
-        out[:, r] = np.where(_mix(h + np.uint64(r)) >> np.uint64(63), -1.0, 1.0)
-    return out
-
-
 def sketch_sums(coords, f, shape, width, group, V=None):
     """Per mode k, (G, shape[k], width): each group of ``group`` entries' (in order; the last may
     be shorter) sums of f_e times its row of mode k's test matrix, added at its mode-k index in
-    entry order (the map of ``init="sketch"``). The test matrix: hashed signs (``sketch_signs``;
-    exact products), or with ``V`` (per mode (shape[j], width)) the Khatri-Rao product of the
-    other modes' V_j, an entry's row the product of its rows of V_j in mode order (a round of
-    subspace iteration on the unfoldings, ``sketch_factors``)."""
-    n = coords.shape[0]
-    G = -(-n // group)
-    out = [np.zeros((G, d, width)) for d in shape]
-    for g in range(G):
-        block = coords[g * group : (g + 1) * group]
-        fg = f[g * group : (g + 1) * group]
-        for k, d in enumerate(shape):
-            if V is None:
-                W = sketch_signs(block, k, width)
-            else:
-                W = np.ones((block.shape[0], width))
-                for j in range(len(shape)):
-                    if j != k:
-                        W *= V[j][block[:, j]]
-            for r in range(width):
-                out[k][g, :, r] = np.bincount(block[:, k], weights=fg * W[:, r], minlength=d)
-    return out
+    entry order (the map of ``init="sketch"``, ``kernels.tensor.sketch_groups``). The test
+    matrix: signs drawn by a hash of each column's indices (the same column, the same row,
+    wherever the entry is read; exact products), or with ``V`` (per mode (shape[j], width)) the
+    Khatri-Rao product of the other modes' V_j, an entry's row the product of its rows of V_j in
+    mode order (a round of subspace iteration on the unfoldings, ``sketch_factors``)."""
+    offsets = np.zeros(len(shape) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(shape)
+    out = np.empty((-(-coords.shape[0] // group), int(offsets[-1]), width))
+    factors = np.empty((0, width)) if V is None else np.ascontiguousarray(np.concatenate(V))
+    K.sketch_groups(
+        np.ascontiguousarray(coords, dtype=np.int64), np.ascontiguousarray(f, dtype=np.float64), offsets,
+        group, factors, V is None, out,
+    )  # fmt: skip
+    return [out[:, offsets[k] : offsets[k + 1]] for k in range(len(shape))]
 
 
 def _added(sums):

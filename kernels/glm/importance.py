@@ -47,38 +47,25 @@ import numpy as np
 from numba import njit
 
 from .._config import LEAF, PROBIT
+from ..hashing import GOLDEN, mix64
 from ..special import finite, log_ndtr, log_sigmoid
 from .sweep import apply_row_change, damp_site, row_cavity, save_row, signed_message
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
 _S11 = np.uint64(11)
 _TWO_M53 = 1.0 / 9007199254740992.0
 _TWO_PI = 2.0 * math.pi
 
 
 @njit(**LEAF)
-def mix64(z):
-    """splitmix64's finaliser: a bijective scrambling of a uint64."""
-    z = (z ^ (z >> _S30)) * _MIX1
-    z = (z ^ (z >> _S27)) * _MIX2
-    return z ^ (z >> _S31)
-
-
-@njit(**LEAF)
 def row_key(key, i):
     """The random stream's key of row i under the sweep key ``key`` (both uint64)."""
-    return mix64(np.uint64(key) ^ mix64(np.uint64(i) + _GOLDEN))
+    return mix64(np.uint64(key) ^ mix64(np.uint64(i) + GOLDEN))
 
 
 @njit(**LEAF)
 def _uniform(state):
     """(next state, uniform in (0, 1]) of the splitmix64 stream."""
-    state = state + _GOLDEN
+    state = state + GOLDEN
     return state, ((mix64(state) >> _S11) + np.uint64(1)) * _TWO_M53
 
 

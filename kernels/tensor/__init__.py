@@ -14,6 +14,7 @@ from .moments import *  # noqa: F403
 from .posterior import *  # noqa: F403
 from .prediction import *  # noqa: F403
 from .schedules import *  # noqa: F403
+from .sketch import *  # noqa: F403
 from .state import CPProblem as CPProblem
 from .state import CPScratch as CPScratch
 from .state import CPStore as CPStore

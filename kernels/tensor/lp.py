@@ -88,7 +88,7 @@ def log_lik(model, y, s, etau, f):
 
 
 @njit(**LEAF)
-def cp_value(x, K, R):
+def stacked_value(x, K, R):
     """f = sum_r prod_k x[k R + r]: the CP model's value at the K stacked vectors x (K R,)."""
     f = 0.0
     for r in range(R):
@@ -101,7 +101,7 @@ def cp_value(x, K, R):
 
 @njit(**LEAF)
 def product_gradient(x, K, R, gf):
-    """f = ``cp_value`` (returned) and gf (K R,) its gradient (no division: zeros are fine)."""
+    """f = ``stacked_value`` (returned) and gf (K R,) its gradient (no division: zeros are fine)."""
     for r in range(R):
         for k in range(K):
             q = 1.0
@@ -109,7 +109,7 @@ def product_gradient(x, K, R, gf):
                 if kk != k:
                     q *= x[kk * R + r]
             gf[k * R + r] = q
-    return cp_value(x, K, R)
+    return stacked_value(x, K, R)
 
 
 @njit(**LEAF)
@@ -123,7 +123,7 @@ def objective(model, y, s, etau, Lc, ec, x, K, R):
             for j in range(R):
                 t += Lc[k, i, j] * x[b + j]
             v += x[b + i] * (0.5 * t - ec[k, i])
-    h, _, _ = log_lik(model, y, s, etau, cp_value(x, K, R))
+    h, _, _ = log_lik(model, y, s, etau, stacked_value(x, K, R))
     return v - h
 
 
@@ -300,6 +300,20 @@ def _invalidate(ok, status):
 
 
 @njit(**LEAF)
+def message_eta(Lk, Lck, xk, eck, out):
+    """out = (Lk + Lc_k) x_k - ec_k, a Laplace message's precision-times-mean (the cavity times the
+    message has its mean at the mode x_k); whether every element is finite."""
+    good = True
+    for i in range(xk.shape[0]):
+        t = 0.0
+        for j in range(xk.shape[0]):
+            t += (Lk[i, j] + Lck[i, j]) * xk[j]
+        out[i] = t - eck[i]
+        good = good and finite(out[i])
+    return good
+
+
+@njit(**LEAF)
 def lp_messages(model, y, s, etau, Lc, ec, x, K, R, indefinite, Lmsg, emsg, ok, mat, vec):
     """Laplace messages of one entry from its cavities (Lc (K, R, R), ec (K, R)) and a start x.
 
@@ -357,12 +371,8 @@ def lp_messages(model, y, s, etau, Lc, ec, x, K, R, indefinite, Lmsg, emsg, ok, 
                 Lk[j, i] = t
             big = max(big, abs(Lk[i, i]))
         good = big > 0.0 and finite(big)
-        for i in range(R):
-            t = 0.0
-            for j in range(R):
-                t += (Lk[i, j] + Lc[k, i, j]) * x[b0 + j]
-            emsg[k, i] = t - ec[k, i]
-            good = good and finite(emsg[k, i])
+        fine = message_eta(Lk, Lc[k], x[b0 : b0 + R], ec[k], emsg[k])
+        good = good and fine
         # C_kk^{-1} = Lc_k + Lam_k* must be positive definite (with H_{-k,-k}: H is)
         Cinv = T[:R, :R]
         Lc2 = Lh[:R, :R]
@@ -390,12 +400,8 @@ def lp_messages(model, y, s, etau, Lc, ec, x, K, R, indefinite, Lmsg, emsg, ok, 
                         Lk[i, j] = t
                         Lk[j, i] = t
                     big = max(big, Lk[i, i])
-                for i in range(R):
-                    t = 0.0
-                    for j in range(R):
-                        t += (Lk[i, j] + Lc[k, i, j]) * x[b0 + j]
-                    emsg[k, i] = t - ec[k, i]
-                    good = good and finite(emsg[k, i])
+                fine = message_eta(Lk, Lc[k], x[b0 : b0 + R], ec[k], emsg[k])
+                good = good and fine
                 psd = big > 0.0
             good = good and psd
         ok[k] = good
