@@ -484,7 +484,7 @@ class ClusterCPEngine(CPEngine):
         else:
             self.f_floor = entries.floor
             if self.warm:  # (cp_gaussian's warm-up: the noise precision from Var(y), as in one process)
-                self.store.noise[2] = self.tau_init = kw.get("warmup_snr", 10.0) / entries.reference
+                self.store.noise[2] = self.tau_init = kw["warmup_snr"] / entries.reference
         self.scratch = self.scratch._replace(
             part_L=np.empty((-(-n // chunk), n_obj, R, R)),
             part_e=np.empty((-(-n // chunk), n_obj, R)),

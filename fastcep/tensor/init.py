@@ -10,7 +10,7 @@ instead from the leading R left singular vectors of each mode's unfolding of the
 ``init="sketch"`` takes the singular vectors of a range sketch instead, Y_k = A_k Omega_k, with a
 test matrix of signs that a hash of each column's indices draws: every entry
 adds to Y_k on its own, so the sketch is a map over fixed groups of entries and a reduce in group
-order (``sketch_sums``, ``sketch_start``), which a cluster runs where the entries are (a tensor
+order (``sketch_sums``, ``sketch_init``), which a cluster runs where the entries are (a tensor
 file read on the workers, ``fastcep.cluster.cp``). The SVD's A_k A_k^T pairs entries of one column,
 which a split of the entries would have to shuffle together.
 """
@@ -69,12 +69,17 @@ def svd_init(coords, values, shape, R, init_scale, rng):
             cols = np.unique(cols, return_inverse=True)[1].reshape(-1)
             width = int(cols.max()) + 1
         A = sp.csr_matrix((values, (coords[:, k], cols)), shape=(shape[k], width))
-        U = _leading_left_vectors(A, R, rng)
-        block = np.zeros((shape[k], R))
-        block[:, : U.shape[1]] = U * np.sqrt(shape[k])
-        block = s * (block + NOISE * rng.standard_normal(block.shape))
-        blocks.append(init_scale * block)
+        blocks.append(_scaled(_leading_left_vectors(A, R, rng), shape[k], R, s, init_scale, rng))
     return np.concatenate(blocks)
+
+
+def _scaled(U, d, R, s, init_scale, rng):
+    """A mode's initial means (d, R): its (up to R) unit singular vectors U times sqrt(d), plus
+    NOISE of their size (seeded), times the scale s of the data and init_scale."""
+    block = np.zeros((d, R))
+    block[:, : U.shape[1]] = U * np.sqrt(d)
+    block = s * (block + NOISE * rng.standard_normal(block.shape))
+    return init_scale * block
 
 
 def sketch_sums(coords, f, shape, width, group, V=None):
@@ -132,8 +137,5 @@ def sketch_init(sums_of, total_sq, n, shape, R, init_scale, rng, rounds):
     blocks = []
     for k in range(K):
         U = np.linalg.svd(_added(sums[k]), full_matrices=False)[0][:, : min(R, shape[k])]
-        block = np.zeros((shape[k], R))
-        block[:, : U.shape[1]] = U * math.sqrt(shape[k])
-        block = s * (block + NOISE * rng.standard_normal(block.shape))
-        blocks.append(init_scale * block)
+        blocks.append(_scaled(U, shape[k], R, s, init_scale, rng))
     return np.concatenate(blocks)
