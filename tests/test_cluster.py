@@ -267,13 +267,14 @@ def cp_bits(res):
     [
         dict(model="cp_gaussian"),  # (the learned prior, the cavity's expectations, the noise)
         dict(model="cp_probit", prior="fixed", expect_under="posterior"),
-        dict(model="cp_poisson", schedule="parallel", damping=0.3, max_iter=15),  # (a generic model)
     ],
 )
 def test_cp_fits_give_the_bits_of_one_process(client, kw):
     """The entries as Dask arrays, two partitions of whole sum groups (not of whole noise
     chunks: the client sums the chunks they share): the one-process posterior, noise and
-    messages, bitwise; the stopping measure within rounding (its sums are the partitions')."""
+    messages, bitwise; the stopping measure within rounding (its sums are the partitions'). A
+    generic model: ``test_a_cp_fit_learns_a_dispersion_on_a_cluster`` and
+    ``test_cluster_cp_file.py``."""
     coords, values = tensor(kw["model"])
     kw = dict(rank=3, **kw)
     one = fastcep.fit(coords, values, **kw)  # (first: the workers load its compiled kernels)
