@@ -165,7 +165,7 @@ def fit_cp_wopt(
         ``ftol`` test (default 2.2e-9) with a scale fixed by the data rather than clipped at 1.
     init : {"svd", "sketch", "random"}, default "svd"
         Initial factors: leading singular vectors of each mode's unfolding (missing entries as
-        0; ``fastcep.tensor.init.svd_init``) or of a hashed sketch of it (``sketch_start``), or
+        0; ``fastcep.tensor.init.svd_init``) or of a hashed sketch of it (``sketch_init``), or
         N(0, init_scale^2) draws; all seeded.
     init_scale : float >= 0, default 1.0
         Multiplies the svd initial factors; the standard deviation of the random ones.
