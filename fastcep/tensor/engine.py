@@ -1049,7 +1049,7 @@ def fit_cp(
     if client is None:
         copies = 2 if guarded(model, method, schedule, lik) else 1  # (the guard's copy of the messages)
         check_memory(n, shape, R, covariance, func, message_copies=copies)
-    else:  # (the messages live on the workers: ``fastcep.cluster.cp``)
+    elif not on_file:  # (the messages live on the workers; a file's ``FileEntries`` refused first)
         cluster_cp = V.cluster_module(cluster, "fit_cp")
         cluster_cp.refusals(model, method, o, lik, func)
     init, init_scale, prior_mean = data.init, o["init_scale"], o["prior_mean"]
