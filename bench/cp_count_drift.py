@@ -3,7 +3,7 @@
     python -m bench.cp_count_drift [--fold 1] [--rank 3] [--max-iter 300]
                                    [--prior wishart|ard|fixed] [--hold-prior-after N]
                                    [--dispersion R] [--hold-dispersion-after N] [--gold NPZ]
-                                   [--hyper-from-counted]
+                                   [--hyper-from-counted] [--moves FROM TO]
 
 A cp_negbin fit on Alog's counts (``data_tools.tensors.load_alog_counts``, seed 0, defaults but
 ``--prior`` and ``max_iter``). At iterations 10, 20, 30, 40, 50, 60, 75 and every 25th: the
@@ -20,8 +20,12 @@ for N updates and holds it then (a diagnostic, as the held prior). ``--gold NPZ`
 .npz of the same fold) adds the test entries' distance to the gold
 (``cp_count_gold.against_gold``): zero slices and the others apart. ``--hyper-from-counted``
 learns the prior from the objects with a nonzero training count only (``hyper_from_counted``, a
-diagnostic). Rows are printed as JSON
-lines and saved to
+diagnostic). ``--moves FROM TO`` adds, at every iteration from FROM to TO, which training
+entries moved (``moves``): the RMS change of their predictive means of f since the iteration
+before, over all entries and relative to the RMS of f (so the three classes' squares add up to
+the stopping measure's), for the zero slices' entries, the other zero counts and the nonzero
+counts apart, with each class's net direction (the mean sign of its moves). Rows are printed as
+JSON lines and saved to
 bench/results/cp-count-drift-f{fold}-r{rank}-{prior}{-holdN}{-nbR}{-holdrN}.json.
 """
 
@@ -99,8 +103,27 @@ def hold_dispersion_after(updates):
     LikelihoodLearner.update = held
 
 
+def moving_classes(train):
+    """The training entries by class: the zero slices' (objects whose training counts are all 0),
+    the other zero counts, the nonzero counts."""
+    zero_slices = zero_slice_entries(train, train)
+    nonzero = train.values > 0
+    return {"zero_slices": zero_slices, "other_zeros": ~nonzero & ~zero_slices, "nonzero": nonzero}
+
+
+def moved(f, f_old, classes):
+    """Each class's share of the RMS change of f (relative to the RMS of f) and its net direction."""
+    d = f - f_old
+    scale = len(f) * np.mean(f**2)
+    return {
+        name: dict(rms=float(np.sqrt(np.sum(d[m] ** 2) / scale)), net=float(np.mean(np.sign(d[m]))))
+        for name, m in classes.items()
+    }
+
+
 def curve(
-    fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None, hold_r_after=None, counted=False
+    fold, rank, max_iter, prior, hold_after, dispersion=None, gold=None, hold_r_after=None, counted=False,
+    moves=None,
 ):  # fmt: skip
     train, test = load_alog_counts(fold, SHARED)
     if counted:
@@ -120,8 +143,19 @@ def curve(
         model = dict(model="cp", likelihood=NegativeBinomial(dispersion=dispersion))
     rows, spent = [], [0.0]
     start = time.perf_counter()
+    classes = moving_classes(train)
+    last = [None]
 
     def measure(info):
+        if moves is not None and moves[0] - 1 <= info.iteration <= moves[1]:
+            t0 = time.perf_counter()
+            f = info.result._f_moments(train.coords)[0]
+            if last[0] is not None:
+                row = dict(iteration=info.iteration, change=info.change, moves=moved(f, last[0], classes))
+                rows.append(row)
+                print(strict_json(row), flush=True)
+            last[0] = f
+            spent[0] += time.perf_counter() - t0
         if info.iteration not in CHECKPOINTS and info.iteration % 25:
             return
         t0 = time.perf_counter()
@@ -177,6 +211,7 @@ def main(argv=None):
     ap.add_argument("--gold", type=pathlib.Path, default=None)
     ap.add_argument("--hold-dispersion-after", type=int, default=None)
     ap.add_argument("--hyper-from-counted", action="store_true", help="see hyper_from_counted")
+    ap.add_argument("--moves", type=int, nargs=2, default=None, metavar=("FROM", "TO"))
     args = ap.parse_args(argv)
     if not (SHARED / "alog").is_dir():
         print(f"skipped: no data in {SHARED}")
@@ -185,7 +220,7 @@ def main(argv=None):
     gold = None if args.gold is None else np.load(args.gold)
     curve(
         args.fold, args.rank, args.max_iter, args.prior, args.hold_prior_after, args.dispersion, gold,
-        args.hold_dispersion_after, args.hyper_from_counted,
+        args.hold_dispersion_after, args.hyper_from_counted, args.moves,
     )  # fmt: skip
 
 
