@@ -34,7 +34,8 @@ def cp_tuples(
         store, units, obj_chunk, n_groups=units if with_sums else 0, cav_units=units if cavity else 0, lp=lp,
         guard=True,
     )  # fmt: skip
-    nodes, weights = (np.empty(0), np.empty(0)) if rule is None else rule
+    # (a rule as writable arrays, as the engine passes it)
+    nodes, weights = (np.empty(0), np.empty(0)) if rule is None else map(np.array, rule)
     problem = K.CPProblem(
         lay.gidx, y, y if s is None else s, lay.ptr, lay.ent, lay.obj_mode,
         np.zeros((n_obj, *block)) if prior_Lam is None else prior_Lam,

@@ -137,7 +137,7 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
             with_noise=fused and model == "cp_gaussian",
         )  # fmt: skip
         sk = tuples[2].skipped
-        K.sweep_full(*tuples, 0, len(shape), etau, rho, ENTRY_CHUNK)
+        K.sweep_full(*tuples, 0, len(shape), etau, rho, ENTRY_CHUNK, None)
         if model == "cp_gaussian" and not fused:
             K.noise_messages_full(*tuples[:2], rho)
         np.testing.assert_allclose(L2, ref[0], rtol=1e-9, atol=1e-11)
@@ -151,7 +151,7 @@ def test_rebuild_and_sweep_match_naive(rng, model, shape, R):
     for k in range(len(shape)):
         L2, e2, a2, b2 = Lam.copy(), eta.copy(), alpha.copy(), beta.copy()
         tuples = cp_tuples(lay, y, L2, e2, P_Lam, P_eta, M, None, E2, code=code, alpha=a2, beta=b2)
-        K.sweep_full(*tuples, k, k + 1, etau, rho, ENTRY_CHUNK)
+        K.sweep_full(*tuples, k, k + 1, etau, rho, ENTRY_CHUNK, None)
         other = [j for j in range(len(shape)) if j != k]
         np.testing.assert_allclose(L2[:, k], ref[0][:, k], rtol=1e-9, atol=1e-11)
         np.testing.assert_allclose(e2[:, k], ref[1][:, k], rtol=1e-9, atol=1e-11)
@@ -227,7 +227,7 @@ def cavity_sweep(code, lay, y, Lam, eta, P_Lam, P_eta, etau, rho, k_lo, k_hi, M=
         cavity=True,
     )  # fmt: skip
     sk = tuples[2].skipped
-    K.sweep_cavity_full(*tuples, k_lo, k_hi, etau, rho, ENTRY_CHUNK)
+    K.sweep_cavity_full(*tuples, k_lo, k_hi, etau, rho, ENTRY_CHUNK, None)
     if noise is not None:
         return L2, e2, int(sk.sum()), a2, b2
     return L2, e2, int(sk.sum())
@@ -307,9 +307,8 @@ def test_cavity_sweep_equals_posterior_sweep_when_the_entries_have_no_messages(r
     M, S = prior_means.copy(), P_Lam.copy()
     E2 = S + M[:, :, None] * M[:, None, :]
     L1, e1 = Lam.copy(), eta.copy()
-    K.sweep_full(
-        *cp_tuples(lay, y, L1, e1, P_Lam, P_eta, M, S, E2, code=CODES[model]), 0, 3, etau, rho, ENTRY_CHUNK
-    )
+    tuples = cp_tuples(lay, y, L1, e1, P_Lam, P_eta, M, S, E2, code=CODES[model])
+    K.sweep_full(*tuples, 0, 3, etau, rho, ENTRY_CHUNK, None)
     got = cavity_sweep(CODES[model], lay, y, Lam, eta, P_Lam, P_eta, etau, rho, 0, 3)
     np.testing.assert_allclose(got[0], L1, rtol=1e-11, atol=1e-13)
     np.testing.assert_allclose(got[1], e1, rtol=1e-11, atol=1e-13)
@@ -339,7 +338,8 @@ def test_sweep_with_object_sums_equals_sweep_then_rebuild(rng, model, shape, R, 
             alpha=a2, beta=b2, units=-(-n // chunk), with_noise=model == "cp_gaussian", with_sums=sums,
             cavity=cavity, obj_chunk=8,
         )  # fmt: skip
-        (K.sweep_cavity_full if cavity else K.sweep_full)(problem, store, scratch, 0, Km, etau, rho, chunk)
+        driver = K.sweep_cavity_full if cavity else K.sweep_full
+        driver(problem, store, scratch, 0, Km, etau, rho, chunk, None)
         # the posterior into fresh arrays
         out = store._replace(
             **{k: np.empty_like(getattr(store, k)) for k in ("P_Lam", "P_eta", "M", "S", "E2")}
@@ -514,7 +514,7 @@ def test_diag_block_sweep_matches_per_coordinate_formulas(rng, model, R):
                 prior_Lam=np.full((len(M), R), 1 / prior_var),
             )
             sk = scratch.skipped
-            K.sweep_diag_coord(problem, store, scratch, k, r, etau, rho, ENTRY_CHUNK)
+            K.sweep_diag_coord(problem, store, scratch, k, r, etau, rho, ENTRY_CHUNK, None)
             n_bad = 0
             for e in range(n):
                 o = lay.gidx[e, k]

@@ -333,6 +333,10 @@ class CPEngine:
         self.likelihood = learner.likelihood if learner is not None else likelihood
         code, generic = kernel_model(model, probit_curvature, self.likelihood)
         self.lik, nodes, weights = generic if generic else (None, np.empty(0), np.empty(0))
+        # (the rule as writable arrays, as the hand-written models' empty ones: numba types a
+        # read-only array apart, so the cached rule compiled a second copy of every kernel that
+        # takes the problem and not the likelihood: the rebuilds, the sums, the guard's)
+        nodes, weights = np.array(nodes), np.array(weights)
         n_chunks = -(-n // ENTRY_CHUNK)
         # the parallel schedule with full covariances sums each fixed group of entries' new
         # messages per object during the sweep (kernels.tensor.sweep_full with_sums;

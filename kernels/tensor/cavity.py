@@ -138,7 +138,7 @@ _gaussian_batch_messages = by_likelihood(gaussian_batch_messages, 0, generic=Fal
 
 
 @njit(**PARALLEL_CACHED)
-def sweep_cavity_full(problem, store, scratch, k_lo, k_hi, etau, rho, chunk, lik=None):
+def sweep_cavity_full(problem, store, scratch, k_lo, k_hi, etau, rho, chunk, lik):
     """``sweep_full`` with the other modes' moments under each entry's cavity, full covariances,
     in parallel over fixed chunks of entries.
 

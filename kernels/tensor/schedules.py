@@ -36,12 +36,14 @@ _gaussian_entry_update = by_likelihood(gaussian_entry_update, math.nan, generic=
 
 
 @njit(**PARALLEL_CACHED)
-def sweep_full(problem, store, scratch, k_lo, k_hi, etau, rho, chunk, lik=None):
+def sweep_full(problem, store, scratch, k_lo, k_hi, etau, rho, chunk, lik):
     """Damped messages of every entry to its objects of modes k_lo..k_hi-1, in parallel (full
     covariances), in work units of ``chunk`` entries; with ``problem.with_noise`` also its Gamma
     noise message (as ``noise_messages_full``, from the same posterior, in the same pass).
     MODEL_GENERIC: the likelihood ``lik`` and the Gauss-Hermite rule of ``problem``
-    (``entry_update``; ``lik`` left out for the other models).
+    (``entry_update``); None for the other models. ``lik`` has no default in the five drivers:
+    numba types a left-out argument apart from a None given, so a caller that left it out
+    compiled a second copy of the driver (the tests did, 15 s a driver).
 
     (0, K): the parallel (Jacobi) schedule, every mode from one posterior. (k, k + 1): one block
     of the block schedule; given the other modes the objects of mode k are independent, so
@@ -110,7 +112,7 @@ def noise_messages_full(problem, store, rho):
 
 
 @njit(**PARALLEL_CACHED)
-def sweep_diag_coord(problem, store, scratch, k, r, etau, rho, chunk, lik=None):
+def sweep_diag_coord(problem, store, scratch, k, r, etau, rho, chunk, lik):
     """Damped messages of every entry to coordinate r of its mode-k object, in parallel, in work
     units of ``chunk`` entries (lik: MODEL_GENERIC's, as ``sweep_full``).
 
@@ -148,7 +150,7 @@ def noise_messages_diag(problem, store, rho):
 
 # ---------------------------------------------------------------- sequential schedule
 @njit(**SERIAL)
-def sequential_full(problem, store, scratch, order, fix_tau, rho, lik=None):
+def sequential_full(problem, store, scratch, order, fix_tau, rho, lik):
     """Entries in ``order``; after each entry its K objects (and the noise posterior) are refreshed.
 
     store.noise: (3,) [a, b, E tau], updated in place (E tau only if not ``fix_tau``). Scratch:
@@ -203,7 +205,7 @@ def sequential_full(problem, store, scratch, order, fix_tau, rho, lik=None):
 
 
 @njit(**SERIAL)
-def sequential_diag(problem, store, scratch, order, fix_tau, rho, lik=None):
+def sequential_diag(problem, store, scratch, order, fix_tau, rho, lik):
     """Entries in ``order``; each coordinate's object is refreshed right after its message.
 
     store.noise: (3,) [a, b, E tau] updated in place (E tau only if not ``fix_tau``); scratch.vec[0]
