@@ -115,10 +115,87 @@ def is_sparse(X):
     return sp.issparse(X)
 
 
+def _index_array(a, what, name, func, length=None):
+    """A sparse matrix's index array: 1-D integers (of ``length``, if given)."""
+    a = np.asarray(a)
+    if a.ndim != 1 or a.dtype.kind not in "iu":
+        raise param_error(name, func, f"a sparse matrix whose {what} are a 1-D integer array", a.dtype)
+    if length is not None and a.size != length:
+        raise ValueError(
+            f"The {name!r} parameter of {func} must be a sparse matrix whose {what} hold {length} "
+            f"values. Got {a.size} instead (the matrix is corrupt)."
+        )
+    return a
+
+
+def _compressed_structure(X, major, minor, name, func):
+    """Check a CSR-like (indptr, indices, data) of ``major`` (rows, columns) and ``minor``
+    (columns, rows) words: a non-decreasing indptr of major + 1 from 0 that ends within the
+    indices and data, indices within [0, minor)."""
+    (n_major, major_word), (n_minor, minor_word) = major, minor
+    indptr = _index_array(X.indptr, "indptr", name, func, n_major + 1)
+    indices = _index_array(X.indices, "indices", name, func)
+    stored = min(indices.size, len(X.data))
+    steps = np.diff(indptr)
+    if indptr[0] != 0 or indptr[-1] > stored or (steps.size and steps.min() < 0):
+        at = int(np.flatnonzero(steps < 0)[0]) if steps.size and steps.min() < 0 else None
+        got = (
+            f"indptr[0] = {int(indptr[0])}" if indptr[0] != 0
+            else f"indptr decreasing at {major_word} {at}" if at is not None
+            else f"indptr ending at {int(indptr[-1])} with {stored} stored values"
+        )  # fmt: skip
+        raise ValueError(
+            f"The {name!r} parameter of {func} must be a sparse matrix whose indptr starts at 0, never "
+            f"decreases and ends within its {stored} stored values. Got {got} instead (the matrix is "
+            "corrupt)."
+        )
+    used = indices[: indptr[-1]]
+    bad = np.flatnonzero((used < 0) | (used >= n_minor))
+    if bad.size:
+        at = int(np.searchsorted(indptr, bad[0], side="right") - 1)
+        more = f" (and {bad.size - 1} more out of range)" if bad.size > 1 else ""
+        raise ValueError(
+            f"The {name!r} parameter of {func} must be a sparse matrix whose {minor_word} indices lie in "
+            f"[0, {n_minor}). Got {minor_word} index {int(used[bad[0]])} in {major_word} {at}{more} instead."
+        )
+
+
+def check_sparse_structure(X, name, func):
+    """Check the index arrays of a scipy.sparse X against its shape before any compiled code reads
+    them (scipy's conversions and sums do not, and crash on an index out of range): CSR, CSC,
+    BSR and COO are checked in place, other formats are built by scipy's own checked code.
+    Raises ValueError naming the row (column, for CSC) and the index."""
+    if X.ndim != 2:
+        raise param_error(name, func, "a 2-D sparse matrix (n_samples, n_features)", f"shape {X.shape}")
+    n, d = X.shape
+    fmt = X.format
+    if fmt in ("csr", "csc"):
+        rows, cols = (n, "row"), (d, "column")
+        _compressed_structure(X, *((rows, cols) if fmt == "csr" else (cols, rows)), name, func)
+    elif fmt == "bsr":
+        r, c = X.blocksize
+        if r < 1 or c < 1 or n % r or d % c or np.ndim(X.data) != 3:
+            got = f"blocks {X.blocksize} of {X.shape}"
+            raise param_error(name, func, "a BSR matrix of whole blocks", got)
+        _compressed_structure(X, (n // r, "block row"), (d // c, "block column"), name, func)
+    elif fmt == "coo":
+        size = len(X.data)
+        for idx, bound, word in ((X.row, n, "row"), (X.col, d, "column")):
+            idx = _index_array(idx, f"{word} indices", name, func, size)
+            bad = np.flatnonzero((idx < 0) | (idx >= bound))
+            if bad.size:
+                raise ValueError(
+                    f"The {name!r} parameter of {func} must be a sparse matrix whose {word} indices lie in "
+                    f"[0, {bound}). Got {word} index {int(idx[bad[0]])} at stored value {int(bad[0])} "
+                    "instead."
+                )
+
+
 def check_sparse(X, name, func, n_cols=None):
     """A scipy.sparse matrix or array (CSR, CSC, COO, ...) of finite real numbers, 2-D and
     non-empty, returned as a new CSR array of float64: indices sorted within each row, duplicate
-    entries summed (scipy's ``sum_duplicates``), explicit zeros dropped. X is never modified."""
+    entries summed (scipy's ``sum_duplicates``), explicit zeros dropped. X is never modified; its
+    index arrays are checked against its shape first (``check_sparse_structure``)."""
     import scipy.sparse as sp
 
     if X.ndim != 2:
@@ -129,7 +206,10 @@ def check_sparse(X, name, func, n_cols=None):
         raise param_error(name, func, "non-empty", f"shape {X.shape}")
     if n_cols is not None and X.shape[1] != n_cols:
         raise param_error(name, func, f"a matrix with {n_cols} columns", f"shape {X.shape}")
+    check_sparse_structure(X, name, func)
     A = sp.csr_array(X, dtype=np.float64, copy=True)
+    check_sparse_structure(A, name, func)  # (a LIL, DOK or DIA matrix, as scipy built it)
+    A.prune()  # (stored values past indptr[-1] belong to no row)
     A.sum_duplicates()
     bad = np.flatnonzero(~np.isfinite(A.data))
     if bad.size:

@@ -271,6 +271,7 @@ def _row_blocks(client, X, y, intercept, func):
     if y.shape[:1] != X.shape[:1]:
         raise ValueError(f"{func}: y must be 1-D with one value per row of X ({X.shape[0]}), not {y.shape}.")
     if V.is_sparse(X):
+        V.check_sparse_structure(X, "X", func)  # (the rows' numbers in its messages are X's own)
         X = X.tocsr()  # (row slices)
     return [(X[lo:hi], y[lo:hi]) for lo, hi in _split(client, X.shape[0], X.shape[1], intercept)]
 
