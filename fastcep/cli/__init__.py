@@ -36,6 +36,7 @@ import sys
 
 from .._loop import end_status
 from ._common import UserError
+from ._files import distinct_paths
 from ._parser import build_parser
 
 __all__ = ["build_parser", "main"]
@@ -48,6 +49,7 @@ def main(argv=None):
     args = parser.parse_args(argv)  # argparse exits with status 2 on bad arguments
     verb = getattr(args, "verb", None) or args.command
     try:
+        distinct_paths(args, verb)
         return args.func(args)
     except (
         UserError,

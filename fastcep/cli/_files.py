@@ -152,20 +152,61 @@ def existing_kind(path):
 
 def check_output(path, flag, inputs=(), kind=None, force=False):
     """Before any work: refuse an output path (of option ``flag``) that is one of the run's
-    inputs, however named, or whose folder does not exist or cannot be written
-    (``io.files.check_output``). And one that exists and is not a file of ``kind`` (a fastcep
-    format, or "png"), which the run would replace, unless ``force`` (``--force``); an empty file
-    holds nothing to lose."""
+    inputs, however named, a device, a FIFO, a socket, a read-only file, or whose folder does
+    not exist or cannot be written (``io.files.check_output``). And one that exists and is not a
+    file of ``kind`` (a fastcep format, or "png"), which the run would replace, unless ``force``
+    (``--force``; ``io.kinds.check_replaceable``)."""
     from ..io.files import check_output as check
+    from ..io.kinds import check_replaceable
 
     check(path, inputs, f"output ({flag})")
     if kind is None or force or path is None:
         return
-    found = existing_kind(path)
-    if found in ("missing", "empty", kind):
-        return
-    raise UserError(
-        f"the output ({flag}) {path!r} exists and holds {WORDS.get(found, found)}, not "
-        f"{WORDS[kind]}; this run would replace it. Give --force to replace it, or choose "
-        "another path."
-    )
+    try:
+        check_replaceable(path, kind, f"output ({flag})", "--force", existing_kind, WORDS)
+    except FileExistsError as exc:
+        raise UserError(str(exc)) from None
+
+
+#: the arguments of each verb that name files, and how its messages call them (``distinct_paths``)
+PATH_ARGS = {
+    "convert": ("src", "dst"),
+    "info": ("file",),
+    "fit": ("tensor", "output", "checkpoint", "plot"),
+    "stream": ("tensor", "output", "checkpoint", "plot"),
+    "evaluate": ("model", "tensor", "plot"),
+    "glm fit": ("data", "output", "checkpoint", "plot"),
+    "glm evaluate": ("model", "data", "plot"),
+    "glm stream": ("data", "init", "output", "checkpoint"),
+}
+_FLAG_WORDS = {"output": "-o", "checkpoint": "--checkpoint", "plot": "--plot", "init": "--init"}
+#: the file arguments that are written
+_OUTPUTS = {"dst", "output", "checkpoint", "plot"}
+
+
+def _same_path(a, b):
+    from ..io.files import same_file
+
+    return same_file(a, b) or os.path.realpath(a) == os.path.realpath(b)
+
+
+def distinct_paths(args, verb):
+    """Before any work: refuse a command that gives one file as an output and again as another
+    output or an input (``-o X --plot X``, ``--init M -o M``), however named, whether it exists
+    yet or not (``PATH_ARGS``)."""
+    given = [(name, getattr(args, name, None)) for name in PATH_ARGS.get(verb, ())]
+    given = [(name, os.fspath(path)) for name, path in given if path is not None]
+    for i, (a, pa) in enumerate(given):
+        for b, pb in given[i + 1 :]:
+            if (a not in _OUTPUTS and b not in _OUTPUTS) or not _same_path(pa, pb):
+                continue  # (an input read twice is harmless)
+            wa, wb = (_FLAG_WORDS.get(n, n.upper()) for n in (a, b))
+            if (a in _OUTPUTS) != (b in _OUTPUTS):  # (an input and an output)
+                (out, wo), (inp, wi) = ((pa, wa), (pb, wb)) if a in _OUTPUTS else ((pb, wb), (pa, wa))
+                raise UserError(
+                    f"the output ({wo}) {out!r} is the input file {inp!r} ({wi}); it would be overwritten: "
+                    "choose another path"
+                )
+            raise UserError(
+                f"{pa!r} is given as {wa} and as {wb}; one file cannot be both: give each its own path"
+            )

@@ -24,6 +24,7 @@ import hashlib
 import io
 import os
 import re
+import stat
 import tempfile
 
 import h5py
@@ -118,11 +119,56 @@ def same_file(a, b):
         return False
 
 
+#: what a path that exists and is not a regular file is, by ``stat.S_IFMT``
+_SPECIAL = {
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO (a named pipe)",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def special_file(path):
+    """What ``path`` is if it exists and is neither a regular file nor a folder (following
+    links: "a character device", "a FIFO (a named pipe)", ...), else None. Nothing is opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return _SPECIAL.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def refuse_special(path, what="output", func=None):
+    """Refuse an output ``path`` that exists and is a device, a FIFO or a socket: HDF5 needs a
+    seekable regular file, and the atomic rename would replace the special file itself."""
+    special = special_file(path)
+    if special is not None:
+        func = f"{func}: " if func else ""
+        raise ValueError(
+            f"{func}the {what} {os.fspath(path)!r} is {special}, not a regular file; fastcep writes "
+            "HDF5, which needs a seekable regular file: give a file path."
+        )
+
+
+def read_only(path):
+    """Whether the existing regular file ``path`` is read-only: no write permission for anyone,
+    or none for this process (as root too: its mode says read-only)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) and (not mode & 0o222 or not os.access(path, os.W_OK))
+
+
 def check_output(path, inputs=(), what="output", func=None):
     """Before any work: refuse an output ``path`` that is one of the ``inputs`` (the same file,
-    however named) or a folder, and one whose folder cannot be written (a probe file is created
-    and removed). ``func`` (the public function) starts the messages."""
+    however named), a folder, a device, a FIFO or a socket, a read-only file, and one whose
+    folder cannot be written (a probe file is created and removed). Nothing is opened at
+    ``path``. ``func`` (the public function) starts the messages."""
     path = os.fspath(path)
+    refuse_special(path, what, func)
     func = f"{func}: " if func else ""
     for inp in inputs:
         if inp is not None and same_file(path, inp):
@@ -132,7 +178,12 @@ def check_output(path, inputs=(), what="output", func=None):
             )
     if os.path.isdir(path):
         raise IsADirectoryError(f"{func}the {what} {path!r} is a folder; give a file name.")
-    folder = os.path.dirname(os.path.abspath(path))
+    if read_only(path):
+        raise PermissionError(
+            f"{func}the {what} {path!r} is read-only; it is not replaced: make it writable "
+            "(chmod u+w) or choose another path."
+        )
+    folder = os.path.dirname(os.path.realpath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"{func}the folder of the {what} {path!r} does not exist.")
     try:
@@ -201,7 +252,14 @@ class AtomicH5:
         self._tmp = self._raw = self._guard = None
 
     def __enter__(self):
-        folder = os.path.dirname(os.path.abspath(self.path))
+        refuse_special(self.path)  # (the rename would replace a device, a FIFO or a socket)
+        self._target = os.path.realpath(self.path)  # (a link is written through, not replaced)
+        if read_only(self._target):
+            raise PermissionError(
+                f"cannot write {self.path!r}: the file is read-only; it is not replaced: make it "
+                "writable (chmod u+w) or choose another path."
+            )
+        folder = os.path.dirname(self._target)
         remove_stale_temporaries(folder)
         fd, self._tmp = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", suffix=".h5", dir=folder)
         try:
@@ -244,7 +302,7 @@ class AtomicH5:
             self.check()
             os.fsync(self._raw.fileno())
             self._raw.close()
-            os.replace(self._tmp, self.path)
+            os.replace(self._tmp, self._target)
         except BaseException:
             self._discard()
             raise

@@ -93,3 +93,18 @@ def file_kind(path):
             return "binary"
         text = head[: exc.start].decode("utf-8")
     return _text_kind(text.lstrip("\ufeff"))
+
+
+def check_replaceable(path, kind, what, force_hint, kind_of=file_kind, words=KIND_WORDS):
+    """Refuse to replace a file at ``path`` that holds something other than a file of ``kind``
+    (a fastcep format): a data file, another kind of model. A missing or empty file holds
+    nothing to lose. ``what`` names the output, ``force_hint`` how to replace it anyway;
+    ``kind_of`` says what a file is (``file_kind``), ``words`` says it in words. Call it once
+    ``files.check_output`` has refused special files, so that nothing but a regular file is read."""
+    found = kind_of(path)
+    if found in ("missing", "empty", kind):
+        return
+    raise FileExistsError(
+        f"the {what} {os.fspath(path)!r} exists and holds {words.get(found, found)}, not "
+        f"{words[kind]}; it would be replaced. Give {force_hint} to replace it, or choose another path."
+    )

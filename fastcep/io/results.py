@@ -13,9 +13,9 @@ from ..glm.result import RegressionResult
 from ..results import register_writer
 from ..tensor.result import CPResult
 from .checkpoint import CHECKPOINT_FORMAT
-from .files import FileFormatError
+from .files import FileFormatError, check_output
 from .glm_model import GLM_MODEL_FORMAT, load_glm_model, save_glm_model
-from .kinds import file_kind
+from .kinds import check_replaceable, file_kind
 from .model import MODEL_FORMAT, load_model, save_model
 from .tensor import TENSOR_FORMAT
 
@@ -27,9 +27,11 @@ _OTHER_READERS = {
 }
 
 
-def save(result, path, features=None, target=""):
+def save(result, path, features=None, target="", force=False):
     """Write a fitted result to ``path`` (HDF5, atomically: a temporary file beside it, renamed
-    over it when complete); read it back with ``fastcep.load``.
+    over it when complete); read it back with ``fastcep.load``. A model file of the result's
+    kind is replaced; any other file (data, a model of the other kind) only with ``force``, and
+    never a device, a FIFO, a socket, a folder or a read-only file. A link is written through.
 
     Parameters
     ----------
@@ -43,20 +45,24 @@ def save(result, path, features=None, target=""):
         columns known by their positions, ``res.features`` None).
     target : str
         Regression only: the name of the label column ("" if unknown).
+    force : bool
+        Replace an existing file that is not a model of the result's kind.
     """
-    if isinstance(result, RegressionResult):
-        save_glm_model(result, path, result.features if features is None else features, target)
-    elif isinstance(result, CPResult):
-        if features is not None or target:
-            raise ValueError(
-                "save: 'features' and 'target' name a regression's columns; a CP result has none."
-            )
-        save_model(result, path)
-    else:
+    if not isinstance(result, (RegressionResult, CPResult)):
         raise TypeError(
             f"save: expected a RegressionResult or a CPResult (what fastcep.fit and fastcep.stream "
             f"return), got {type(result).__name__}."
         )
+    if isinstance(result, CPResult) and (features is not None or target):
+        raise ValueError("save: 'features' and 'target' name a regression's columns; a CP result has none.")
+    regression = isinstance(result, RegressionResult)
+    check_output(path, (), "output", "save")
+    if not force:
+        check_replaceable(path, GLM_MODEL_FORMAT if regression else MODEL_FORMAT, "output", "force=True")
+    if regression:
+        save_glm_model(result, path, result.features if features is None else features, target)
+    else:
+        save_model(result, path)
 
 
 def load(path):

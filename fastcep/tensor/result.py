@@ -291,9 +291,9 @@ class CPResult:
         a, b = self.posterior.noise
         return gaussian_log_likelihood(values, mean, var + (b / (a - 1.0) if a > 1.0 else b / a))
 
-    def save(self, path):
+    def save(self, path, force=False):
         """Write the result to ``path`` (``fastcep.save``; read it back with ``fastcep.load``)."""
-        save_result(self, path)
+        save_result(self, path, None, "", force)
 
     def plot_convergence(self, ax=None):
         """The trace's change (and eval metric) against iteration and time: ``fastcep.plot.convergence``."""
