@@ -40,6 +40,13 @@ def _stream_options(est):
     return _options_of(est, "prior_var", "fit_intercept", "intercept_var", "tol", "n_threads")
 
 
+def _unfit(est):
+    """Remove what a failed first ``fit`` or ``partial_fit`` set (scikit-learn's ``check_is_fitted``
+    takes any attribute ending in "_" for a fit)."""
+    for name in [k for k in vars(est) if k.endswith("_") and not k.startswith("_")]:
+        delattr(est, name)
+
+
 def _intercept(result):
     """(mean, variance) of a result's intercept; (0.0, 0.0) without one."""
     b = result.intercept
@@ -118,6 +125,15 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
         self
         """
         first = not hasattr(self, "result_")
+        if not first:
+            return self._partial_fit(X, y, classes, first)
+        try:
+            return self._partial_fit(X, y, classes, first)
+        except BaseException:
+            _unfit(self)  # (a first call that fails leaves the estimator unfitted)
+            raise
+
+    def _partial_fit(self, X, y, classes, first):
         X, y = validate_data(self, X, y, dtype=None, ensure_min_samples=1, accept_sparse=SPARSE, reset=first)
         if first:
             if classes is None:
@@ -140,9 +156,11 @@ class _BayesianBinaryClassifier(ClassifierMixin, BaseEstimator):
                 f"{np.asarray(y)[outside[:5]].tolist()} at rows {outside[:5].tolist()}."
             )
         if first:
-            self.classes_ = known
-            self.result_ = RegressionResult.prior(self._model, self.method, X.shape[1], _stream_options(self))
-        self.result_.update(X, y == self.classes_[-1], forget=self.forget)
+            result = RegressionResult.prior(self._model, self.method, X.shape[1], _stream_options(self))
+            result.absorb("partial_fit", X, y == known[-1], forget=self.forget)
+            self.classes_, self.result_ = known, result
+        else:
+            self.result_.absorb("partial_fit", X, y == self.classes_[-1], forget=self.forget)
         return self
 
     # (the fitted attributes read the result, so that a partial_fit copies nothing of size d)
@@ -256,15 +274,11 @@ class BayesianRegressor(RegressorMixin, BaseEstimator):
         -------
         self
         """
+        self._likelihood("fit")
         X, y = validate_data(
             self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=1, accept_sparse=SPARSE
         )
         self.result_ = self._fit(X, y)
-        if self.result_.likelihood.binary:
-            raise ValueError(
-                "BayesianRegressor: the likelihood is binary; use BayesianProbitClassifier or "
-                "BayesianLogisticClassifier."
-            )
         self.coef_ = self.result_.posterior.mean.copy()
         self.coef_var_ = self.result_.posterior.var.copy()
         b = self.result_.intercept
@@ -273,6 +287,16 @@ class BayesianRegressor(RegressorMixin, BaseEstimator):
         self.likelihood_ = self.result_.likelihood
         self.n_iter_ = self.result_.n_iter
         return self
+
+    def _likelihood(self, func):
+        """The estimator's likelihood, refused before any work if it is binary."""
+        likelihood = resolve_likelihood(self.likelihood, func)
+        if likelihood.binary:
+            raise ValueError(
+                f"BayesianRegressor.{func}: likelihood={likelihood.name!r} is binary; use "
+                "BayesianProbitClassifier or BayesianLogisticClassifier."
+            )
+        return likelihood
 
     def _fit(self, X, y):
         """``fastcep.fit`` of checked X, y with this estimator's options."""
@@ -290,23 +314,27 @@ class BayesianRegressor(RegressorMixin, BaseEstimator):
         self
         """
         first = not hasattr(self, "result_")
+        if not first:
+            return self._partial_fit(X, y, first)
+        try:
+            return self._partial_fit(X, y, first)
+        except BaseException:
+            _unfit(self)  # (a first call that fails leaves the estimator unfitted)
+            raise
+
+    def _partial_fit(self, X, y, first):
+        likelihood = self._likelihood("partial_fit") if first else None
         kw = dict(dtype=np.float64, y_numeric=True, ensure_min_samples=1, accept_sparse=SPARSE, reset=first)
         X, y = validate_data(self, X, y, **kw)
         if first:
-            likelihood = resolve_likelihood(self.likelihood, "partial_fit")
-            if likelihood.binary:
-                raise ValueError(
-                    "BayesianRegressor: the likelihood is binary; use BayesianProbitClassifier or "
-                    "BayesianLogisticClassifier."
-                )
             if likelihood.learned:  # (the first batch learns them, as fit does; the later ones keep them)
                 result = self._fit(X, y)
             else:
                 result = RegressionResult.prior(likelihood, self.method, X.shape[1], _stream_options(self))
-                result.update(X, y, forget=self.forget)
+                result.absorb("partial_fit", X, y, forget=self.forget)
         else:
             result = self.result_
-            result.update(X, y, forget=self.forget)
+            result.absorb("partial_fit", X, y, forget=self.forget)
         self.result_ = result
         self.coef_ = result.posterior.mean
         self.coef_var_ = result.posterior.var

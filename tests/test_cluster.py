@@ -171,6 +171,31 @@ def test_sparse_rows_give_one_process_posterior_within_1e_10_sd(client, kw):
         assert two.intercept is not None and abs(two.intercept.mean - one.intercept.mean) < 1e-10
 
 
+def test_sparse_rows_with_an_index_outside_the_width_are_refused(client):
+    """Issue 56: a cluster fit of such a matrix returned "converged". A scipy.sparse X is checked
+    on the client before it is split (the row named is X's); a Dask array's sparse blocks on
+    their workers."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    X = sp.random(600, 20, density=0.1, random_state=1, format="csr")
+    y = (rng.random(600) < 0.5).astype(float)
+    X.indices[X.indptr[450]] = 25
+    with pytest.raises(ValueError, match=r"column indices lie in \[0, 20\)\. Got column index 25 in row 450"):
+        fastcep.fit(X, y, client=client)
+    X.indices[X.indptr[450]] = 3
+
+    def corrupt(block, block_info=None):  # (Dask's own slices of X drop such entries: made here)
+        block = block.copy()
+        if block_info[0]["chunk-location"][0] == 1:
+            block.indices[block.indptr[150]] = -4
+        return block
+
+    blocks = da.from_array(X, chunks=(300, 20), asarray=False).map_blocks(corrupt, dtype=float, meta=X[:0])
+    with pytest.raises(ValueError, match=r"column indices lie in \[0, 20\)\. Got column index -4 in row 150"):
+        fastcep.fit(blocks, da.from_array(y, chunks=300), client=client)
+
+
 def test_a_sparse_row_file_is_read_on_the_workers(client, tmp_path, monkeypatch, capsys):
     """``fit(path, None, client=...)`` of a sparse-row file: each partition reads its own row range
     on its worker (the client reads the header only: its row reader fails here, the fit does
@@ -463,3 +488,19 @@ def test_the_command_line_fits_on_a_scheduler(client, tmp_path, monkeypatch, cap
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert "no Dask scheduler answered at 'tcp://127.0.0.1:9'" in err and not (tmp_path / "x.h5").exists()
+
+
+def test_workers_with_more_threads_than_numba_may_use_fit():
+    """Issue 56: with ``NUMBA_NUM_THREADS=1`` in the workers and ``threads_per_worker=2`` the fit
+    failed inside the worker ("The number of threads must be between 1 and 1"). The partitions
+    use at most what numba may in their process; the fit is the one-process fit."""
+    X, y = data("probit", n=600)
+    one = fastcep.fit(X, y, model="probit")
+    with distributed.LocalCluster(
+        n_workers=1, processes=True, threads_per_worker=2, dashboard_address=":0",
+        env={"NUMBA_NUM_THREADS": "1"},
+    ) as cluster, distributed.Client(cluster) as client:  # fmt: skip
+        threads = client.run(lambda: __import__("numba").config.NUMBA_NUM_THREADS)
+        assert list(threads.values()) == [1]
+        two = fastcep.fit(X, y, model="probit", client=client)
+    assert two.n_iter == one.n_iter and max_sd_difference(one, two) < 1e-10

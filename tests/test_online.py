@@ -87,7 +87,7 @@ def test_one_pass_is_the_textbook_row_by_row_filter(rng, model, method):
     on.seen[:], on.rows, on.forget = seen, 5, 0.02
     mean, var = np.full(d - 1, np.nan), np.full(d - 1, np.nan)  # (the last column: an intercept's)
     lik = resolve(model)
-    refused = on.pass_rows(A, y, np.empty(0), lik, method, 0.8, mean, var)
+    refused = on.pass_rows(A, y, np.empty(0), lik, method, 0.8, mean, var, "update")
     site = None
     if (model, method) == ("probit", "cep1"):
         site = lambda x, s, tc, nc, b, q: naive.probit_cep_site(x, s, tc, nc, b, q, False)  # noqa: E731
@@ -291,3 +291,62 @@ def test_a_one_row_update_settles_where_the_fit_does():
         swinging = RegressionResult.prior("probit", method, 10, dict(PRIOR, tol=1e-10))
         with pytest.warns(fastcep.ConvergenceWarning, match="stopped at max_iter=500"):
             swinging.update(x, y, max_iter=500, damping=1.0)
+
+
+def test_a_failed_first_partial_fit_leaves_the_estimator_unfitted_and_names_partial_fit(rng):
+    """Issue 56: a first call that failed left ``n_features_in_`` (and, past the checks,
+    ``classes_`` and ``result_``) behind, so the estimator looked fitted; its errors named
+    ``update``."""
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    X = rng.normal(size=(30, 3))
+    y = (X[:, 0] > 0).astype(int)
+    for est, call in [
+        (BayesianProbitClassifier(), lambda e, X: e.partial_fit(X, y, classes=[0, 1])),
+        (fastcep.BayesianRegressor(likelihood="poisson"), lambda e, X: e.partial_fit(X, y.astype(float))),
+    ]:
+        for bad, match in [(X * 1e200, "^partial_fit: X holds values up to"), (X[:, :0], "0 feature")]:
+            with pytest.raises(ValueError, match=match):
+                call(est, bad)
+            with pytest.raises(NotFittedError):
+                check_is_fitted(est)
+        call(est, X)  # (then a good first call fits, of any width)
+        check_is_fitted(est)
+    est = BayesianProbitClassifier().partial_fit(X, y, classes=[0, 1])
+    with pytest.raises(ValueError, match="^partial_fit: X holds values up to"):
+        est.partial_fit(X * 1e200, y)
+
+
+def test_the_prior_of_a_stream_checks_its_options():
+    """Issue 56: ``RegressionResult.prior`` took a prior_var of -1, 0 or NaN and unknown keys."""
+    from fastcep.glm.result import RegressionResult
+
+    for options, exc, match in [
+        (dict(prior_var=-1.0), ValueError, "'prior_var' parameter of RegressionResult.prior must be"),
+        (dict(prior_var=0.0), ValueError, "'prior_var' parameter"),
+        (dict(prior_var=np.nan), ValueError, "'prior_var' parameter"),
+        (dict(prior_var=[1.0, 2.0]), ValueError, "an array of 3 floats > 0"),
+        (dict(intercept_var=-2.0), ValueError, "'intercept_var' parameter"),
+        (dict(prior_variance=1.0), TypeError, "unknown option 'prior_variance'"),
+    ]:
+        with pytest.raises(exc, match=match):
+            RegressionResult.prior("probit", "cep1", 3, options)
+    with pytest.raises(ValueError, match="'method' parameter of RegressionResult.prior"):
+        RegressionResult.prior("probit", "cep3", 3)
+    with pytest.raises(ValueError, match="'d' parameter of RegressionResult.prior"):
+        RegressionResult.prior("probit", "cep1", 0)
+    res = RegressionResult.prior("probit", "cep1", 3, dict(prior_var=[1.0, 2.0, 0.5]))
+    np.testing.assert_array_equal(res.posterior.var, [1.0, 2.0, 0.5])
+
+
+def test_a_regressor_with_a_binary_likelihood_is_refused_before_the_fit(rng, monkeypatch):
+    """Issue 56: ``BayesianRegressor(likelihood="probit")`` was refused only after fitting."""
+    import fastcep.estimators as E
+
+    monkeypatch.setattr(E, "fit", lambda *a, **k: pytest.fail("fitted before the refusal"))
+    X = rng.normal(size=(30, 3))
+    y = (X[:, 0] > 0).astype(float)
+    for call in (lambda e: e.fit(X, y), lambda e: e.partial_fit(X, y)):
+        with pytest.raises(ValueError, match=r"likelihood='probit' is binary; use BayesianProbitClassifier"):
+            call(fastcep.BayesianRegressor(likelihood="probit"))

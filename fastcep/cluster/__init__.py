@@ -15,7 +15,7 @@ bitwise when every partition but the last holds a multiple of the engine's chunk
 
 import functools
 
-from .._threads import num_threads
+from .._threads import max_threads, num_threads
 
 #: what to install for ``client=``
 EXTRA = "pip install 'fastcep[dask]' (dask and distributed)"
@@ -71,7 +71,8 @@ def cuts(n, unit, workers):
 def worker_threads():
     """The threads of the Dask worker this runs on (what its kernels may use: numba's default,
     every core, would put each worker's threads on the others' cores: on 2 cores with 2 workers of
-    1 thread, a DBLP shard's pass took 15 s for 8 with one thread each), or None off a worker."""
+    1 thread, a DBLP shard's pass took 15 s for 8 with one thread each), at most what numba may
+    use in the worker's process (``NUMBA_NUM_THREADS``); None off a worker."""
     try:
         from distributed import get_worker
 
@@ -79,7 +80,8 @@ def worker_threads():
     except (ImportError, ValueError):
         return None
     state = getattr(worker, "state", worker)
-    return getattr(state, "nthreads", None)
+    threads = getattr(state, "nthreads", None)
+    return None if threads is None else max(1, min(int(threads), max_threads()))
 
 
 def on_worker_threads(method):

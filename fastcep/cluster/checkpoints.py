@@ -6,11 +6,12 @@ checkpoint is the client's state every ``checkpoint_every`` sweeps and at the en
 the posterior (and what else the next sweep reads: a CP fit's noise, prior and hyper-posterior),
 its position (sweeps done, the damping) and the trace, bound to the fit's settings and to the
 digest of its data (``fastcep.io.checkpoint.write_fit_checkpoint``, signed and written
-atomically). ``resume=True`` starts from it with the sites on the workers flat: they restart
-against its posterior, as a lost partition's do, and the fit goes on to the same fixed point
-(within the stopping rule's tolerance), its sweep count and trace going on from the
-checkpoint's. A cluster stream (``cluster.stream``) keeps its state in the same file format
-after every pass, the shards' messages included: it resumes with the next pass, bit for bit.
+atomically). ``resume=True`` starts from it with the sites on the workers restarted against
+its posterior (a regression's flat, as a lost partition's; a CP fit's at each object's average
+site, whose sums are the checkpoint's), and the fit goes on to the same fixed point (within the
+stopping rule's tolerance), its sweep count and trace going on from the checkpoint's. A
+cluster stream (``cluster.stream``) keeps its state in the same file format after every pass,
+the shards' messages included: it resumes with the next pass, bit for bit.
 """
 
 import os

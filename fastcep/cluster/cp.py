@@ -127,6 +127,16 @@ class CPPartition(EMRows):
         )
 
     @on_worker_threads
+    def set_sites(self, Lam, eta, alpha, beta):
+        """Every site of object o set to (``Lam[o]``, ``eta[o]``) (per object, over all modes), the
+        noise's to (``alpha``, ``beta``): a resumed fit's sites (``ClusterCPEngine.resume_sites``)."""
+        st, gidx = self.engine.store, self.engine.lay.gidx
+        st.Lam[:] = Lam[gidx]
+        st.eta[:] = eta[gidx]
+        st.alpha[:] = alpha
+        st.beta[:] = beta
+
+    @on_worker_threads
     def noise_pieces(self):
         """The noise messages (alpha, beta) by the whole fit's chunks: the sums of the chunks
         that lie in the partition (the first one's number, then their sums), and the entries of the ones it
@@ -384,10 +394,10 @@ CHECKPOINT_KEYS = (
 def checkpoints(engine, o, digest, options, func):
     """The ``Checkpoints`` of a cluster CP fit: the client engine's posterior, noise, prior and
     hyper-posterior, and the damping, bound to the settings ``CHECKPOINT_KEYS`` of the result's
-    ``options`` and to the entries' ``digest``. A resumed fit restores them, then asks the partitions for
-    their predictions under the restored means (the next change is measured from there); the
-    sites on the workers stay flat, and restart against that posterior. The partitioning need
-    not match (the client's state does not depend on it)."""
+    ``options`` and to the entries' ``digest``. A resumed fit restores them, sets the sites on
+    the workers to each object's average site (``ClusterCPEngine.resume_sites``), then asks the
+    partitions for their predictions under the restored means (the next change is measured from
+    there). The partitioning need not match (the client's state does not depend on it)."""
     keys = {k: options.get(k) for k in CHECKPOINT_KEYS}
     st, pb = engine.store, engine.problem
     hyper_fields = HyperState._fields[1:]
@@ -412,6 +422,7 @@ def checkpoints(engine, o, digest, options, func):
             engine.learner.set_values(position["learned"])
             engine.likelihood, engine.lik = engine.learner.likelihood, engine.learner.kernel()
         engine.resumed = True
+        engine.resume_sites()
         engine.prediction_change()  # (the partitions' predictions under the restored means)
 
     arrays, _ = state()
@@ -527,6 +538,25 @@ class ClusterCPEngine(CPEngine):
         if self.model == "cp_gaussian":
             self.noise_parts = noise_chunk_sums([o[3] for o in out], -(-self.n // ENTRY_CHUNK))
         return sum(int(o[2]) for o in out)
+
+    def resume_sites(self):
+        """A resumed fit's sites on the partitions, which would restart flat: each object's sites
+        all alike, their sum the restored posterior's (posterior minus prior), the noise's
+        likewise. A damped sweep moves every site by msg <- (1 - rho) msg + rho new, so the sums,
+        and with them the posterior, are then the uninterrupted fit's: exactly for messages that
+        read the posterior only; those that read their own cavity (``expect_under="cavity"``)
+        see the average site in place of their own. (Flat sites, as before, lost the (1 - rho)
+        part of every sum in the first sweep and took it back only slowly: more iterations and
+        another stopping point.)"""
+        st, pb = self.store, self.problem
+        count = np.diff(pb.ptr).astype(np.float64)
+        per = np.where(count > 0, 1.0 / np.maximum(count, 1.0), 0.0)
+        Lam = (st.P_Lam - pb.prior_Lam) * per.reshape((-1,) + (1,) * (st.P_Lam.ndim - 1))
+        eta = (st.P_eta - pb.prior_eta) * per[:, None]
+        noise = (0.0, 0.0)  # (no noise messages but cp_gaussian's)
+        if self.model == "cp_gaussian":
+            noise = ((st.noise[0] - self.a0) / self.n, (st.noise[1] - self.b0) / self.n)
+        self.parts.call("set_sites", Lam, eta, *noise)
 
     def _noise_sums(self):
         if self.noise_parts is None:  # (before the first sweep: the flat messages')

@@ -87,13 +87,14 @@ class Online:
         self.pending = False
         return True
 
-    def pass_rows(self, A, s, offset, likelihood, method, rho, mean, var):
+    def pass_rows(self, A, s, offset, likelihood, method, rho, mean, var, func):
         """One pass of assumed density filtering over the rows of A (CSR, n x d with the
         intercept's column), values s: each row's sites fitted once against the posterior the
         rows before it left and absorbed at once, forgetting applied row by row
         (``kernels.glm.sparse.adf_pass``). No batch layout and no columns' search: O(nnz), and
         the same bits for any batching of the rows. ``mean``, ``var``: a result's posterior
-        moments (d_out,), written for the columns touched. Returns the messages refused."""
+        moments (d_out,), written for the columns touched; ``func``: the public call its errors
+        name. Returns the messages refused."""
         n = A.shape[0]
         d = self.T.shape[0]
         if self.work is None:
@@ -116,15 +117,16 @@ class Online:
         self.pending = self.pending or self.forget > 0.0
         if nnz and refused >= nnz:
             raise FloatingPointError(
-                f"update: every message of the {n} rows was refused (tilted moments not finite, or a weight "
+                f"{func}: every message of the {n} rows was refused (tilted moments not finite, or a weight "
                 "left improper); check the scale of X and y"
             )
         return int(refused)
 
-    def absorb(self, A, s, offset, likelihood, method, schedule, damping, max_iter, tol):
+    def absorb(self, A, s, offset, likelihood, method, schedule, damping, max_iter, tol, func):
         """Fit the batch A (CSR, n x d with the intercept's column), values s, as sparse rows
         whose prior is the current posterior of the columns they touch; absorb the result.
-        Returns (the touched columns, sweeps run, whether the batch met tol, skipped messages)."""
+        Returns (the touched columns, sweeps run, whether the batch met tol, skipped messages);
+        ``func``: the public call its errors name."""
         n = A.shape[0]
         d = self.T.shape[0]
         if A.nnz * DENSE_BATCH >= d:
@@ -154,12 +156,12 @@ class Online:
             change, skipped = step(problem, lik, state, scratch, damp.rho, np.uint64(0))
             if not np.isfinite(change):
                 raise FloatingPointError(
-                    f"update: the batch's posterior is not finite after sweep {it}; check the scale of X"
+                    f"{func}: the batch's posterior is not finite after sweep {it}; check the scale of X"
                 )
             if skipped >= state.tau.shape[0] > 0:  # (nothing moved: no evidence of convergence)
                 if not damp.undamped:
                     raise FloatingPointError(
-                        f"update: every message of the batch was refused in sweep {it} at damping {damp.rho} "
+                        f"{func}: every message of the batch was refused in sweep {it} at damping {damp.rho} "
                         "(tilted moments not finite); check the scale of X and y"
                     )
                 damp.diverged(it)  # (the undamped start: again from flat messages, damped)

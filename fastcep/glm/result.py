@@ -129,11 +129,21 @@ class RegressionResult:
         take ``fastcep.fit``'s defaults)."""
         from .. import _options as O
         from .._loop import Trace
+        from .engine import prior_precisions
 
-        defaults = O.defaults("regression", method)
+        func = "RegressionResult.prior"
+        method = O.spec("method", "regression").constraint.check(method, "method", func)
+        d = V.check_int(d, "d", func, low=1)
         names = ("prior_var", "fit_intercept", "intercept_var", "tol", "n_threads")
-        options = {**{name: defaults[name] for name in names}, **(options or {})}
-        likelihood = resolve_likelihood(model)
+        given = dict(options or {})
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise TypeError(f"{func}: unknown option {unknown[0]!r}; its options are {', '.join(names)}.")
+        given = {k: O.spec(k, "regression", method).constraint.check(v, k, func) for k, v in given.items()}
+        defaults = O.defaults("regression", method)
+        options = {**{name: defaults[name] for name in names}, **given}
+        likelihood = resolve_likelihood(model, func)
+        prior_precisions(options["prior_var"], d, func)  # (an array's shape and values)
         var = np.array(np.broadcast_to(np.asarray(options["prior_var"], dtype=np.float64), (d,)))
         b = GaussianPosterior(0.0, float(options["intercept_var"])) if options["fit_intercept"] else None
         opts = dict(options, classes=None, center=False)
@@ -188,9 +198,14 @@ class RegressionResult:
         self (updated; ``options["update_sweeps"]`` counts the sweeps of every update and
         ``options["rows_absorbed"]`` the rows; ``n_iter`` and ``trace`` stay the fit's)
         """
+        return self.absorb("update", X, y, offset, forget, max_iter, tol, damping, schedule)
+
+    def absorb(self, func, X, y, offset=None, forget=None, max_iter=None, tol=None, damping="auto",
+               schedule="sequential"):  # fmt: skip
+        """``update``, its errors and warnings starting with the public call ``func`` ("update",
+        an estimator's "partial_fit")."""
         from . import online
 
-        func = "update"
         if self.method not in SP.METHODS:
             raise ValueError(
                 f"{func}: a {self.method!r} fit cannot absorb rows; the methods with online updates are "
@@ -232,11 +247,11 @@ class RegressionResult:
             if max_iter == 1 and schedule == "sequential":  # (one pass: assumed density filtering by rows)
                 rho = 1.0 if damping == "auto" else damping
                 mean, var = self._posterior
-                self._online.pass_rows(A, s, off, self.likelihood, self.method, rho, mean, var)
+                self._online.pass_rows(A, s, off, self.likelihood, self.method, rho, mean, var, func)
                 cols, sweeps, converged = np.array([d], dtype=np.int64), 1, True
             else:
                 cols, sweeps, converged, skipped = self._online.absorb(
-                    A, s, off, self.likelihood, self.method, schedule, damping, max_iter, tol
+                    A, s, off, self.likelihood, self.method, schedule, damping, max_iter, tol, func
                 )
         self._write_back(cols)
         # (n_iter and the trace stay the fit's: a saved model holds both, and they must agree)
@@ -554,9 +569,9 @@ class RegressionResult:
         s = V.check_labels(y, "y", "auc", X.shape[0], self.options.get("classes"))
         return _auc(s > 0, self.predict_proba(X))
 
-    def save(self, path, features=None, target=""):
+    def save(self, path, features=None, target="", force=False):
         """Write the result to ``path`` (``fastcep.save``; read it back with ``fastcep.load``)."""
-        save_result(self, path, features, target)
+        save_result(self, path, features, target, force)
 
     def plot_convergence(self, ax=None):
         """The trace's change against iteration and time: ``fastcep.plot.convergence``."""
