@@ -150,6 +150,8 @@ def _compressed_structure(X, major, minor, name, func):
             "corrupt)."
         )
     used = indices[: indptr[-1]]
+    if used.size == 0 or (used.min() >= 0 and used.max() < n_minor):
+        return
     bad = np.flatnonzero((used < 0) | (used >= n_minor))
     if bad.size:
         at = int(np.searchsorted(indptr, bad[0], side="right") - 1)
@@ -208,7 +210,8 @@ def check_sparse(X, name, func, n_cols=None):
         raise param_error(name, func, f"a matrix with {n_cols} columns", f"shape {X.shape}")
     check_sparse_structure(X, name, func)
     A = sp.csr_array(X, dtype=np.float64, copy=True)
-    check_sparse_structure(A, name, func)  # (a LIL, DOK or DIA matrix, as scipy built it)
+    if X.format != "csr":
+        check_sparse_structure(A, name, func)  # (as scipy built it: a LIL, DOK or DIA matrix's too)
     A.prune()  # (stored values past indptr[-1] belong to no row)
     A.sum_duplicates()
     bad = np.flatnonzero(~np.isfinite(A.data))
