@@ -54,6 +54,9 @@ def open_h5(path, kind, func):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{func}: no such file {path!r}.")
+    from .sources import refuse_stream
+
+    refuse_stream(path, f"a fastcep {kind} file")
     try:
         return h5py.File(path, "r")
     except OSError as exc:

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._validation import check_int
 from .csr import CSR_CHUNK_ROWS, CSRWriter
+from .sources import open_text_input
 from .svmlight import bad_line
 
 
@@ -55,7 +56,7 @@ def hash_csv_to_csr(src, dst, target, categorical, n_features=1 << 20, delimiter
     src = os.fspath(src)
     if not os.path.exists(src):
         raise FileNotFoundError(f"{func}: no such file {src!r}.")
-    with open(src, newline="", encoding="utf-8-sig") as fh:
+    with open_text_input(src) as fh:
         reader = csv.reader(fh, delimiter=delimiter)
         header = next(reader, None)
         if header is None:

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from .._validation import check_int
 from .files import FileFormatError
+from .sources import open_input
 
 #: rows parsed at once
 SVMLIGHT_BLOCK_ROWS = 1 << 16
@@ -211,7 +212,7 @@ def iter_svmlight(path, rows=SVMLIGHT_BLOCK_ROWS, n_features=None, index_base=0)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{func}: no such file {path!r}.")
     first_row = 0
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         numbered = enumerate(fh, start=1)
         while True:
             block = list(islice(numbered, rows))

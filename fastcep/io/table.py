@@ -3,7 +3,8 @@
 Two layouts are read:
 
 - a CSV file: a header row of column names, then one row of numbers per observation (comma
-  separated unless told otherwise; UTF-8, an optional byte-order mark, CRLF or LF);
+  separated unless told otherwise; UTF-8, an optional byte-order mark, CRLF or LF; gzip-compressed
+  or not; a pipe or ``/dev/stdin`` too);
 - an HDF5 file: one 1-D numeric dataset per column in the file's root group, all of the same
   length, the dataset's name the column's; the column order is the root attribute ``columns``
   (a list of names) if present, else the names in alphabetical order (h5py's). Other root
@@ -21,6 +22,7 @@ import h5py
 import numpy as np
 
 from .files import FileFormatError
+from .sources import head, is_hdf5_head, open_text_input, refuse_stream, stream_words
 
 
 class Table(NamedTuple):
@@ -50,7 +52,7 @@ def _number(path, line, name, text):
 
 
 def _read_csv(path, columns, delimiter):
-    with open(path, newline="", encoding="utf-8-sig") as fh:
+    with open_text_input(path) as fh:
         reader = csv.reader(fh, delimiter=delimiter)
         header = next(_rows(path, reader), None)
         if header is None:
@@ -168,9 +170,17 @@ def read_table(path, columns=None, delimiter=","):
         a row of the wrong length, no header, columns of different lengths.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise FileNotFoundError(f"no such data file {path!r}")
-    if h5py.is_hdf5(path):
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"the data file {path!r} is a folder")
+    if stream_words(path) is not None:  # (a pipe: its first bytes are kept for the CSV reader)
+        if is_hdf5_head(head(path)):
+            refuse_stream(path, "an HDF5 table")
+        hdf5 = False
+    else:
+        hdf5 = h5py.is_hdf5(path)
+    if hdf5:
         table = _read_h5(path, columns)
     else:
         try:

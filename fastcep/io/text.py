@@ -24,6 +24,7 @@ import numpy as np
 
 from .._validation import param_error
 from .files import check_output
+from .sources import open_input
 from .tensor import INT64_MAX, TENSOR_CHUNK_ROWS, TensorWriter, check_shape
 
 #: a quoted line or field in a message is cut to this many characters
@@ -249,7 +250,7 @@ def _text_blocks(src, index_base, delimiter, shape, binary, skip_header, block_l
     ``_parse_block`` or ``_parse_lines``."""
     fmt = None
     header = bool(skip_header)
-    with open(src, "rb") as fh:
+    with open_input(src) as fh:
         start = 1
         while lines := list(itertools.islice(fh, block_lines)):
             k = 0

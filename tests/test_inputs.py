@@ -1,0 +1,140 @@
+"""Inputs read once (issue 56): a pipe, a FIFO or /dev/stdin gives every line to every verb that
+reads text; HDF5 through a pipe is refused in one line; svmlight is told from the other text by
+its first rows (a row without features, a byte-order mark, qid, gzip); ``--skip-header`` checks
+that there is a header. Every command that could block runs in a subprocess under a timeout."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fastcep
+from fastcep.cli import main
+from fastcep.io import read_csr, read_svmlight, read_table
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROWS = 2_000
+
+
+def _text_tensor(rng):
+    return "".join(
+        f"{i},{j},{k},{v:.6f}\n"
+        for i, j, k, v in zip(
+            rng.integers(1, 31, ROWS), rng.integers(1, 21, ROWS), rng.integers(1, 11, ROWS), rng.random(ROWS),
+            strict=True,
+        )
+    )  # fmt: skip
+
+
+def _svmlight(rng):
+    lines = []
+    for _ in range(ROWS):
+        cols = np.sort(rng.choice(50, 5, replace=False))
+        vals = rng.standard_normal(5)
+        label = int(vals @ np.where(cols < 25, 1.0, -1.0) + 0.5 * rng.standard_normal() > 0)
+        lines.append(f"{label} " + " ".join(f"{c}:{v:.5f}" for c, v in zip(cols, vals, strict=True)))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    rng = np.random.default_rng(56)
+    tmp = tmp_path_factory.mktemp("inputs")
+    (tmp / "t.txt").write_text(_text_tensor(rng))
+    (tmp / "r.svm").write_text(_svmlight(rng))
+    cats = rng.integers(0, 20, ROWS)
+    rows = (
+        f"c{c},{x:.4f},{y}"
+        for c, x, y in zip(cats, rng.random(ROWS), rng.integers(2, size=ROWS), strict=True)
+    )
+    (tmp / "h.csv").write_text("cat,num,y\n" + "\n".join(rows) + "\n")
+    X = rng.standard_normal((ROWS, 2))
+    ys = (X[:, 0] + rng.standard_normal(ROWS) > 0).astype(int)
+    (tmp / "d.csv").write_text(
+        "a,b,y\n" + "".join(f"{a:.5f},{b:.5f},{y}\n" for (a, b), y in zip(X, ys, strict=True))
+    )
+    fastcep.write_tensor(tmp / "t.h5", np.array([[0, 0], [1, 1]]), np.array([1.0, 2.0]))
+    return tmp
+
+
+def _same_tensor(a, b):
+    ra, rb = fastcep.read_tensor(a), fastcep.read_tensor(b)
+    np.testing.assert_array_equal(ra[0], rb[0])
+    np.testing.assert_array_equal(ra[1], rb[1])
+
+
+# the cases run through pipes and FIFOs, all in one subprocess (each under an alarm there):
+# (the command line, "@" the pipe's path; the file fed through it; a pipe or a FIFO)
+CASES = {
+    # cat t.txt | fastcep convert /dev/stdin t.h5  (gave 1,488 of 2,000 entries, or a broken first line)
+    "tensor-stdin": ("convert @ {tmp}/stdin.h5 --json", "t.txt", "stdin"),
+    "tensor-fifo": ("convert @ {tmp}/fifo.h5 --json", "t.txt", "fifo"),
+    "svmlight-pipe": ("convert @ {tmp}/rows.h5 --json", "r.svm", "pipe"),
+    "hashed-fifo": ("convert @ {tmp}/hashed.h5 --target y --hash cat --hash-bits 8 --json", "h.csv", "fifo"),
+    "glm-fit-csv": ("glm fit @ --target y -o {tmp}/mc.h5 --json --quiet", "d.csv", "pipe"),
+    "glm-fit-svmlight": ("glm fit @ -o {tmp}/ms.h5 --json --quiet", "r.svm", "fifo"),
+    "glm-evaluate-svmlight": ("glm evaluate {tmp}/ms.h5 @ --json", "r.svm", "pipe"),
+    "glm-stream": ("glm stream @ -o {tmp}/st.h5 --width 50 --json --quiet", "r.svm", "fifo"),
+    "glm-stream-no-width": ("glm stream @ -o {tmp}/st2.h5 --quiet", "r.svm", "pipe"),
+    "fit-hdf5": ("fit @ -o {tmp}/m.h5 --model cp --rank 1", "t.h5", "pipe"),
+    "info-hdf5": ("info @", "t.h5", "fifo"),
+}
+
+
+@pytest.fixture(scope="module")
+def piped(data):
+    cases = [
+        {"argv": argv.format(tmp=data).split(), "data": str(data / name), "how": how}
+        for argv, name, how in CASES.values()
+    ]
+    spec = data / "spec.json"
+    spec.write_text(json.dumps({"folder": str(data), "cases": cases}))
+    code = "import sys; sys.path.insert(1, 'tests'); import piped; piped.main()"
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(spec)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return dict(zip(CASES, json.loads(out.stdout), strict=True))
+
+
+def _ok(result):
+    assert result["code"] == 0, result
+    return json.loads(result["out"])
+
+
+@pytest.mark.parametrize("case", ["tensor-stdin", "tensor-fifo"])
+def test_a_piped_text_tensor_converts_every_entry(data, piped, case):
+    assert _ok(piped[case])["entries"] == ROWS
+    if not (data / "file.h5").exists():
+        assert main(["convert", str(data / "t.txt"), str(data / "file.h5")]) == 0
+    _same_tensor(data / ("stdin.h5" if case == "tensor-stdin" else "fifo.h5"), data / "file.h5")
+
+
+def test_piped_svmlight_and_csv_convert_every_row(data, piped):
+    assert _ok(piped["svmlight-pipe"])["rows"] == ROWS
+    got, want = read_csr(data / "rows.h5"), read_svmlight(data / "r.svm")
+    assert (got.X != want.X).nnz == 0 and np.array_equal(got.y, want.y)
+    assert _ok(piped["hashed-fifo"])["rows"] == ROWS
+    assert read_csr(data / "hashed.h5").y.tolist() == read_table(data / "h.csv", ["y"]).columns["y"].tolist()
+
+
+def test_glm_fit_evaluate_and_stream_read_every_piped_row(piped):
+    assert _ok(piped["glm-fit-csv"])["rows"] == ROWS
+    assert _ok(piped["glm-fit-svmlight"])["rows"] == ROWS
+    assert _ok(piped["glm-evaluate-svmlight"])["rows"] == ROWS
+    assert _ok(piped["glm-stream"])["rows"] == ROWS
+
+
+def test_a_pipe_that_would_be_read_twice_is_refused_in_one_line(piped):
+    res = piped["glm-stream-no-width"]
+    assert res["code"] == 2 and "can be read only once: give --width" in res["err"]
+
+
+@pytest.mark.parametrize("case", ["fit-hdf5", "info-hdf5"])
+def test_hdf5_through_a_pipe_is_refused_in_one_line(piped, case):
+    res = piped[case]
+    assert res["code"] == 2 and len(res["err"].splitlines()) == 1
+    assert "HDF5, which is read by seeking: write it to a file" in res["err"]
