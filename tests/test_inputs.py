@@ -3,6 +3,7 @@ reads text; HDF5 through a pipe is refused in one line; svmlight is told from th
 its first rows (a row without features, a byte-order mark, qid, gzip); ``--skip-header`` checks
 that there is a header. Every command that could block runs in a subprocess under a timeout."""
 
+import gzip
 import json
 import pathlib
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 import fastcep
 from fastcep.cli import main
-from fastcep.io import read_csr, read_svmlight, read_table
+from fastcep.io import file_kind, read_csr, read_svmlight, read_table
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ROWS = 2_000
@@ -138,3 +139,71 @@ def test_hdf5_through_a_pipe_is_refused_in_one_line(piped, case):
     res = piped[case]
     assert res["code"] == 2 and len(res["err"].splitlines()) == 1
     assert "HDF5, which is read by seeking: write it to a file" in res["err"]
+
+
+# ------------------------------------------------------------------ svmlight told from the rest
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _sklearn_rows(path):
+    from sklearn.datasets import load_svmlight_file
+
+    return load_svmlight_file(str(path), zero_based=True)
+
+
+def test_svmlight_whose_first_rows_have_no_features_is_svmlight(tmp_path, capsys):
+    # (a valid svmlight line is a lone label; convert took the file for a text tensor, glm fit for a table)
+    path = tmp_path / "r.svm"
+    path.write_text("1\n-1 # no features either\n\n1 2:0.5 7:-1\n-1 3:2\n")
+    assert file_kind(path) == "svmlight"
+    code, out, _ = _run(capsys, "convert", path, tmp_path / "r.h5", "--json")
+    assert code == 0 and json.loads(out)["rows"] == 4
+    X, y = _sklearn_rows(path)
+    got = read_csr(tmp_path / "r.h5")
+    assert got.X.shape[1] == X.shape[1] and (got.X != X).nnz == 0 and np.array_equal(got.y, y)
+    code, out, err = _run(capsys, "glm", "fit", path, "-o", tmp_path / "m.h5", "--json", "--quiet")
+    assert code == 0, err
+    assert json.loads(out)["rows"] == 4
+
+
+def test_svmlight_with_a_byte_order_mark_reads_as_without(tmp_path, capsys):
+    text = "1 1:0.5 3:2\n-1 2:1\n"
+    (tmp_path / "bom.svm").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    (tmp_path / "plain.svm").write_text(text)
+    for name in ("bom", "plain"):
+        assert _run(capsys, "convert", tmp_path / f"{name}.svm", tmp_path / f"{name}.h5")[0] == 0
+    a, b = read_csr(tmp_path / "bom.h5"), read_csr(tmp_path / "plain.h5")
+    assert (a.X != b.X).nnz == 0 and np.array_equal(a.y, b.y)
+
+
+def test_qid_after_a_row_of_no_features_is_svmlight_and_refused_by_name(tmp_path, capsys):
+    path = tmp_path / "rank.svm"
+    path.write_text("1\n2 qid:1 3:4\n")
+    assert file_kind(path) == "svmlight"
+    code, _, err = _run(capsys, "convert", path, tmp_path / "rank.h5")
+    assert code == 2 and "line 2: 'qid:1' is a query id (ranking data); remove the qid: fields" in err
+
+
+def test_gzip_compressed_text_reads_as_the_text(data, tmp_path, capsys):
+    for name in ("t.txt", "r.svm", "d.csv"):
+        (tmp_path / f"{name}.gz").write_bytes(gzip.compress((data / name).read_bytes()))
+        assert file_kind(tmp_path / f"{name}.gz") == file_kind(data / name)
+    assert _run(capsys, "convert", tmp_path / "t.txt.gz", tmp_path / "t.h5")[0] == 0
+    assert _run(capsys, "convert", data / "t.txt", tmp_path / "t0.h5")[0] == 0
+    _same_tensor(tmp_path / "t.h5", tmp_path / "t0.h5")
+    got, want = read_svmlight(tmp_path / "r.svm.gz"), read_svmlight(data / "r.svm")
+    assert (got.X != want.X).nnz == 0 and np.array_equal(got.y, want.y)
+    got, want = read_table(tmp_path / "d.csv.gz"), read_table(data / "d.csv")
+    assert got.names == want.names and all(np.array_equal(got.columns[c], want.columns[c]) for c in got.names)
+
+
+def test_damaged_gzip_is_one_clear_error_naming_gzip(data, tmp_path, capsys):
+    whole = gzip.compress((data / "r.svm").read_bytes())
+    (tmp_path / "cut.svm.gz").write_bytes(whole[: len(whole) // 2])
+    code, _, err = _run(capsys, "convert", tmp_path / "cut.svm.gz", tmp_path / "cut.h5")
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "cut.svm.gz' is gzip-compressed and cannot be decompressed" in err and "gzip -t" in err
+    assert not (tmp_path / "cut.h5").exists()

@@ -14,7 +14,7 @@ from .formats import (
     MODEL_FORMAT,
     TENSOR_FORMAT,
 )
-from .sources import head, is_hdf5_head, stream_words
+from .sources import GZIP_MAGIC, HEAD_BYTES, decompressed_head, head, is_hdf5_head, stream_words
 
 #: what ``file_kind`` calls a file, in words (e.g. the refusal of an output that exists)
 KIND_WORDS = {
@@ -35,23 +35,41 @@ KIND_WORDS = {
     "svmlight": "svmlight text (sparse rows)",
 }
 
+#: the rows (non-blank, not only a comment) whose shape decides between svmlight and the rest
+SAMPLE_ROWS = 32
 _FIELD = re.compile(r"[,\t; ]+")
 
 
-def _text_kind(text):
-    line = next((ln for ln in text.splitlines() if ln.split("#", 1)[0].strip()), "")
-    words = line.split("#", 1)[0].split()
-    if len(words) >= 2 and ":" not in words[0] and all(w.count(":") == 1 for w in words[1:]):
+def _is_number(word):
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def _svmlight_row(body):
+    """Whether a row (its comment cut off) is shaped as svmlight: a label, then ``index:value``
+    fields (``qid:`` among them) or none."""
+    words = body.split()
+    if not words or ":" in words[0]:
+        return False
+    if len(words) == 1:
+        return _is_number(words[0])
+    return all(w.count(":") == 1 for w in words[1:])
+
+
+def _text_kind(text, cut=False):
+    """The kind of a file's text start; ``cut``: its last line may be cut short."""
+    lines = text.splitlines()
+    if cut and lines:
+        lines.pop()
+    bodies = [b for b in (ln.split("#", 1)[0] for ln in lines) if b.strip()][:SAMPLE_ROWS]
+    if bodies and all(_svmlight_row(b) for b in bodies):
         return "svmlight"
+    line = bodies[0] if bodies else ""
     fields = [f for f in _FIELD.split(line.strip()) if f]
-    numbers = 0
-    for field in fields:
-        try:
-            float(field)
-            numbers += 1
-        except ValueError:
-            pass
-    if fields and numbers == len(fields):
+    if fields and all(_is_number(f) for f in fields):
         return "numbers"
     return "table" if len(fields) >= 2 and ("," in line or "\t" in line) else "text"
 
@@ -63,14 +81,15 @@ def file_kind(path):
     Returns
     -------
     str
-        "missing", "folder", "empty", "svmlight" (text whose first row is ``label
-        index:value ...``), "numbers" (UTF-8 text whose first line is numbers: a
+        "missing", "folder", "empty", "svmlight" (text whose first rows are ``label
+        index:value ...`` or a lone label), "numbers" (UTF-8 text whose first line is numbers: a
         text tensor, say), "table" (UTF-8 text whose first line is comma or tab separated fields,
         not all numbers: a CSV header), "text" (other text), "binary" (neither text nor HDF5),
         "hdf5" (HDF5 without a fastcep format attribute), "damaged-hdf5" (HDF5's signature, but
         h5py cannot open it), "hdf5-stream" (HDF5 through a pipe or device, which HDF5 cannot
         read), "unreadable", or the fastcep format attribute ("fastcep-tensor",
-        "fastcep-cp-model", "fastcep-glm-model", "fastcep-csr", ...).
+        "fastcep-cp-model", "fastcep-glm-model", "fastcep-csr", ...). gzip-compressed text is of
+        the kind of the text it holds.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -93,8 +112,8 @@ def file_kind(path):
         return "hdf5-stream"
     if not raw:
         return "empty"
-    data = raw
-    if b"\0" in data:
+    data = decompressed_head(raw)
+    if data is None or b"\0" in data:
         return "binary"
     try:
         text = data.decode("utf-8")
@@ -102,4 +121,5 @@ def file_kind(path):
         if exc.start < len(data) - 3:  # (not a character cut at the end of the head)
             return "binary"
         text = data[: exc.start].decode("utf-8")
-    return _text_kind(text.lstrip("\ufeff"))
+    cut = len(raw) == HEAD_BYTES or raw[:2] == GZIP_MAGIC
+    return _text_kind(text, cut=cut and not text.endswith("\n"))

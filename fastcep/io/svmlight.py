@@ -3,10 +3,12 @@
 One row a line: ``label index:value index:value ... [# comment]``, fields separated by spaces or
 tabs. The label is a number; indices are integers (column ``index - index_base``, default base 0:
 a 1-based file keeps its column numbers and leaves column 0 empty, which costs nothing), values
-are numbers. Blank lines and lines holding only a comment are skipped; ``qid:`` fields (ranking
-data) are refused. Within a row, indices may come in any order and repeat: they are sorted and
-a repeated column's values are summed, as scipy does, and a warning says how many rows had one.
-Explicit zeros are dropped.
+are numbers. Blank lines and lines holding only a comment are skipped, and a row may hold no
+feature (a lone label); ``qid:`` fields (ranking data) are refused. Within a row, indices may
+come in any order and repeat: they are sorted and a repeated column's values are summed, as
+scipy does, and a warning says how many rows had one. Explicit zeros are dropped.
+gzip-compressed text, a UTF-8 byte-order mark and a pipe are read as any file
+(``sources.open_input``).
 
 ``iter_svmlight`` reads a file in blocks of rows (memory bounded by a block), ``read_svmlight``
 all of it. Every error names the file, the line and what to do. Numbers are parsed by numpy's
