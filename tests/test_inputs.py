@@ -207,3 +207,22 @@ def test_damaged_gzip_is_one_clear_error_naming_gzip(data, tmp_path, capsys):
     assert code == 2 and len(err.splitlines()) == 1
     assert "cut.svm.gz' is gzip-compressed and cannot be decompressed" in err and "gzip -t" in err
     assert not (tmp_path / "cut.h5").exists()
+
+
+# ------------------------------------------------------------------ --skip-header
+def test_skip_header_on_a_file_without_a_header_is_refused(tmp_path, capsys):
+    # (the first entry was dropped, exit 0)
+    (tmp_path / "t.txt").write_text("# made by hand\n\n1,2,3,0.5\n2,2,1,1.5\n")
+    code, _, err = _run(capsys, "convert", tmp_path / "t.txt", tmp_path / "t.h5", "--skip-header")
+    assert code == 2 and not (tmp_path / "t.h5").exists()
+    assert "t.txt:3: --skip-header, but line '1,2,3,0.5' is an entry like line 4's, not a header" in err
+    assert "leave out --skip-header" in err
+    with pytest.raises(ValueError, match=r"t.txt:3: skip_header=True, but line '1,2,3,0.5' is an entry"):
+        list(fastcep.io.iter_text_rows(tmp_path / "t.txt", skip_header=True))
+    # a header, or a line of other numbers (a shape line, say), is skipped
+    for first in ("i,j,k,value", "30 20 10"):
+        (tmp_path / "h.txt").write_text(f"{first}\n1,2,3,0.5\n2,2,1,1.5\n")
+        code, out, err = _run(
+            capsys, "convert", tmp_path / "h.txt", tmp_path / "h.h5", "--skip-header", "--force"
+        )
+        assert code == 0 and "2 entries" in out, err
