@@ -226,3 +226,41 @@ def test_skip_header_on_a_file_without_a_header_is_refused(tmp_path, capsys):
             capsys, "convert", tmp_path / "h.txt", tmp_path / "h.h5", "--skip-header", "--force"
         )
         assert code == 0 and "2 entries" in out, err
+
+
+# ------------------------------------------------------------------ option ranges at parse time
+def _parse_error(capsys, *argv):
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in argv])
+    assert exc.value.code == 2
+    return capsys.readouterr().err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("bits", ["0", "40", "-1"])
+def test_hash_bits_out_of_range_are_refused_before_any_work(data, tmp_path, capsys, bits):
+    # (0 and 40 were accepted, 40 writing a file 2**40 columns wide; -1 gave "negative shift count")
+    argv = (
+        "convert",
+        data / "h.csv",
+        tmp_path / "h.h5",
+        "--target",
+        "y",
+        "--hash",
+        "cat",
+        "--hash-bits",
+        bits,
+    )
+    err = _parse_error(capsys, *argv)
+    assert err == (
+        "fastcep convert: error: argument --hash-bits: must be an integer from 1 to 24 (a width of 2**BITS = "
+        f"2 to 16,777,216 columns, which a regression holds in memory); got '{bits}'"
+    )
+    assert not (tmp_path / "h.h5").exists()
+
+
+@pytest.mark.parametrize("verb", [("convert",), ("glm", "fit"), ("glm", "stream")])
+def test_a_width_below_one_is_refused_naming_the_option(data, tmp_path, capsys, verb):
+    # (the messages named CSRWriter's and iter_svmlight's 'n_features' parameter)
+    out = ["-o", tmp_path / "o.h5"] if verb != ("convert",) else [tmp_path / "o.h5"]
+    err = _parse_error(capsys, *verb, data / "r.svm", *out, "--width", "0")
+    assert err.endswith("error: argument --width: must be a positive integer (the rows' columns); got '0'")
