@@ -15,6 +15,7 @@ import pytest
 import fastcep
 from fastcep.cli import main
 from fastcep.io import file_kind, read_csr, read_svmlight, read_table
+from fastcep.io.files import FileFormatError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ROWS = 2_000
@@ -264,3 +265,73 @@ def test_a_width_below_one_is_refused_naming_the_option(data, tmp_path, capsys, 
     out = ["-o", tmp_path / "o.h5"] if verb != ("convert",) else [tmp_path / "o.h5"]
     err = _parse_error(capsys, *verb, data / "r.svm", *out, "--width", "0")
     assert err.endswith("error: argument --width: must be a positive integer (the rows' columns); got '0'")
+
+
+# ------------------------------------------------------------------ messages that point the right way
+@pytest.fixture(scope="module")
+def rows_model(data, tmp_path_factory):
+    """A regression model fitted on sparse rows (its columns have no names)."""
+    path = tmp_path_factory.mktemp("model") / "m.h5"
+    rows = read_svmlight(data / "r.svm")
+    fastcep.save(fastcep.fit(rows.X, rows.y, max_iter=20), path)
+    return path
+
+
+def _truncated(data, tmp_path):
+    whole = (data / "t.h5").read_bytes()
+    (tmp_path / "cut.h5").write_bytes(whole[: len(whole) // 3])
+    return tmp_path / "cut.h5"
+
+
+def test_the_command_line_names_no_internals(tmp_path, capsys):
+    # (CSRWriter: no rows written to ...; stream_file: ... (its kind is 'table'))
+    (tmp_path / "h.csv").write_text("cat,y\n")
+    code, _, err = _run(
+        capsys, "convert", tmp_path / "h.csv", tmp_path / "h.h5", "--target", "y", "--hash", "cat"
+    )
+    assert code == 2 and "CSRWriter" not in err and "line 1: the header is followed by no rows" in err
+    (tmp_path / "t.csv").write_text("a,y\n1,0\n")
+    code, _, err = _run(capsys, "glm", "stream", tmp_path / "t.csv", "-o", tmp_path / "s.h5")
+    assert code == 2 and "its kind is" not in err
+    assert "it is a text table (CSV data?); convert a table with `fastcep convert`" in err
+
+
+def test_load_says_what_a_file_is_in_words(tmp_path):
+    # (it is its kind is 'numbers')
+    (tmp_path / "t.txt").write_text("1,2,3,0.5\n")
+    with pytest.raises(FileFormatError, match=r"it is text of numbers \(a text tensor\?\)\.$"):
+        fastcep.load(tmp_path / "t.txt")
+
+
+def test_a_failed_write_names_the_file_not_its_temporary(rows_model, tmp_path):
+    # (No such file or directory: '.../.tmp-fastcep-8800-vkg7bwyr.h5')
+    from fastcep.io.files import TMP_PREFIX
+
+    res = fastcep.load(rows_model)
+    (tmp_path / "folder").mkdir()
+    for path in (tmp_path / "missing" / "m.h5", tmp_path / "folder"):
+        with pytest.raises(OSError) as exc:
+            fastcep.save(res, path)
+        assert TMP_PREFIX not in str(exc.value) and repr(str(path)) in str(exc.value)
+
+
+def test_glm_evaluate_of_a_missing_file_says_it_does_not_exist(rows_model, tmp_path, capsys):
+    # (it said the model "was fitted on sparse rows ... evaluate it on svmlight text")
+    code, _, err = _run(capsys, "glm", "evaluate", rows_model, tmp_path / "missing.svm")
+    assert (
+        code == 2 and err == f"fastcep glm evaluate: error: no such data file '{tmp_path / 'missing.svm'}'\n"
+    )
+
+
+@pytest.mark.parametrize("verb", ["fit", "evaluate"])
+def test_a_truncated_hdf5_file_is_called_damaged_not_a_table(data, rows_model, tmp_path, capsys, verb):
+    # (glm fit: "'cut.h5' is a table: give --target COL"; glm evaluate: the model "was fitted on sparse rows")
+    cut = _truncated(data, tmp_path)
+    argv = (
+        ["glm", "fit", cut, "-o", tmp_path / "m.h5"]
+        if verb == "fit"
+        else ["glm", "evaluate", rows_model, cut]
+    )
+    code, _, err = _run(capsys, *argv)
+    assert code == 2 and "is a table" not in err and "sparse rows" not in err
+    assert err.endswith(f"'{cut}' is a damaged HDF5 file (cut short or corrupt: h5py cannot open it)\n")

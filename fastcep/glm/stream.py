@@ -78,9 +78,10 @@ def open_rows(path, batch_rows, n_features=None, index_base=0, func="stream_file
                     )
 
         return n_features, None, text_blocks
+    fix = "; convert a table with `fastcep convert`" if kind == "table" else ""
     raise FileFormatError(
         f"{func}: {path!r} is not svmlight text or a sparse-row HDF5 file: it is "
-        f"{KIND_WORDS.get(kind, kind)}; convert a table with `fastcep convert`"
+        f"{KIND_WORDS.get(kind, kind)}{fix}"
     )
 
 

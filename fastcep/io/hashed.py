@@ -89,6 +89,8 @@ def hash_csv_to_csr(src, dst, target, categorical, n_features=1 << 20, delimiter
                     rows, labels = [], []
             if rows:
                 w.append(hasher.transform(rows), labels)
+            if w.n == 0:
+                raise bad_line(src, reader.line_num, "the header is followed by no rows", "nothing to write")
     return w.n, w.n_features, w.nnz
 
 
