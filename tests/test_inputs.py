@@ -335,3 +335,19 @@ def test_a_truncated_hdf5_file_is_called_damaged_not_a_table(data, rows_model, t
     code, _, err = _run(capsys, *argv)
     assert code == 2 and "is a table" not in err and "sparse rows" not in err
     assert err.endswith(f"'{cut}' is a damaged HDF5 file (cut short or corrupt: h5py cannot open it)\n")
+
+
+# ------------------------------------------------------------------ --target of sparse rows
+@pytest.mark.parametrize("verb", ["fit", "evaluate"])
+def test_target_with_sparse_rows_is_refused_not_ignored(data, rows_model, tmp_path, capsys, verb):
+    # (ignored: glm fit wrote a model whose target was "foo", glm evaluate reported its metrics)
+    if verb == "fit":
+        argv = ["glm", "fit", data / "r.svm", "--target", "foo", "-o", tmp_path / "m.h5"]
+    else:
+        argv = ["glm", "evaluate", rows_model, data / "r.svm", "--target", "foo"]
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and out == "" and not (tmp_path / "m.h5").exists()
+    assert err.endswith(
+        f"error: --target names a table's column; '{data / 'r.svm'}' holds sparse rows, whose label is the "
+        "first field of each row: leave out --target\n"
+    )

@@ -37,6 +37,15 @@ def data_kind(path):
     raise with_fix(f"{path!r} is {words}, not regression data", path, "table")
 
 
+def refuse_target(args):
+    """--target names a table's column: refused for sparse rows, which carry their label."""
+    if getattr(args, "target", None) is not None:
+        raise UserError(
+            f"--target names a table's column; {args.data!r} holds sparse rows, whose label is the first "
+            "field of each row: leave out --target"
+        )
+
+
 def table_data(path, target, features, delimiter, binary=True):
     """``(features, X, y)`` from a data table: the named feature columns (default: every column
     but the target) and the target (``binary``: checked as labels 0/1 or -1/1; else the fit checks

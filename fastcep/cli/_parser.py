@@ -261,7 +261,10 @@ def build_parser():
         help="CSV file or HDF5 table holding the model's feature columns and the target, or sparse rows "
         "(svmlight text, a sparse-row HDF5 file) of the model's width",
     )
-    ge.add_argument("--target", default=None, help="the target column (default: the model's target)")
+    ge.add_argument(
+        "--target", default=None,
+        help="a table's target column (default: the model's target; sparse rows carry their label)",
+    )  # fmt: skip
     json_and_plot(ge, "the metrics", "calibration and ROC")
     data_args(ge)
     ge.set_defaults(func=cmd_glm_evaluate, verb="glm evaluate")
