@@ -351,3 +351,25 @@ def test_target_with_sparse_rows_is_refused_not_ignored(data, rows_model, tmp_pa
         f"error: --target names a table's column; '{data / 'r.svm'}' holds sparse rows, whose label is the "
         "first field of each row: leave out --target\n"
     )
+
+
+# ------------------------------------------------------------------ --plot's name, before the work
+@pytest.mark.parametrize(
+    "verb, image",
+    [("glm fit", "out.txt"), ("glm fit", "out"), ("glm evaluate", "out.txt"), ("fit", "out.txt")],
+)
+def test_a_plot_name_matplotlib_cannot_write_is_refused_before_the_work(
+    data, rows_model, tmp_path, capsys, verb, image
+):
+    # (found after the fit, the model written: "Format 'txt' is not supported"; no extension wrote out.png)
+    argv = {
+        "glm fit": ["glm", "fit", data / "d.csv", "--target", "y", "-o", tmp_path / "m.h5"],
+        "glm evaluate": ["glm", "evaluate", rows_model, data / "r.svm"],
+        "fit": ["fit", data / "t.h5", "--model", "cp", "--rank", "1", "-o", tmp_path / "m.h5"],
+    }[verb]
+    code, out, err = _run(
+        capsys, *argv, "--plot", tmp_path / image, "--quiet" if verb != "glm evaluate" else "--json"
+    )
+    assert code == 2 and out == "" and sorted(p.name for p in tmp_path.iterdir()) == []
+    assert f"error: --plot '{tmp_path / image}' does not end in a format matplotlib writes (" in err
+    assert ".pdf, " in err and ".png, " in err and err.endswith("): name it FILE.png, say\n")
