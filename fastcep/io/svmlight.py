@@ -11,8 +11,10 @@ gzip-compressed text, a UTF-8 byte-order mark and a pipe are read as any file
 (``sources.open_input``).
 
 ``iter_svmlight`` reads a file in blocks of rows (memory bounded by a block), ``read_svmlight``
-all of it. Every error names the file, the line and what to do. Numbers are parsed by numpy's
-(and Python's) own conversions, so a value is the double nearest its text.
+all of it. Every error names the file, the line and what to do. Indices are read as Python's
+``int`` reads them and labels and values as its ``float`` does (numpy's own parse where a block's
+fields are plainly decimal, which gives the same numbers), so a value is the double nearest its
+text.
 """
 
 import os
