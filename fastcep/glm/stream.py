@@ -165,8 +165,8 @@ def stream_file(
             "write the rows to a file first, or stream without a checkpoint"
         )
     width, n_rows, blocks = open_rows(path, batch_rows, n_features, index_base, func)
-    held = identity(path) if once is None else f"{once}:{os.fspath(path)}"
-    source = {"file": held, "batch_rows": batch_rows, "forget": forget}
+    file_id = identity(path) if once is None else f"{once}:{os.fspath(path)}"
+    source = {"file": file_id, "batch_rows": batch_rows, "forget": forget}
     if resume and os.path.exists(checkpoint):  # (resume=True without a checkpoint yet: a fresh start)
         res = load_glm_model(checkpoint).result
         held = res.options.get("stream")

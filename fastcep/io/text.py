@@ -6,6 +6,7 @@ starting with '#' are skipped; with ``skip_header`` the first other line is skip
 is an entry like the first data line's (then the file has no header: refused). The first data
 line fixes the delimiter (``delimiter=None``: commas if it has two or more, otherwise
 runs of spaces and tabs) and the number of fields, which every later line must repeat.
+gzip-compressed text and a pipe are read as any file (``sources.open_input``).
 
 Two parsers share these rules. ``_parse_lines`` reads line by line (``_parse_line``) and says
 exactly what is wrong with the first bad line; it is the reference, and ``iter_text_rows`` uses
