@@ -54,9 +54,9 @@ def open_h5(path, kind, func):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{func}: no such file {path!r}.")
-    from .sources import refuse_stream
-
-    refuse_stream(path, f"a fastcep {kind} file")
+    if not os.path.isfile(path):
+        why = "not a regular file (a pipe or a device?), and HDF5 is read by seeking: write it to a file"
+        raise bad_file(kind, path, why)
     try:
         return h5py.File(path, "r")
     except OSError as exc:
