@@ -35,6 +35,7 @@ parser. What they share: ``_common`` (``UserError``, the output as text or JSON)
 import sys
 
 from .._loop import end_status
+from ..io.sources import close_held
 from ._common import UserError
 from ._files import distinct_paths
 from ._parser import build_parser
@@ -68,3 +69,5 @@ def main(argv=None):
         end_status()
         print(f"fastcep {verb}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        close_held()  # (a pipe probed and then refused: its writer sees it closed)

@@ -1,5 +1,5 @@
 """Regression data for ``glm fit`` and ``glm evaluate``: a table's columns (``table_data``) or
-labelled sparse rows, svmlight text or a sparse-row HDF5 file (``is_rows``, ``rows_data``)."""
+labelled sparse rows, svmlight text or a sparse-row HDF5 file (``data_kind``, ``rows_data``)."""
 
 import numpy as np
 
@@ -11,11 +11,39 @@ from ._files import read_table, with_fix
 ROWS_KINDS = ("svmlight", CSR_FORMAT)
 
 
-def is_rows(path):
-    """Whether ``path`` holds labelled sparse rows (``ROWS_KINDS``)."""
-    from ..io.kinds import file_kind
+#: the kinds of file read as a table (``fastcep.io.table``: CSV text, an HDF5 table); other text
+#: is read as CSV too, whose reader says what is wrong with it
+TABLE_KINDS = ("table", "hdf5", "numbers", "text")
 
-    return file_kind(path) in ROWS_KINDS
+
+def data_kind(path):
+    """What regression data ``path`` holds: "rows" (``ROWS_KINDS``) or "table" (``TABLE_KINDS``);
+    any other file (missing, empty, damaged, a model, ...) is a UserError saying what it is."""
+    from ..io.kinds import KIND_WORDS, file_kind
+    from ..io.sources import refuse_stream
+
+    kind = file_kind(path)
+    if kind in ROWS_KINDS:
+        return "rows"
+    if kind in TABLE_KINDS:
+        return "table"
+    if kind == "missing":
+        raise UserError(f"no such data file {path!r}")
+    if kind == "hdf5-stream":
+        refuse_stream(path, "an HDF5 table or sparse-row file")
+    if kind in ("damaged-hdf5", "unreadable"):
+        raise UserError(f"{path!r} is {KIND_WORDS[kind]}")
+    words = {"empty": "empty", "folder": "a folder"}.get(kind) or KIND_WORDS.get(kind, kind)
+    raise with_fix(f"{path!r} is {words}, not regression data", path, "table")
+
+
+def refuse_target(args):
+    """--target names a table's column: refused for sparse rows, which carry their label."""
+    if getattr(args, "target", None) is not None:
+        raise UserError(
+            f"--target names a table's column; {args.data!r} holds sparse rows, whose label is the first "
+            "field of each row: leave out --target"
+        )
 
 
 def table_data(path, target, features, delimiter, binary=True):

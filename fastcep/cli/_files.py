@@ -32,7 +32,7 @@ def fix(path, wanted):
     from ..io import file_kind
 
     kind = file_kind(path)
-    if kind in ("missing", "folder", _FORMAT.get(wanted)) or (
+    if kind in ("missing", "folder", "hdf5-stream", _FORMAT.get(wanted)) or (
         kind in ("table", "hdf5") and wanted == "table"
     ):
         return None

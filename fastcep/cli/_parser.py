@@ -26,6 +26,30 @@ def scheduler_arg(parser, how):
     )  # fmt: skip
 
 
+#: the widest hashed width ``convert --hash-bits`` offers: a regression holds a posterior over every
+#: column in memory (2**24 columns took 1.7 GB in a fit of 2,000 rows, 2**26 6.4 GB)
+MAX_HASH_BITS = 24
+
+
+def _hash_bits(text):
+    """``--hash-bits``: an integer from 1 to ``MAX_HASH_BITS``."""
+    bits = int(text) if text.strip().lstrip("+-").isdigit() else None
+    if bits is None or not 1 <= bits <= MAX_HASH_BITS:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer from 1 to {MAX_HASH_BITS} (a width of 2**BITS = 2 to {1 << MAX_HASH_BITS:,} "
+            f"columns, which a regression holds in memory); got {text!r}"
+        )
+    return bits
+
+
+def _width(text):
+    """``--width``: a positive integer."""
+    width = int(text) if text.strip().lstrip("+-").isdigit() else None
+    if width is None or width < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (the rows' columns); got {text!r}")
+    return width
+
+
 def _float_or_auto(text):
     """A float, or the word 'auto' (``--damping`` of ``glm fit``)."""
     if text == "auto":
@@ -75,7 +99,7 @@ def build_parser():
         help="of the text file (default: 1 for a tensor; 0 for svmlight, whose column k is index k)",
     )  # fmt: skip
     c.add_argument(
-        "--width", type=int, default=None, help="sparse rows: the columns (default: from the data)"
+        "--width", type=_width, default=None, help="sparse rows: the columns (default: from the data)"
     )
     c.add_argument(
         "--target", default=None, help="a CSV table's label column, for sparse rows (default: none)"
@@ -84,7 +108,10 @@ def build_parser():
         "--hash", nargs="+", metavar="COL", default=None,
         help="a CSV table's categorical columns, hashed (FeatureHasher; the rest: numbers; default: none)",
     )  # fmt: skip
-    c.add_argument("--hash-bits", type=int, default=20, help="hashed width 2**BITS (default %(default)s)")
+    c.add_argument(
+        "--hash-bits", type=_hash_bits, default=20,
+        help=f"hashed width 2**BITS, BITS from 1 to {MAX_HASH_BITS} (default %(default)s)",
+    )  # fmt: skip
     c.add_argument("--delimiter", default="auto", help="comma, tab, space, auto (default) or a character")
     c.add_argument("--shape", default=None, help="tensor shape, e.g. 200,100,200 (default: from the data)")
     c.add_argument("--binary", action="store_true", help="values must be 0 or 1")
@@ -187,7 +214,7 @@ def build_parser():
 
     def width_arg(q):
         q.add_argument(
-            "--width", type=int, default=None,
+            "--width", type=_width, default=None,
             help="svmlight text: the columns (default: its largest index + 1)",
         )  # fmt: skip
 
@@ -234,7 +261,10 @@ def build_parser():
         help="CSV file or HDF5 table holding the model's feature columns and the target, or sparse rows "
         "(svmlight text, a sparse-row HDF5 file) of the model's width",
     )
-    ge.add_argument("--target", default=None, help="the target column (default: the model's target)")
+    ge.add_argument(
+        "--target", default=None,
+        help="a table's target column (default: the model's target; sparse rows carry their label)",
+    )  # fmt: skip
     json_and_plot(ge, "the metrics", "calibration and ROC")
     data_args(ge)
     ge.set_defaults(func=cmd_glm_evaluate, verb="glm evaluate")

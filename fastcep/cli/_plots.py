@@ -2,21 +2,30 @@
 canvas after it (``save_plot``) with one of the drawings (``draw_convergence``, ``draw_binary``,
 ``draw_continuous``); matplotlib is imported only then."""
 
+import os
+
 from ._common import UserError
 from ._files import check_output
 
 
 def check_plot(args, inputs=()):
-    """With --plot: matplotlib importable and the image's folder there, before any work."""
+    """With --plot: matplotlib importable, the image's folder there and its name ending in a
+    format matplotlib writes, before any work."""
     if getattr(args, "plot", None) is None:
         return
     check_output(args.plot, "--plot", inputs, "png", args.force)
     try:
         from ..plot import agg_figure
 
-        agg_figure()
+        fig = agg_figure()
     except ImportError as exc:
         raise UserError(f"--plot needs matplotlib: {exc}") from None
+    formats = sorted(fig.canvas.get_supported_filetypes())
+    if os.path.splitext(args.plot)[1][1:].lower() not in formats:
+        raise UserError(
+            f"--plot {args.plot!r} does not end in a format matplotlib writes "
+            f"({', '.join('.' + f for f in formats)}): name it FILE.png, say"
+        )
 
 
 def save_plot(args, draw, figsize):

@@ -3,7 +3,7 @@
 scale) on a table or labelled sparse rows."""
 
 from ._common import UserError, out
-from ._data import is_rows, rows_data, table_data
+from ._data import data_kind, refuse_target, rows_data, table_data
 from ._files import load_glm_model
 from ._metrics import binary_metrics, binary_text, log1p_rmse
 from ._plots import check_plot, draw_binary, draw_continuous, save_plot
@@ -36,12 +36,15 @@ def _evaluate_values(args, res, X, y, target):
 def cmd_glm_evaluate(args):
     check_plot(args, [args.model, args.data])
     model = load_glm_model(args.model)
+    rows = data_kind(args.data) == "rows"
+    if rows:
+        refuse_target(args)
     target = args.target or model.target
-    if not target and not is_rows(args.data):
+    if not target and not rows:
         raise UserError(f"{args.model!r} names no target column: give --target COL")
     res = model.result
     binary = res.likelihood.binary
-    if is_rows(args.data):
+    if rows:
         _, X, labels = rows_data(args, binary, res.posterior.mean.size)
     elif model.features is None:
         raise UserError(

@@ -7,7 +7,7 @@ import time
 from ..io.formats import GLM_MODEL_FORMAT
 from ..likelihoods import resolve as resolve_likelihood
 from ._common import UserError
-from ._data import is_rows, rows_data, table_data
+from ._data import data_kind, refuse_target, rows_data, table_data
 from ._files import check_output
 from ._fitting import CLUSTER_CHECKPOINTS, check_fit_checkpoint, options, report_fit, scheduler
 from ._plots import check_plot
@@ -37,16 +37,19 @@ def cmd_glm_fit(args):
     check_fit_checkpoint(args, [args.data, args.output])
     check_plot(args, [args.data, args.output, args.checkpoint])
     binary = resolve_likelihood(args.model).binary
-    if is_rows(args.data) and on_workers(args):
+    rows = data_kind(args.data) == "rows"
+    if rows:
+        refuse_target(args)
+    if rows and on_workers(args):
         # (a sparse-row file on a cluster: the workers read its row ranges; here its header only)
         from ..io.csr import CSRReader
 
         with CSRReader(args.data) as reader:
             features, X, y, n, d = None, args.data, None, reader.n, reader.n_features
-        args.target = args.target or "label"
-    elif is_rows(args.data):
+        args.target = "label"
+    elif rows:
         features, X, y = rows_data(args, binary)
-        args.target = args.target or "label"
+        args.target = "label"
     elif args.target is None:
         raise UserError(f"{args.data!r} is a table: give --target COL, the column to regress")
     else:

@@ -3,6 +3,7 @@ text or a sparse-row HDF5 file; batches read ahead, rows/s in the progress line,
 and ``--resume``); writes a regression model file."""
 
 from ..io.formats import GLM_MODEL_FORMAT
+from ..io.sources import stream_words
 from ._common import UserError, out
 from ._files import check_output, load_glm_model
 from ._fitting import scheduler
@@ -13,6 +14,17 @@ def cmd_glm_stream(args):
     from ..io import save_glm_model
 
     check_output(args.output, "-o", [args.data], GLM_MODEL_FORMAT, args.force)
+    once = stream_words(args.data)
+    if once is not None and args.checkpoint is not None:
+        raise UserError(
+            f"{args.data!r} is {once}, which cannot be read again to resume from --checkpoint: write its "
+            "rows to a file, or leave out --checkpoint"
+        )
+    if once is not None and args.width is None:
+        raise UserError(
+            f"{args.data!r} is {once}, which can be read only once: give --width, the rows' width (without "
+            "it svmlight text is read twice, first for its largest index)"
+        )
     if args.checkpoint is not None:
         inputs = [args.data, args.output]
         check_output(args.checkpoint, "--checkpoint", inputs, GLM_MODEL_FORMAT, args.force)

@@ -12,8 +12,9 @@ from .. import _validation as V
 from .._loop import ConvergenceWarning, ProgressLine, outside_the_package
 from ..io.csr import CSRReader
 from ..io.files import FileFormatError
-from ..io.kinds import file_kind
+from ..io.kinds import KIND_WORDS, file_kind
 from ..io.prefetch import read_ahead
+from ..io.sources import stream_words
 from ..io.svmlight import binary_labels, iter_svmlight
 from ..likelihoods import resolve as resolve_likelihood
 from .result import RegressionResult
@@ -55,7 +56,13 @@ def open_rows(path, batch_rows, n_features=None, index_base=0, func="stream_file
                 yield from r.blocks(batch_rows, start)
 
         return width, n, csr_blocks
-    if kind in ("svmlight", "numbers", "text"):  # (a file of labels only reads as numbers)
+    if kind in ("svmlight", "numbers", "text"):
+        once = stream_words(path)
+        if n_features is None and once is not None:
+            raise ValueError(
+                f"{func}: {path!r} is {once}, which can be read only once, and svmlight text without "
+                "n_features is read twice (first for its largest index): give n_features, the rows' width"
+            )
         if n_features is None:
             n_features = 1
             for part in iter_svmlight(path, index_base=index_base):
@@ -71,9 +78,10 @@ def open_rows(path, batch_rows, n_features=None, index_base=0, func="stream_file
                     )
 
         return n_features, None, text_blocks
+    fix = "; convert a table with `fastcep convert`" if kind == "table" else ""
     raise FileFormatError(
-        f"{func}: {path!r} is not svmlight text or a sparse-row HDF5 file (its kind is {kind!r}); convert "
-        "a table with `fastcep convert`"
+        f"{func}: {path!r} is not svmlight text or a sparse-row HDF5 file: it is "
+        f"{KIND_WORDS.get(kind, kind)}{fix}"
     )
 
 
@@ -150,8 +158,15 @@ def stream_file(
         check_client(client, func)
         passes = V.check_int(passes, "passes", func, low=1)
         glm_stream.refusals(path, forget, checkpoint, resume, init, func)
+    once = stream_words(path)
+    if once is not None and checkpoint is not None:
+        raise ValueError(
+            f"{func}: {os.fspath(path)!r} is {once}, which cannot be read again to resume from a checkpoint: "
+            "write the rows to a file first, or stream without a checkpoint"
+        )
     width, n_rows, blocks = open_rows(path, batch_rows, n_features, index_base, func)
-    source = {"file": identity(path), "batch_rows": batch_rows, "forget": forget}
+    file_id = identity(path) if once is None else f"{once}:{os.fspath(path)}"
+    source = {"file": file_id, "batch_rows": batch_rows, "forget": forget}
     if resume and os.path.exists(checkpoint):  # (resume=True without a checkpoint yet: a fresh start)
         res = load_glm_model(checkpoint).result
         held = res.options.get("stream")

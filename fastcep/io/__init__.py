@@ -4,7 +4,8 @@ fitted CP models (``model``), regression models (``glm_model``), stream checkpoi
 svmlight text (``svmlight``) or HDF5 (``csr``), CSV tables hashed to sparse rows (``hashed``);
 ``prefetch`` reads ahead in a thread; ``results`` writes and
 reads any fitted result (``save``, ``load``); ``files`` holds the atomic
-write and the one error class, ``FileFormatError``; ``kinds`` tells what a file holds;
+write and the one error class, ``FileFormatError``; ``kinds`` tells what a file holds, and
+``sources`` opens an input so that its reader gets every byte (a pipe's too, gzip read through);
 ``describe`` what a fastcep file holds (``fastcep info``); ``formats`` names the formats."""
 
 from .checkpoint import read_checkpoint, write_checkpoint

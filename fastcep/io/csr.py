@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_int
-from .files import AtomicH5, H5Owner, bad_file, open_h5
+from .files import AtomicH5, FileFormatError, H5Owner, bad_file, open_h5
 from .formats import CSR_FORMAT
 from .svmlight import SparseRows
 
@@ -237,8 +237,15 @@ def svmlight_to_csr(src, dst, n_features=None, index_base=0, rows=None):
     """
     from .svmlight import SVMLIGHT_BLOCK_ROWS, iter_svmlight
 
+    if n_features is not None:
+        n_features = check_int(n_features, "n_features", "svmlight_to_csr", low=1)
     blocks = iter_svmlight(src, rows or SVMLIGHT_BLOCK_ROWS, n_features, index_base)
     with CSRWriter(dst, n_features, source=f"svmlight:{os.path.basename(os.fspath(src))}") as w:
         for part in blocks:
             w.append(part.X, part.y)
+        if w.n == 0:
+            raise FileFormatError(
+                f"{os.fspath(src)!r} holds no rows (only blank lines and comments; an svmlight line is "
+                "'label index:value ...'): nothing to write."
+            )
     return w.n, w.n_features, w.nnz

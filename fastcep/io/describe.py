@@ -13,6 +13,7 @@ from .csr import CSRReader
 from .files import FileFormatError
 from .glm_model import load_glm_model
 from .model import load_model
+from .sources import refuse_stream
 from .tensor import TensorReader
 
 
@@ -189,6 +190,7 @@ def describe(path):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such file {path!r}")
+    refuse_stream(path, "a fastcep file")
     try:
         with h5py.File(path, "r") as f:
             fmt = f.attrs.get("format")

@@ -55,6 +55,9 @@ def open_h5(path, kind, func):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{func}: no such file {path!r}.")
+    if not os.path.isfile(path):
+        why = "not a regular file (a pipe or a device?), and HDF5 is read by seeking: write it to a file"
+        raise bad_file(kind, path, why)
     try:
         return h5py.File(path, "r")
     except OSError as exc:
@@ -241,6 +244,14 @@ class _GuardedFile(io.RawIOBase):
         self._guard(self._fh.flush)
 
 
+def _naming(exc, path, why=None):
+    """``exc``, an OSError about a temporary file, as one about ``path``, the file it was to become
+    (the temporary file's name means nothing to the user)."""
+    out = type(exc)(f"cannot write {path!r}: {why or exc.strerror or exc}")
+    out.errno = exc.errno
+    return out
+
+
 class AtomicH5:
     """``with AtomicH5(path) as f:`` an ``h5py.File`` open for writing on a temporary file beside
     ``path``, renamed to ``path`` when the block ends without an error (see the module's text).
@@ -261,7 +272,11 @@ class AtomicH5:
             )
         folder = os.path.dirname(self._target)
         remove_stale_temporaries(folder)
-        fd, self._tmp = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", suffix=".h5", dir=folder)
+        try:
+            fd, self._tmp = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", suffix=".h5", dir=folder)
+        except OSError as exc:
+            why = "its folder does not exist" if exc.errno == errno.ENOENT else None
+            raise _naming(exc, self.path, why) from None
         try:
             os.fchmod(fd, 0o666 & ~_umask())
             self._raw = os.fdopen(fd, "w+b", buffering=0)
@@ -302,7 +317,10 @@ class AtomicH5:
             self.check()
             os.fsync(self._raw.fileno())
             self._raw.close()
-            os.replace(self._tmp, self._target)
+            try:
+                os.replace(self._tmp, self._target)
+            except OSError as exc:
+                raise _naming(exc, self.path) from None
         except BaseException:
             self._discard()
             raise

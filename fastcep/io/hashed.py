@@ -15,7 +15,9 @@ import numpy as np
 
 from .._validation import check_int
 from .csr import CSR_CHUNK_ROWS, CSRWriter
+from .sources import open_text_input
 from .svmlight import bad_line
+from .table import csv_rows
 
 
 def _hasher(n_features):
@@ -55,9 +57,10 @@ def hash_csv_to_csr(src, dst, target, categorical, n_features=1 << 20, delimiter
     src = os.fspath(src)
     if not os.path.exists(src):
         raise FileNotFoundError(f"{func}: no such file {src!r}.")
-    with open(src, newline="", encoding="utf-8-sig") as fh:
+    with open_text_input(src) as fh:
         reader = csv.reader(fh, delimiter=delimiter)
-        header = next(reader, None)
+        rows = csv_rows(src, reader, lambda line, why: bad_line(src, line, why))
+        header = next(rows, None)
         if header is None:
             raise bad_line(src, 1, "the file is empty", "a CSV table starts with a header row of names")
         names = [name.strip() for name in header]
@@ -71,23 +74,25 @@ def hash_csv_to_csr(src, dst, target, categorical, n_features=1 << 20, delimiter
         cats = [(names.index(c), c + "=") for c in categorical]
         nums = [(j, name) for j, name in enumerate(names) if j != t and name not in categorical]
         with CSRWriter(dst, n_features, source=f"hashed csv:{os.path.basename(src)}") as w:
-            rows, labels = [], []
-            for row in reader:
+            feats, labels = [], []
+            for row in rows:
                 if not row or (len(row) == 1 and not row[0].strip()):
                     continue
                 line = reader.line_num
                 if len(row) != len(names):
                     raise bad_line(src, line, f"{len(row)} fields, the header {len(names)}")
-                feats = {prefix + row[j].strip(): 1.0 for j, prefix in cats}
+                cells = {prefix + row[j].strip(): 1.0 for j, prefix in cats}
                 for j, name in nums:
-                    feats[name] = _number(src, line, name, row[j])
-                rows.append(feats)
+                    cells[name] = _number(src, line, name, row[j])
+                feats.append(cells)
                 labels.append(_number(src, line, target, row[t]))
-                if len(rows) == CSR_CHUNK_ROWS:
-                    w.append(hasher.transform(rows), labels)
-                    rows, labels = [], []
-            if rows:
-                w.append(hasher.transform(rows), labels)
+                if len(feats) == CSR_CHUNK_ROWS:
+                    w.append(hasher.transform(feats), labels)
+                    feats, labels = [], []
+            if feats:
+                w.append(hasher.transform(feats), labels)
+            if w.n == 0:
+                raise bad_line(src, reader.line_num, "the header is followed by no rows", "nothing to write")
     return w.n, w.n_features, w.nnz
 
 

@@ -14,6 +14,7 @@ from .formats import (
     MODEL_FORMAT,
     TENSOR_FORMAT,
 )
+from .sources import GZIP_MAGIC, HEAD_BYTES, decompressed_head, head, is_hdf5_head, stream_words
 
 #: what ``file_kind`` calls a file, in words (e.g. the refusal of an output that exists)
 KIND_WORDS = {
@@ -23,6 +24,8 @@ KIND_WORDS = {
     "binary": "a binary file",
     "hdf5": "an HDF5 file that is not fastcep's",
     "unreadable": "a file that cannot be read",
+    "damaged-hdf5": "a damaged HDF5 file (cut short or corrupt: h5py cannot open it)",
+    "hdf5-stream": "HDF5 through a pipe or device (HDF5 is read by seeking: write it to a file)",
     TENSOR_FORMAT: "a fastcep tensor",
     MODEL_FORMAT: "a fastcep CP model",
     GLM_MODEL_FORMAT: "a fastcep regression model",
@@ -32,67 +35,94 @@ KIND_WORDS = {
     "svmlight": "svmlight text (sparse rows)",
 }
 
-#: bytes read to tell text from binary
-_HEAD = 8192
+#: the rows (non-blank, not only a comment) whose shape decides between svmlight and the rest
+SAMPLE_ROWS = 32
 _FIELD = re.compile(r"[,\t; ]+")
 
 
-def _text_kind(text):
-    line = next((ln for ln in text.splitlines() if ln.split("#", 1)[0].strip()), "")
-    words = line.split("#", 1)[0].split()
-    if len(words) >= 2 and ":" not in words[0] and all(w.count(":") == 1 for w in words[1:]):
+def _is_number(word):
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def _svmlight_row(body):
+    """Whether a row (its comment cut off) is shaped as svmlight: a label, then ``index:value``
+    fields (``qid:`` among them) or none."""
+    words = body.split()
+    if not words or ":" in words[0]:
+        return False
+    if len(words) == 1:
+        return _is_number(words[0])
+    return all(w.count(":") == 1 for w in words[1:])
+
+
+def _text_kind(text, cut=False):
+    """The kind of a file's text start; ``cut``: its last line may be cut short."""
+    lines = text.splitlines()
+    if cut and lines:
+        lines.pop()
+    bodies = [b for b in (ln.split("#", 1)[0] for ln in lines) if b.strip()][:SAMPLE_ROWS]
+    if bodies and all(_svmlight_row(b) for b in bodies):
         return "svmlight"
+    line = bodies[0] if bodies else ""
     fields = [f for f in _FIELD.split(line.strip()) if f]
-    numbers = 0
-    for field in fields:
-        try:
-            float(field)
-            numbers += 1
-        except ValueError:
-            pass
-    if fields and numbers == len(fields):
+    if fields and all(_is_number(f) for f in fields):
         return "numbers"
     return "table" if len(fields) >= 2 and ("," in line or "\t" in line) else "text"
 
 
 def file_kind(path):
-    """What ``path`` holds.
+    """What ``path`` holds, from its first bytes (a pipe's or FIFO's are kept for its reader:
+    ``sources.head``) and, for HDF5, its format attribute.
 
     Returns
     -------
     str
-        "missing", "folder", "empty", "svmlight" (text whose first row is ``label index:value
-        ...``), "numbers" (UTF-8 text whose first line is numbers: a text tensor, say), "table"
-        (UTF-8 text whose first line is comma or tab separated fields, not all numbers: a CSV
-        header), "text" (other text), "binary" (neither text nor HDF5), "hdf5" (HDF5 without a
-        fastcep format attribute), "unreadable", or the fastcep format attribute
-        ("fastcep-tensor", "fastcep-cp-model", "fastcep-glm-model", "fastcep-csr", ...).
+        "missing", "folder", "empty", "svmlight" (text whose first rows are ``label
+        index:value ...`` or a lone label), "numbers" (UTF-8 text whose first line is numbers: a
+        text tensor, say), "table" (UTF-8 text whose first line is comma or tab separated fields,
+        not all numbers: a CSV header), "text" (other text), "binary" (neither text nor HDF5),
+        "hdf5" (HDF5 without a fastcep format attribute), "damaged-hdf5" (HDF5's signature, but
+        h5py cannot open it), "hdf5-stream" (HDF5 through a pipe or device, which HDF5 cannot
+        read), "unreadable", or the fastcep format attribute ("fastcep-tensor",
+        "fastcep-cp-model", "fastcep-glm-model", "fastcep-csr", ...). gzip-compressed text is of
+        the kind of the text it holds.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
         return "missing"
     if os.path.isdir(path):
         return "folder"
+    streamed = stream_words(path) is not None
     try:
-        if h5py.is_hdf5(path):
-            with h5py.File(path, "r") as f:
-                fmt = f.attrs.get("format")
+        if not streamed and h5py.is_hdf5(path):
+            try:
+                with h5py.File(path, "r") as f:
+                    fmt = f.attrs.get("format")
+            except (OSError, KeyError, RuntimeError, ValueError):  # (a damaged file fails anywhere in h5py)
+                return "damaged-hdf5"
             return fmt if isinstance(fmt, str) and fmt.startswith("fastcep-") else "hdf5"
-        with open(path, "rb") as fh:
-            head = fh.read(_HEAD)
-    except (OSError, KeyError, RuntimeError, ValueError):  # (a damaged HDF5 file fails anywhere in h5py)
+        raw = head(path)
+    except (OSError, KeyError, RuntimeError, ValueError):
         return "unreadable"
-    if not head:
+    if streamed and is_hdf5_head(raw):
+        return "hdf5-stream"
+    if not raw:
         return "empty"
-    if b"\0" in head:
+    data = decompressed_head(raw)
+    if data is None or b"\0" in data:
         return "binary"
     try:
-        text = head.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if exc.start < len(head) - 3:  # (not a character cut at the end of the head)
+        if exc.start < len(data) - 3:  # (not a character cut at the end of the head)
             return "binary"
-        text = head[: exc.start].decode("utf-8")
-    return _text_kind(text.lstrip("\ufeff"))
+        text = data[: exc.start].decode("utf-8")
+    cut = len(raw) == HEAD_BYTES or raw[:2] == GZIP_MAGIC
+    return _text_kind(text, cut=cut and not text.endswith("\n"))
 
 
 def check_replaceable(path, kind, what, force_hint, kind_of=file_kind, words=KIND_WORDS):

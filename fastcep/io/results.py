@@ -15,7 +15,7 @@ from ..tensor.result import CPResult
 from .checkpoint import CHECKPOINT_FORMAT
 from .files import FileFormatError, check_output
 from .glm_model import GLM_MODEL_FORMAT, load_glm_model, save_glm_model
-from .kinds import check_replaceable, file_kind
+from .kinds import KIND_WORDS, check_replaceable, file_kind
 from .model import MODEL_FORMAT, load_model, save_model
 from .tensor import TENSOR_FORMAT
 
@@ -92,7 +92,7 @@ def load(path):
         return load_glm_model(path).result
     if kind == MODEL_FORMAT:
         return load_model(path)
-    what = _OTHER_READERS.get(kind, f"its kind is {kind!r}")
+    what = _OTHER_READERS.get(kind) or KIND_WORDS.get(kind, kind)
     raise FileFormatError(
         f"load: {path!r} is not a fastcep model file ({GLM_MODEL_FORMAT!r} or {MODEL_FORMAT!r}): "
         f"it is {what}."

@@ -3,17 +3,22 @@
 One row a line: ``label index:value index:value ... [# comment]``, fields separated by spaces or
 tabs. The label is a number; indices are integers (column ``index - index_base``, default base 0:
 a 1-based file keeps its column numbers and leaves column 0 empty, which costs nothing), values
-are numbers. Blank lines and lines holding only a comment are skipped; ``qid:`` fields (ranking
-data) are refused. Within a row, indices may come in any order and repeat: they are sorted and
-a repeated column's values are summed, as scipy does, and a warning says how many rows had one.
-Explicit zeros are dropped.
+are numbers. Blank lines and lines holding only a comment are skipped, and a row may hold no
+feature (a lone label); ``qid:`` fields (ranking data) are refused. Within a row, indices may
+come in any order and repeat: they are sorted and a repeated column's values are summed, as
+scipy does, and a warning says how many rows had one. Explicit zeros are dropped.
+gzip-compressed text, a UTF-8 byte-order mark and a pipe are read as any file
+(``sources.open_input``).
 
 ``iter_svmlight`` reads a file in blocks of rows (memory bounded by a block), ``read_svmlight``
-all of it. Every error names the file, the line and what to do. Numbers are parsed by numpy's
-(and Python's) own conversions, so a value is the double nearest its text.
+all of it. Every error names the file, the line and what to do. Indices are read as Python's
+``int`` reads them and labels and values as its ``float`` does (numpy's own parse where a block's
+fields are plainly decimal, which gives the same numbers), so a value is the double nearest its
+text.
 """
 
 import os
+import re
 import warnings
 from itertools import islice
 from typing import NamedTuple
@@ -23,13 +28,18 @@ import scipy.sparse as sp
 
 from .._validation import check_int
 from .files import FileFormatError
+from .sources import open_input
 
 #: rows parsed at once
 SVMLIGHT_BLOCK_ROWS = 1 << 16
 #: the largest index a file may hold (beyond it a float64 no longer holds every integer)
 MAX_INDEX = 2**53
-_SPACE = np.zeros(256, dtype=bool)
-_SPACE[[ord(" "), ord("\t"), ord("\r"), ord("\n"), ord("\v"), ord("\f")]] = True
+#: a block's fields as the fast path takes them (``_fast``): ``index:value`` with an index of ASCII
+#: digits and a decimal number, inf or nan as its value, between ASCII spaces
+_DECIMAL = (
+    rb"[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+|(?i:[+-]?+(?:inf(?:inity)?+|nan))"
+)
+_FIELDS = re.compile(rb"(?:\s*+[+-]?+[0-9]++:(?:" + _DECIMAL + rb")(?=\s|\Z))*+\s*+")
 
 
 class SparseRows(NamedTuple):
@@ -60,43 +70,94 @@ def binary_labels(part, path, func):
     return (y > 0.0).astype(np.float64)
 
 
-def _first_bad(path, line, text, index_base):
-    """Find what is wrong in one line (the slow path, after the block's fast parse failed)."""
-    body = text.split(b"#", 1)[0].split()
+def _row(path, line, text, index_base):
+    """``(label, indices, values)`` of one line's text (its comment cut off), by Python's own
+    conversions (the slow path); raises naming what is wrong."""
+    body = text.split()
     label = body[0].decode("utf-8", "replace")
     try:
-        float(label)
+        y = float(body[0])
     except ValueError:
-        return bad_line(path, line, f"the label {label!r} is not a number", "a line is 'label index:value'")
+        raise bad_line(
+            path, line, f"the label {label!r} is not a number", "a line is 'label index:value'"
+        ) from None
+    indices, values = [], []
     for field in body[1:]:
         word = field.decode("utf-8", "replace")
         parts = word.split(":")
         if parts[0] == "qid":
-            return bad_line(path, line, f"{word!r} is a query id (ranking data)", "remove the qid: fields")
+            raise bad_line(path, line, f"{word!r} is a query id (ranking data)", "remove the qid: fields")
         if len(parts) != 2 or not parts[0] or not parts[1]:
             what = "a missing value" if len(parts) == 2 and not parts[1] else "not index:value"
-            return bad_line(path, line, f"the field {word!r} is {what}", "a feature is written index:value")
+            raise bad_line(path, line, f"the field {word!r} is {what}", "a feature is written index:value")
+        index_text, value_text = field.split(b":")
         try:
-            index = float(parts[0])
+            index = int(index_text)
         except ValueError:
-            return bad_line(path, line, f"the index {parts[0]!r} is not an integer")
+            raise bad_line(path, line, f"the index {parts[0]!r} is not an integer") from None
         try:
-            value = float(parts[1])
+            value = float(value_text)
         except ValueError:
-            return bad_line(path, line, f"the value {parts[1]!r} of index {parts[0]} is not a number")
-        if index != int(index) or "." in parts[0] or "e" in parts[0].lower():
-            return bad_line(path, line, f"the index {parts[0]!r} is not an integer")
+            raise bad_line(
+                path, line, f"the value {parts[1]!r} of index {parts[0]} is not a number"
+            ) from None
         if index < index_base:
             low = "negative" if index < 0 else f"below the index base {index_base}"
             fix = "indices are 0-based here; a 1-based file needs index_base=1" if index_base == 0 else ""
-            return bad_line(path, line, f"the index {parts[0]} is {low}", fix or "indices count from 1")
+            raise bad_line(path, line, f"the index {parts[0]} is {low}", fix or "indices count from 1")
         if index >= MAX_INDEX:
-            return bad_line(path, line, f"the index {parts[0]} is beyond 2**53")
+            raise bad_line(path, line, f"the index {parts[0]} is beyond 2**53")
         if not np.isfinite(value):
-            return bad_line(path, line, f"the value {parts[1]!r} of index {parts[0]} is not finite")
-    if not np.isfinite(float(label)):
-        return bad_line(path, line, f"the label {label!r} is not finite")
-    return None
+            raise bad_line(path, line, f"the value {parts[1]!r} of index {parts[0]} is not finite")
+        indices.append(index)
+        values.append(value)
+    if not np.isfinite(y):
+        raise bad_line(path, line, f"the label {label!r} is not finite")
+    return y, indices, values
+
+
+def _rows(path, lines, texts, index_base):
+    """``(labels, columns, values, counts)`` of a block, line by line (``_row``)."""
+    labels, cols, values, counts = [], [], [], []
+    for line, text in zip(lines, texts, strict=True):
+        y, i, v = _row(path, line, text, index_base)
+        labels.append(y)
+        cols += i
+        values += v
+        counts.append(len(i))
+    cols = np.array(cols, dtype=np.int64) - index_base
+    return (
+        np.array(labels, dtype=np.float64),
+        cols,
+        np.array(values, dtype=np.float64),
+        np.array(counts, np.int64),
+    )
+
+
+def _fast(path, lines, texts, labels_text, features, index_base):
+    """``_rows`` at array speed for a block whose every field is plainly ``index:value`` (ASCII
+    digits, a decimal number or inf or nan; ``_FIELDS``), else None. A field that is out of range
+    or not finite is found again by ``_row``, which names it."""
+    m = len(texts)
+    counts = np.fromiter((f.count(b":") for f in features), dtype=np.int64, count=m)
+    joined = b" ".join(features)
+    if any(b":" in t for t in labels_text) or not _FIELDS.fullmatch(joined):
+        return None  # (so each field holds one colon, and ``counts`` counts the fields)
+    try:
+        labels = np.array([float(t) for t in labels_text], dtype=np.float64)
+        numbers = np.fromstring(joined.replace(b":", b" "), sep=" ") if joined.strip() else np.empty(0)
+    except ValueError:
+        return None
+    if numbers.size != 2 * int(counts.sum()):
+        return None
+    index, value = numbers[0::2], numbers[1::2]
+    row = np.repeat(np.arange(m), counts)
+    bad = np.flatnonzero((index < index_base) | (index >= MAX_INDEX) | ~np.isfinite(value))
+    bad_labels = np.flatnonzero(~np.isfinite(labels))
+    if bad.size or bad_labels.size:
+        k = min(int(row[bad[0]]) if bad.size else m, int(bad_labels[0]) if bad_labels.size else m)
+        _row(path, lines[k], texts[k], index_base)  # (raises)
+    return labels, (index - index_base).astype(np.int64), value, counts
 
 
 def _parse(path, block, first_line, first_row, index_base, width):
@@ -114,41 +175,9 @@ def _parse(path, block, first_line, first_row, index_base, width):
         head = text.split(None, 1)
         labels_text.append(head[0])
         features.append(head[1] if len(head) > 1 else b"")
-    counts = np.fromiter((f.count(b":") for f in features), dtype=np.int64, count=m)
-    fields = np.fromiter((len(f.split()) for f in features), dtype=np.int64, count=m)
-    joined = b" ".join(features)
-    wrong = np.flatnonzero((fields != counts) | np.fromiter((b":" in t for t in labels_text), bool, m))
-    if not wrong.size and _two_colons(joined):
-        wrong = np.flatnonzero([_two_colons(f) for f in features])
-    numbers = np.empty(0)
-    if not wrong.size and joined.strip():
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # (numpy's "could not be read to its end": the count says it)
-                numbers = np.fromstring(joined.replace(b":", b" "), sep=" ")
-        except ValueError:  # (a field that is not a number: found by the slow path)
-            numbers = np.empty(0)
-    try:
-        labels = np.array([float(t) for t in labels_text], dtype=np.float64)
-    except ValueError:
-        labels = None
-    nnz = int(counts.sum())
-    if wrong.size or labels is None or numbers.size != 2 * nnz:
-        for k in wrong if wrong.size else range(m):
-            err = _first_bad(path, lines[k], texts[k], index_base)
-            if err is not None:
-                raise err
-        raise bad_line(path, lines[0], "cannot be read as svmlight")  # (not reached: a line is found)
-    index, value = numbers[0::2], numbers[1::2]
+    parsed = _fast(path, lines, texts, labels_text, features, index_base)
+    labels, cols, value, counts = parsed if parsed is not None else _rows(path, lines, texts, index_base)
     row = np.repeat(np.arange(m), counts)
-    bad = np.flatnonzero(
-        (index != np.floor(index)) | (index < index_base) | (index >= MAX_INDEX) | ~np.isfinite(value)
-    )
-    bad_labels = np.flatnonzero(~np.isfinite(labels))
-    if bad.size or bad_labels.size:
-        k = min(int(row[bad[0]]) if bad.size else m, int(bad_labels[0]) if bad_labels.size else m)
-        raise _first_bad(path, lines[k], texts[k], index_base)
-    cols = (index - index_base).astype(np.int64)
     if width is not None and cols.size and cols.max() >= width:
         k = int(row[np.argmax(cols >= width)])
         index = int(cols[np.argmax(cols >= width)]) + index_base
@@ -159,8 +188,15 @@ def _parse(path, block, first_line, first_row, index_base, width):
     shape = (m, width if width is not None else (int(cols.max()) + 1 if cols.size else 0))
     X = sp.csr_array((value, cols, indptr), shape=shape)
     before = np.diff(X.indptr)
-    X.sum_duplicates()  # (sorts the indices too)
+    with np.errstate(over="ignore"):  # (a sum beyond float64 is refused below)
+        X.sum_duplicates()  # (sorts the indices too)
     repeats = np.flatnonzero(np.diff(X.indptr) != before)
+    over = np.flatnonzero(~np.isfinite(X.data))
+    if over.size:
+        k = int(np.searchsorted(X.indptr, over[0], side="right") - 1)
+        index = int(X.indices[over[0]]) + index_base
+        why = f"the values of index {index}, which is repeated, sum to {X.data[over[0]]!r}"
+        raise bad_line(path, lines[k], why, "a repeated column's values are summed")
     X.eliminate_zeros()
     if repeats.size:
         warnings.warn(
@@ -170,17 +206,6 @@ def _parse(path, block, first_line, first_row, index_base, width):
             stacklevel=4,
         )
     return SparseRows(first_row, X, labels, np.asarray(lines, dtype=np.int64))
-
-
-def _two_colons(text):
-    """True if a field of ``text`` holds two colons (a colon, then another before any space)."""
-    b = np.frombuffer(text, dtype=np.uint8)
-    colon = np.flatnonzero(b == ord(":"))
-    if colon.size < 2:
-        return False
-    spaces = np.flatnonzero(_SPACE[b])
-    before = np.searchsorted(spaces, colon)  # (spaces before each colon)
-    return bool(np.any(before[1:] == before[:-1]))
 
 
 def iter_svmlight(path, rows=SVMLIGHT_BLOCK_ROWS, n_features=None, index_base=0):
@@ -211,7 +236,7 @@ def iter_svmlight(path, rows=SVMLIGHT_BLOCK_ROWS, n_features=None, index_base=0)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{func}: no such file {path!r}.")
     first_row = 0
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         numbered = enumerate(fh, start=1)
         while True:
             block = list(islice(numbered, rows))

@@ -3,7 +3,8 @@
 Two layouts are read:
 
 - a CSV file: a header row of column names, then one row of numbers per observation (comma
-  separated unless told otherwise; UTF-8, an optional byte-order mark, CRLF or LF);
+  separated unless told otherwise; UTF-8, an optional byte-order mark, CRLF or LF; gzip-compressed
+  or not; a pipe or ``/dev/stdin`` too);
 - an HDF5 file: one 1-D numeric dataset per column in the file's root group, all of the same
   length, the dataset's name the column's; the column order is the root attribute ``columns``
   (a list of names) if present, else the names in alphabetical order (h5py's). Other root
@@ -21,6 +22,7 @@ import h5py
 import numpy as np
 
 from .files import FileFormatError
+from .sources import head, is_hdf5_head, open_input, open_text_input, refuse_stream, stream_words
 
 
 class Table(NamedTuple):
@@ -50,9 +52,10 @@ def _number(path, line, name, text):
 
 
 def _read_csv(path, columns, delimiter):
-    with open(path, newline="", encoding="utf-8-sig") as fh:
+    with open_text_input(path) as fh:
         reader = csv.reader(fh, delimiter=delimiter)
-        header = next(_rows(path, reader), None)
+        rows = csv_rows(path, reader, lambda line, why: _bad(path, f"line {line}: {why}"))
+        header = next(rows, None)
         if header is None:
             raise _bad(path, "the file is empty (a CSV table starts with a header row of column names)")
         names = tuple(name.strip() for name in header)
@@ -64,7 +67,7 @@ def _read_csv(path, columns, delimiter):
         index = [names.index(c) for c in wanted]
         cells = [[] for _ in wanted]
         lines = []
-        for row in _rows(path, reader):
+        for row in rows:
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue  # blank line
             if len(row) != len(names):
@@ -91,9 +94,10 @@ def _read_csv(path, columns, delimiter):
     return Table(names, out, len(lines))
 
 
-def _rows(path, reader):
-    """The rows of a ``csv.reader``, its errors (a field over the csv module's limit, a NUL byte,
-    an unclosed quote) as FileFormatError naming the line."""
+def csv_rows(path, reader, bad):
+    """The rows of a ``csv.reader`` over ``open_text_input(path)``; its errors (a field over the
+    csv module's limit, a NUL byte, an unclosed quote, bytes that are not UTF-8) as ``bad(line,
+    why)``, an exception naming the line."""
     while True:
         try:
             row = next(reader)
@@ -106,8 +110,25 @@ def _rows(path, reader):
                     f"a field is longer than {csv.field_size_limit():,} characters, which no "
                     "number is (a broken quote, or not a table?)"
                 )
-            raise _bad(path, f"line {reader.line_num}: {why}") from None
+            raise bad(reader.line_num, why) from None
+        except UnicodeDecodeError:
+            line, why = _not_utf8(path)
+            raise bad(line if line is not None else reader.line_num + 1, why) from None
         yield row
+
+
+def _not_utf8(path):
+    """(line, why) of the first bytes of ``path`` that are not UTF-8 (the file read again; a pipe,
+    which cannot be, gives (None, why))."""
+    if stream_words(path) is not None:
+        return None, "not UTF-8 text"
+    with open_input(path) as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return number, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+    return None, "not UTF-8 text"
 
 
 def _h5_names(f):
@@ -168,15 +189,20 @@ def read_table(path, columns=None, delimiter=","):
         a row of the wrong length, no header, columns of different lengths.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise FileNotFoundError(f"no such data file {path!r}")
-    if h5py.is_hdf5(path):
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"the data file {path!r} is a folder")
+    if stream_words(path) is not None:  # (a pipe: its first bytes are kept for the CSV reader)
+        if is_hdf5_head(head(path)):
+            refuse_stream(path, "an HDF5 table")
+        hdf5 = False
+    else:
+        hdf5 = h5py.is_hdf5(path)
+    if hdf5:
         table = _read_h5(path, columns)
     else:
-        try:
-            table = _read_csv(path, columns, delimiter)
-        except UnicodeDecodeError as exc:
-            raise _bad(path, f"neither HDF5 nor UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        table = _read_csv(path, columns, delimiter)
     if table.n == 0:
         raise _bad(path, "it has no rows")
     return table

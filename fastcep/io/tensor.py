@@ -17,6 +17,7 @@ import numpy as np
 from .._validation import param_error
 from .files import AtomicH5, H5Owner, bad_file
 from .formats import TENSOR_FORMAT
+from .sources import refuse_stream
 
 TENSOR_FORMAT_VERSION = 1
 #: rows per HDF5 chunk of a tensor file (coords and values chunked alike along n)
@@ -172,6 +173,7 @@ class TensorReader(H5Owner):
         self.path = os.fspath(path)
         if not os.path.exists(self.path):
             raise FileNotFoundError(f"no such tensor file {self.path!r}")
+        refuse_stream(self.path, "a tensor file")
         try:
             self._file = h5py.File(self.path, "r")
         except OSError as exc:

@@ -2,9 +2,11 @@
 
 A text tensor is UTF-8 text with one entry a line: K >= 2 indices (ASCII digits only) and a
 value (ASCII digits, a sign, '.', an exponent), separated by a delimiter. Blank lines and lines
-starting with '#' are skipped; with ``skip_header`` the first other line is skipped unread. The
-first data line fixes the delimiter (``delimiter=None``: commas if it has two or more, otherwise
+starting with '#' are skipped; with ``skip_header`` the first other line is skipped, unless it
+is an entry like the first data line's (then the file has no header: refused). The first data
+line fixes the delimiter (``delimiter=None``: commas if it has two or more, otherwise
 runs of spaces and tabs) and the number of fields, which every later line must repeat.
+gzip-compressed text and a pipe are read as any file (``sources.open_input``).
 
 Two parsers share these rules. ``_parse_lines`` reads line by line (``_parse_line``) and says
 exactly what is wrong with the first bad line; it is the reference, and ``iter_text_rows`` uses
@@ -24,6 +26,7 @@ import numpy as np
 
 from .._validation import param_error
 from .files import check_output
+from .sources import open_input
 from .tensor import INT64_MAX, TENSOR_CHUNK_ROWS, TensorWriter, check_shape
 
 #: a quoted line or field in a message is cut to this many characters
@@ -135,6 +138,20 @@ def _first_format(src, raw, lineno, delimiter, index_base, shape, binary, skip_h
             f"shape {shape} has {len(shape)} modes but the file's lines have {n_idx} indices ({_quote(line)})"
         )
     return _Format(src, sep, n_idx, lineno, index_base, shape, binary)
+
+
+def _check_header(raw, fmt):
+    """Refuse a line skipped as a header that is an entry like the first data line's (numbers, as
+    many fields): a file without a header would lose its first entry."""
+    try:
+        fields = _split(_strip(raw), fmt.sep)
+    except _BadLine:  # (not UTF-8, a carriage return: not an entry either)
+        return
+    if len(fields) == fmt.n_idx + 1 and all(_looks_numeric(f) for f in fields):
+        raise _BadLine(
+            f"skip_header=True, but line {_quote(_strip(raw))} is an entry like line {fmt.first}'s, not a "
+            "header, and would be lost: leave out skip_header=True"
+        )
 
 
 def _parse_line(raw, fmt):
@@ -249,7 +266,8 @@ def _text_blocks(src, index_base, delimiter, shape, binary, skip_header, block_l
     ``_parse_block`` or ``_parse_lines``."""
     fmt = None
     header = bool(skip_header)
-    with open(src, "rb") as fh:
+    skipped = None  # (the header's line number and bytes, checked against the first data line)
+    with open_input(src) as fh:
         start = 1
         while lines := list(itertools.islice(fh, block_lines)):
             k = 0
@@ -261,11 +279,16 @@ def _text_blocks(src, index_base, delimiter, shape, binary, skip_header, block_l
                     if not line or line.startswith("#"):
                         continue
                     if header:
-                        header = False
+                        header, skipped = False, (lineno, raw)
                         continue
                     fmt = _first_format(src, raw, lineno, delimiter, index_base, shape, binary, skip_header)
                 except _BadLine as exc:
                     raise ValueError(f"{src}:{lineno}: {exc}") from None
+                if skipped is not None:
+                    try:
+                        _check_header(skipped[1], fmt)
+                    except _BadLine as exc:
+                        raise ValueError(f"{src}:{skipped[0]}: {exc}") from None
                 yield _parse_lines([raw], lineno, fmt)
             if fmt is not None and k < len(lines):
                 yield parse(lines[k:], start + k, fmt)
@@ -285,7 +308,8 @@ def iter_text_rows(src, index_base=1, delimiter=None, skip_header=False):
         One character; None: commas if the first data line has two or more, otherwise runs of
         spaces and tabs (as does " ").
     skip_header : bool
-        Skip the first line that is neither blank nor a comment.
+        Skip the first line that is neither blank nor a comment (refused if it is an entry like
+        the first data line's, as many numbers: a file without a header).
 
     Raises
     ------
@@ -333,8 +357,8 @@ def text_to_tensor(
     binary : bool
         Values must be 0 or 1.
     skip_header : bool
-        Skip the first line that is neither blank nor a comment (without it, a first line with
-        no number is refused as a header).
+        Skip the first line that is neither blank nor a comment (refused if it is an entry like
+        the first data line's; without it, a first line with no number is refused as a header).
     chunk_rows : int
         Rows per HDF5 chunk.
     block_lines : int
