@@ -29,10 +29,10 @@ _PNG = b"\x89PNG\r\n\x1a\n"
 def fix(path, wanted):
     """What ``path`` is and what to do with it, where a ``wanted`` file ("tensor", "model",
     "glm-model", "table" or None: any fastcep file) was asked for; None if nothing to add."""
-    from ..io import file_kind
+    from ..io.files import checked_kind
 
-    kind = file_kind(path)
-    if kind in ("missing", "folder", _FORMAT.get(wanted)) or (
+    kind = checked_kind(path)  # (a damaged file: its error says so, and HDF5 never parses it)
+    if kind in ("missing", "folder", "damaged", _FORMAT.get(wanted)) or (
         kind in ("table", "hdf5") and wanted == "table"
     ):
         return None

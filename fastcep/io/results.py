@@ -13,9 +13,8 @@ from ..glm.result import RegressionResult
 from ..results import register_writer
 from ..tensor.result import CPResult
 from .checkpoint import CHECKPOINT_FORMAT
-from .files import FileFormatError
+from .files import FileFormatError, checked_kind, open_h5
 from .glm_model import GLM_MODEL_FORMAT, load_glm_model, save_glm_model
-from .kinds import file_kind
 from .model import MODEL_FORMAT, load_model, save_model
 from .tensor import TENSOR_FORMAT
 
@@ -79,9 +78,11 @@ def load(path):
         corrupt, of another version, or inconsistent.
     """
     path = os.fspath(path)
-    kind = file_kind(path)
-    if kind == "missing":
+    if not os.path.exists(path):
         raise FileNotFoundError(f"load: no such file {path!r}.")
+    kind = checked_kind(path)  # (HDF5 never parses a damaged file)
+    if kind == "damaged":  # (its FileFormatError says what is wrong)
+        open_h5(path, "model", "load").close()
     if kind == GLM_MODEL_FORMAT:
         return load_glm_model(path).result
     if kind == MODEL_FORMAT:
