@@ -351,6 +351,22 @@ def test_a_changed_checkpoint_fails_its_checksum(partial_checkpoint):
         fastcep.stream("X.h5", checkpoint="ck.h5", resume=True, **STREAM)
 
 
+def test_a_refused_resume_names_the_settings_that_differ(workdir, partial_checkpoint, capsys):
+    """Issue 56: "... (method: checkpoint None vs now 'post', prior_var: checkpoint 1.0 vs now 2.0,
+    ..., prior: checkpoint 'wishart' vs now None)": internal values (a default is left out: None)."""
+    argv = ["stream", "X.h5", "-o", "m.h5", "--checkpoint", "ck.h5", "--resume", "--model", "cp_gaussian"]
+    argv += ["--rank", "2", "--batch-size", "100", "--method", "post", "--prior-var", "2", "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "None" not in err
+    assert (
+        "settings (method cep1 in the checkpoint, post now; prior_var 1.0 in the checkpoint, 2.0 now;" in err
+    )
+    assert (
+        "; prior wishart in the checkpoint, fixed now)." in err
+    )  # (fixed: a default, left out of the run's)
+
+
 def test_a_version_1_checkpoint_resumes_with_a_warning(partial_checkpoint):
     """Checkpoints written before the digests existed still resume, but say that their data
     cannot be checked."""

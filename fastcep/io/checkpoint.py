@@ -94,10 +94,38 @@ def write_checkpoint(path, state, options, trace_lists, data_digest):
     atomic_h5(path, write, seal=CHECKPOINT_FORMAT)
 
 
-def read_checkpoint(path, options, resume_keys=(), data_digest=None, likelihood=None):
+def settings_differ(saved, now, keys, absent=None):
+    """The settings of ``keys`` that differ between a checkpoint's (``saved``) and a run's
+    (``now``), in words on one line: "rank 3 in the checkpoint, 4 now; ..." ("" if none). A
+    setting left out of either is its value in ``absent`` (a default that is not written)."""
+    absent = absent or {}
+    out = []
+    for k in keys:
+        a, b = saved.get(k, absent.get(k)), now.get(k, absent.get(k))
+        if json.dumps(a, default=json_default) != json.dumps(b, default=json_default):
+            out.append(f"{k} {_words(a)} in the checkpoint, {_words(b)} now")
+    return "; ".join(out)
+
+
+def _words(value):
+    """A setting's value as a message shows it: a likelihood {"name": ..., parameter: value}
+    as name(parameter=value, ...), a parameter None as "learned", another None as "unset"."""
+    if value is None:
+        return "unset"
+    if isinstance(value, dict):
+        inner = ", ".join(
+            f"{k}={'learned' if v is None else _words(v)}" for k, v in value.items() if k != "name"
+        )
+        return f"{value['name']}({inner})" if "name" in value else f"({inner})"
+    if isinstance(value, (list, tuple)):
+        return f"({', '.join(_words(v) for v in value)})"
+    return str(value)
+
+
+def read_checkpoint(path, options, resume_keys=(), data_digest=None, likelihood=None, absent=None):
     """A checkpoint's ``(StreamState, trace lists)``. With ``options`` (None: read without
-    comparing) the settings of ``resume_keys`` must match it, and with ``data_digest`` the data it
-    was written for.
+    comparing) the settings of ``resume_keys`` must match it (``absent``: the values of settings
+    left out, ``settings_differ``), and with ``data_digest`` the data it was written for.
     ``likelihood``: the run's likelihood with learned parameters (a generic model's), whose current
     values the checkpoint must hold (the state's ``likelihood`` is it with them filled in); None:
     the state's likelihood is read as the built-in it names, if any."""
@@ -124,9 +152,8 @@ def read_checkpoint(path, options, resume_keys=(), data_digest=None, likelihood=
     if not isinstance(saved, dict):
         raise bad("its settings are not a JSON object")
     options = saved if options is None else options  # None: read without comparing
-    diff = [k for k in resume_keys if json.dumps(saved.get(k)) != json.dumps(options.get(k))]
-    if diff:
-        detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {options.get(k)!r}" for k in diff)
+    detail = settings_differ(saved, options, resume_keys, absent)
+    if detail:
         raise bad(f"it was written by a run with other settings ({detail})")
     if data_digest is not None:
         if saved_data is None:
@@ -343,13 +370,8 @@ def read_fit_checkpoint(path, options, keys, data_digest, shapes, func="fit"):
         )
 
     (saved, saved_data, position, arrays, trace), bad = _read_fit(os.fspath(path), func, read)
-    diff = [
-        k
-        for k in keys
-        if json.dumps(saved.get(k), default=json_default) != json.dumps(options.get(k), default=json_default)
-    ]
-    if diff:
-        detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {options.get(k)!r}" for k in diff)
+    detail = settings_differ(saved, options, keys)
+    if detail:
         raise bad(f"it was written by a fit with other settings ({detail})")
     if saved_data != data_digest:
         raise bad("it was written for other data; resume on the same data, or fit again without resume")
