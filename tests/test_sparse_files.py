@@ -255,6 +255,66 @@ def test_a_resumed_stream_ends_with_the_bits_of_an_uninterrupted_one(clicks, tmp
         stream_file(path, checkpoint=tmp_path / "ck.h5", resume=True, **dict(kw, batch_rows=300))
 
 
+def _padded(path, log, y):
+    """The rows as svmlight text whose lines end with a comment of 1,000 characters (3 MB for 3,000
+    rows: more than the first and last MiB)."""
+    X = sp.csr_array(log.X)
+    with open(path, "w") as fh:
+        for i in range(X.shape[0]):
+            lo, hi = X.indptr[i], X.indptr[i + 1]
+            fields = " ".join(f"{j}:{v:.17g}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi], strict=True))
+            fh.write(f"{y[i]:g} {fields} # {'x' * 1000}\n")
+
+
+def test_a_checkpoint_is_bound_to_every_row_it_absorbed(clicks, tmp_path, monkeypatch):
+    """Issue 56: a checkpoint was bound to its file's size and first and last MiB, so a label
+    changed in the middle of the rows it had absorbed was resumed as if unchanged."""
+    log, _ = clicks
+    path = tmp_path / "padded.svm"
+    _padded(path, log, log.y)
+    kw = dict(batch_rows=250, forget=1e-3, n_features=1024, checkpoint_every=3)
+    update, calls = fastcep.RegressionResult.update, {"n": 0}
+
+    def dies_in_batch_8(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 8:
+            raise KeyboardInterrupt
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(fastcep.RegressionResult, "update", dies_in_batch_8)
+    with pytest.raises(KeyboardInterrupt):
+        stream_file(path, checkpoint=tmp_path / "ck.h5", **kw)
+    monkeypatch.setattr(fastcep.RegressionResult, "update", update)
+    assert fastcep.load(tmp_path / "ck.h5").options["stream"]["rows"] == 1_500
+    size = os.path.getsize(path)
+    row = 1_100 + int(np.flatnonzero(log.y[1_100:1_400] == 0)[0])  # (in the middle MiB)
+    _padded(path, log, np.where(np.arange(log.y.size) == row, 1.0, log.y))
+    assert os.path.getsize(path) == size
+    with pytest.raises(ValueError, match="was written for other data: the first 1,500 rows of"):
+        stream_file(path, checkpoint=tmp_path / "ck.h5", resume=True, **kw)
+    _padded(path, log, log.y)  # (the rows it absorbed: resumed)
+    resumed = stream_file(path, checkpoint=tmp_path / "ck.h5", resume=True, **kw)
+    assert resumed.options["stream"]["rows"] == 3_000
+
+
+def test_a_refused_resume_names_the_settings_that_differ(clicks, tmp_path, capsys):
+    """Issue 56: the refusal printed the checkpoint's and the run's dictionaries."""
+    from fastcep.cli import main
+
+    log, _ = clicks
+    path = tmp_path / "few.svm"
+    _svmlight(path, log.X[:500], log.y[:500])
+    stream_file(path, batch_rows=250, forget=1e-3, n_features=1024, checkpoint=tmp_path / "ck.h5")
+    argv = ["glm", "stream", str(path), "-o", str(tmp_path / "m.h5"), "--checkpoint", str(tmp_path / "ck.h5")]
+    assert main([*argv, "--resume", "--width", "1024", "--batch-rows", "300", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "{" not in err
+    want = (
+        "other settings (batch_rows 250 in the checkpoint, 300 now; forget 0.001 in the checkpoint, 0.0 now)"
+    )
+    assert want in err
+
+
 def test_stream_labels_are_checked_by_line(tmp_path):
     path = tmp_path / "a.svm"
     path.write_bytes(b"1 1:1\n0 2:1\n\n2 1:1\n")
