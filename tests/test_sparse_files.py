@@ -149,7 +149,16 @@ def test_sparse_row_file_round_trip_blocks_and_atomicity(clicks, tmp_path):
         (lambda f: f["y"].__setitem__(2, np.nan), "row 2 has a non-finite label"),
         (lambda f: f.attrs.__setitem__("nnz", 5), "datasets of lengths"),
         (lambda f: f.attrs.__setitem__("format_version", 2), "format version 2, this fastcep reads 1"),
-        (lambda f: f["indptr"].__setitem__(1, 10**9), "its row pointers of rows 0..2999 do not rise"),
+        (lambda f: f["indptr"].__setitem__(1, 10**9), r"the pointers of row 0 \(indptr\[0\] = 0, indptr\[1"),
+        # (issue 56: the rows read as empty; a pointer that falls named no row)
+        (
+            lambda f: f["indptr"].__setitem__(slice(None), 0),
+            "its row pointers run from 0 to 0, not from 0 to its",
+        ),
+        (
+            lambda f: f["indptr"].__setitem__(1500, 5),
+            r"the pointers of row 1499 \(indptr\[1499\] = \d+, indp",
+        ),
     ],
 )
 def test_a_damaged_sparse_row_file_is_refused_by_name(clicks, tmp_path, damage, message):
@@ -313,6 +322,51 @@ def test_a_refused_resume_names_the_settings_that_differ(clicks, tmp_path, capsy
         "other settings (batch_rows 250 in the checkpoint, 300 now; forget 0.001 in the checkpoint, 0.0 now)"
     )
     assert want in err
+
+
+def test_write_csr_refuses_a_broken_structure():
+    """Issue 56: a row pointer that falls corrupted the heap in scipy's sort (the process died:
+    "munmap_chunk(): invalid pointer"), and negative or too large columns were written into a
+    file that the reader then refused. Run in a child process, so that a crash fails the test."""
+    import json
+    import subprocess
+    import sys
+
+    code = """if True:
+        import json, numpy as np, scipy.sparse as sp, tempfile, os
+        from fastcep.io.csr import CSRWriter, write_csr
+        out, folder = [], tempfile.mkdtemp()
+        for ptr, ind in (([0, 2, 1, 3], [1, 2, 3]), ([0, 1, 2, 3], [1, -2, 3]), ([0, 1, 2, 3], [1, 20, 3])):
+            X = sp.csr_array((np.ones(3), np.array(ind), np.array(ptr)), shape=(3, 10))
+            for how in ("write_csr", "append"):
+                path = os.path.join(folder, "x.h5")
+                try:
+                    if how == "write_csr":
+                        write_csr(path, X, np.zeros(3))
+                    else:
+                        with CSRWriter(path) as w:
+                            w.append(sp.csr_array(np.ones((2, 10))), np.zeros(2))
+                            w.append(X, np.zeros(3))
+                    out.append("written")
+                except ValueError as exc:
+                    out.append(str(exc) + (" (no file)" if not os.path.exists(path) else ""))
+        print(json.dumps(out))
+    """
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2_000:]
+    falls, negative, beyond = (json.loads(run.stdout)[k : k + 2] for k in (0, 2, 4))
+    head = (
+        "write_csr: X is not a valid sparse matrix: ",
+        "CSRWriter.append: X is not a valid sparse matrix: ",
+    )
+    falling = "the pointers of row {} (indptr[1] = 2, indptr[2] = 1) do not rise from 0 within its 3 indices"
+    assert falls == [f"{head[0]}{falling.format(1)}. (no file)", f"{head[1]}{falling.format(3)}. (no file)"]
+    assert negative == [
+        f"{h}row {r} holds column -2, outside 0..9. (no file)" for h, r in zip(head, (1, 3), strict=True)
+    ]
+    assert beyond == [
+        f"{h}row {r} holds column 20, outside 0..9. (no file)" for h, r in zip(head, (1, 3), strict=True)
+    ]
 
 
 def test_stream_labels_are_checked_by_line(tmp_path):
