@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 import pytest
 from conftest import same_posterior
+from edits import edited
 from scipy.stats import norm
 
 import fastcep
@@ -22,7 +23,6 @@ from fastcep import _options as O
 from fastcep._quadrature import gauss_hermite
 from fastcep.data_tools import make_cp_tensor
 from fastcep.glm import learn
-from fastcep.io.files import sign
 from fastcep.kernels.likelihoods import REGISTRY
 from fastcep.likelihoods import Bernoulli, Custom, Gaussian
 from fastcep.tensor.engine import entry_marginals
@@ -279,7 +279,7 @@ def test_a_checkpoint_carries_the_learned_variance(generic_gaussian, tensor, tmp
     full = stream(coords, values, likelihood=Gaussian())
     stream(coords, values, max_batches=2, **kw)
     with h5py.File(ck, "r") as f:
-        assert f.attrs["format_version"] == 4 and "likelihood" in f.attrs
+        assert f.attrs["format_version"] >= 4 and "likelihood" in f.attrs
     state, _ = fastcep.io.read_checkpoint(ck, None)
     assert state.likelihood.var > 0 and state.batches_done == 2
     back = stream(coords, values, resume=True, **kw)
@@ -290,9 +290,8 @@ def test_a_checkpoint_carries_the_learned_variance(generic_gaussian, tensor, tmp
         stream(coords, values, resume=True, **dict(kw, likelihood=Gaussian(var=0.2)))
     # a checkpoint without the learned values is refused
     stream(coords, values, max_batches=2, **kw)
-    with h5py.File(ck, "a") as f:
+    with edited(ck) as f:
         del f.attrs["likelihood"]
-        sign(f)
     with pytest.raises(fastcep.FileFormatError, match="holds no values of the likelihood's learned"):
         stream(coords, values, resume=True, **kw)
 
@@ -305,10 +304,9 @@ def test_an_older_checkpoint_still_resumes(tensor, tmp_path):
     kw = dict(model="cp_gaussian", checkpoint=ck)
     full = stream(coords, values, model="cp_gaussian")
     stream(coords, values, max_batches=2, **kw)
-    with h5py.File(ck, "a") as f:
+    with edited(ck) as f:
         assert "likelihood" not in f.attrs
         f.attrs["format_version"] = 3
-        sign(f)
     same_posterior(stream(coords, values, resume=True, **kw), full)
 
 
@@ -331,14 +329,13 @@ def test_model_files_carry_the_likelihood(generic_gaussian, tensor, tmp_path):
             np.testing.assert_array_equal(a, b)
         assert back.log_likelihood(coords, y) == res.log_likelihood(coords, y)
     with h5py.File(tmp_path / "m.h5", "r") as f:
-        assert f.attrs["format_version"] == 5
+        assert f.attrs["format_version"] >= 5
     # an older file (version 4: no likelihood) reads with its model's
     res = fit(coords, values > 0, model="cp_logistic", max_iter=3)
     fastcep.save_model(res, tmp_path / "v4.h5")
-    with h5py.File(tmp_path / "v4.h5", "a") as f:
+    with edited(tmp_path / "v4.h5") as f:
         del f.attrs["likelihood"]
         f.attrs["format_version"] = 4
-        sign(f)
     back = fastcep.load_model(tmp_path / "v4.h5")
     assert back.likelihood == Bernoulli("logistic")
     np.testing.assert_array_equal(back.predict(coords), res.predict(coords))
@@ -349,20 +346,17 @@ def test_model_files_carry_the_likelihood(generic_gaussian, tensor, tmp_path):
         ("cp.h5", '{"name": "nope"}', "a built-in's name"),
         ("v4.h5", '{"name": "probit"}', "likelihood 'probit' for model 'cp_logistic'"),
     ):
-        with h5py.File(tmp_path / path, "a") as f:
+        with edited(tmp_path / path) as f:
             f.attrs["likelihood"] = bad
             f.attrs["format_version"] = 5
-            sign(f)
         with pytest.raises(fastcep.FileFormatError, match=match):
             fastcep.load_model(tmp_path / path)
-    with h5py.File(tmp_path / "cp.h5", "a") as f:  # (model "cp" needs its likelihood)
+    with edited(tmp_path / "cp.h5") as f:  # (model "cp" needs its likelihood)
         del f.attrs["likelihood"]
-        sign(f)
     with pytest.raises(fastcep.FileFormatError, match="missing or unreadable content .*likelihood"):
         fastcep.load_model(tmp_path / "cp.h5")
-    with h5py.File(tmp_path / "cp.h5", "a") as f:
+    with edited(tmp_path / "cp.h5") as f:
         f.attrs["format_version"] = 4
-        sign(f)
     with pytest.raises(fastcep.FileFormatError, match="model 'cp' without its likelihood"):
         fastcep.load_model(tmp_path / "cp.h5")
 

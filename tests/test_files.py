@@ -10,6 +10,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
+from edits import edited
 from flips import flip_bytes
 
 import fastcep
@@ -221,17 +222,17 @@ def model_file(tmp_path_factory):
     return path
 
 
-def tampered(model_file, tmp_path, change, resign=True):
-    """A copy of the model file with ``change(h5py.File)`` applied (and signed again: only the
-    field checks can catch it)."""
-    from fastcep.io.files import sign
-
+def tampered(model_file, tmp_path, change, resign=True, reseal=True):
+    """A copy of the model file with ``change(h5py.File)`` applied (and signed and sealed again:
+    only the field checks can catch it)."""
     path = tmp_path / "t.h5"
     path.write_bytes(model_file.read_bytes())
-    with h5py.File(path, "a") as f:
-        change(f)
-        if resign:
-            sign(f)
+    if reseal:
+        with edited(path, resign) as f:
+            change(f)
+    else:
+        with h5py.File(path, "a") as f:
+            change(f)
     return path
 
 
@@ -279,9 +280,10 @@ def test_every_field_of_a_model_file_is_checked(model_file, tmp_path, change, ma
 
 
 def test_a_changed_model_file_fails_its_checksum(model_file, tmp_path):
-    path = tampered(model_file, tmp_path, _set("noise", [2.0, 3.0]), resign=False)
-    with pytest.raises(fastcep.FileFormatError, match="checksum does not match"):
-        fastcep.load_model(path)
+    for reseal in (False, True):  # (refused by its seal, or by its contents' digest)
+        path = tampered(model_file, tmp_path, _set("noise", [2.0, 3.0]), resign=False, reseal=reseal)
+        with pytest.raises(fastcep.FileFormatError, match="checksum does not match"):
+            fastcep.load_model(path)
     path = tampered(model_file, tmp_path, lambda f: f.attrs.__delitem__("sha256"), resign=False)
     with pytest.raises(fastcep.FileFormatError, match="checksum is missing"):
         fastcep.load_model(path)
@@ -336,11 +338,8 @@ def test_a_checkpoint_resumes_only_on_its_data(workdir, partial_checkpoint):
     ],
 )
 def test_every_field_of_a_checkpoint_is_checked(partial_checkpoint, change, match):
-    from fastcep.io.files import sign
-
-    with h5py.File(partial_checkpoint, "a") as f:
+    with edited(partial_checkpoint) as f:
         change(f)
-        sign(f)
     with pytest.raises(fastcep.FileFormatError, match=match):
         fastcep.stream("X.h5", checkpoint="ck.h5", resume=True, **STREAM)
 
@@ -352,10 +351,26 @@ def test_a_changed_checkpoint_fails_its_checksum(partial_checkpoint):
         fastcep.stream("X.h5", checkpoint="ck.h5", resume=True, **STREAM)
 
 
+def test_a_refused_resume_names_the_settings_that_differ(workdir, partial_checkpoint, capsys):
+    """Issue 56: "... (method: checkpoint None vs now 'post', prior_var: checkpoint 1.0 vs now 2.0,
+    ..., prior: checkpoint 'wishart' vs now None)": internal values (a default is left out: None)."""
+    argv = ["stream", "X.h5", "-o", "m.h5", "--checkpoint", "ck.h5", "--resume", "--model", "cp_gaussian"]
+    argv += ["--rank", "2", "--batch-size", "100", "--method", "post", "--prior-var", "2", "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "None" not in err
+    assert (
+        "settings (method cep1 in the checkpoint, post now; prior_var 1.0 in the checkpoint, 2.0 now;" in err
+    )
+    assert (
+        "; prior wishart in the checkpoint, fixed now)." in err
+    )  # (fixed: a default, left out of the run's)
+
+
 def test_a_version_1_checkpoint_resumes_with_a_warning(partial_checkpoint):
     """Checkpoints written before the digests existed still resume, but say that their data
     cannot be checked."""
-    with h5py.File(partial_checkpoint, "a") as f:
+    with edited(partial_checkpoint, resign=False) as f:
         f.attrs["format_version"] = 1
         del f.attrs["sha256"], f.attrs["data_sha256"]
     with pytest.warns(UserWarning, match="predates data digests"):

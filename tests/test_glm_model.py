@@ -6,6 +6,7 @@ import json
 import h5py
 import numpy as np
 import pytest
+from edits import edited
 
 import fastcep
 from fastcep.data_tools import make_regression_simulation
@@ -35,7 +36,7 @@ def test_a_model_file_predicts_as_the_fit(fitted, tmp_path):
     np.testing.assert_array_equal(got.trace.change, res.trace.change)
     assert got.options["damping"] == res.options["damping"] and got.state is None
     with h5py.File(tmp_path / "m.h5") as f:
-        assert f.attrs["format"] == "fastcep-glm-model" and f.attrs["format_version"] == 4
+        assert f.attrs["format"] == "fastcep-glm-model" and f.attrs["format_version"] == 5
         assert json.loads(f.attrs["likelihood"]) == {"link": "logistic"}
         assert sorted(f["posterior"]) == ["mean", "var"] and sorted(f["intercept"]) == ["mean", "var"]
         # a centred fit keeps its centre and its fitted intercept, b_c
@@ -76,13 +77,10 @@ def test_save_checks_its_arguments(fitted, tmp_path):
 
 
 def _corrupt(path, edit):
-    """Apply ``edit`` and sign the file again: only the field checks can catch it (an unsigned
-    change fails the checksum, ``tests/test_files.py``)."""
-    from fastcep.io.files import sign
-
-    with h5py.File(path, "a") as f:
+    """Apply ``edit`` and sign and seal the file again: only the field checks can catch it (an
+    unsigned change fails the checksum, ``tests/test_files.py``)."""
+    with edited(path) as f:
         edit(f)
-        sign(f)
 
 
 def _set(name, value):
@@ -97,7 +95,7 @@ def _set(name, value):
     "edit, message",
     [
         (lambda f: f.attrs.__setitem__("format", "fastcep-cp-model"), "format attribute is 'fastcep-cp-mo"),
-        (lambda f: f.attrs.__setitem__("format_version", 5), "format version 5, this fastcep reads 4"),
+        (lambda f: f.attrs.__setitem__("format_version", 6), "format version 6, this fastcep reads 5"),
         (lambda f: f.attrs.__setitem__("likelihood", '{"link": "probit"}'), "its likelihood's parameters"),
         (lambda f: f.attrs.__setitem__("likelihood", '{"var": 1.0}'), "its likelihood's parameters"),
         (lambda f: f.attrs.__setitem__("model", "cauchit"), "unknown model 'cauchit'"),

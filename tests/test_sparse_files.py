@@ -149,7 +149,16 @@ def test_sparse_row_file_round_trip_blocks_and_atomicity(clicks, tmp_path):
         (lambda f: f["y"].__setitem__(2, np.nan), "row 2 has a non-finite label"),
         (lambda f: f.attrs.__setitem__("nnz", 5), "datasets of lengths"),
         (lambda f: f.attrs.__setitem__("format_version", 2), "format version 2, this fastcep reads 1"),
-        (lambda f: f["indptr"].__setitem__(1, 10**9), "its row pointers of rows 0..2999 do not rise"),
+        (lambda f: f["indptr"].__setitem__(1, 10**9), r"the pointers of row 0 \(indptr\[0\] = 0, indptr\[1"),
+        # (issue 56: the rows read as empty; a pointer that falls named no row)
+        (
+            lambda f: f["indptr"].__setitem__(slice(None), 0),
+            "its row pointers run from 0 to 0, not from 0 to its",
+        ),
+        (
+            lambda f: f["indptr"].__setitem__(1500, 5),
+            r"the pointers of row 1499 \(indptr\[1499\] = \d+, indp",
+        ),
     ],
 )
 def test_a_damaged_sparse_row_file_is_refused_by_name(clicks, tmp_path, damage, message):
@@ -253,6 +262,111 @@ def test_a_resumed_stream_ends_with_the_bits_of_an_uninterrupted_one(clicks, tmp
     # the checkpoint is bound to its file, batch size and forgetting
     with pytest.raises(ValueError, match="is of another stream"):
         stream_file(path, checkpoint=tmp_path / "ck.h5", resume=True, **dict(kw, batch_rows=300))
+
+
+def _padded(path, log, y):
+    """The rows as svmlight text whose lines end with a comment of 1,000 characters (3 MB for 3,000
+    rows: more than the first and last MiB)."""
+    X = sp.csr_array(log.X)
+    with open(path, "w") as fh:
+        for i in range(X.shape[0]):
+            lo, hi = X.indptr[i], X.indptr[i + 1]
+            fields = " ".join(f"{j}:{v:.17g}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi], strict=True))
+            fh.write(f"{y[i]:g} {fields} # {'x' * 1000}\n")
+
+
+def test_a_checkpoint_is_bound_to_every_row_it_absorbed(clicks, tmp_path, monkeypatch):
+    """Issue 56: a checkpoint was bound to its file's size and first and last MiB, so a label
+    changed in the middle of the rows it had absorbed was resumed as if unchanged."""
+    log, _ = clicks
+    path = tmp_path / "padded.svm"
+    _padded(path, log, log.y)
+    kw = dict(batch_rows=250, forget=1e-3, n_features=1024, checkpoint_every=3)
+    update, calls = fastcep.RegressionResult.update, {"n": 0}
+
+    def dies_in_batch_8(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 8:
+            raise KeyboardInterrupt
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(fastcep.RegressionResult, "update", dies_in_batch_8)
+    with pytest.raises(KeyboardInterrupt):
+        stream_file(path, checkpoint=tmp_path / "ck.h5", **kw)
+    monkeypatch.setattr(fastcep.RegressionResult, "update", update)
+    assert fastcep.load(tmp_path / "ck.h5").options["stream"]["rows"] == 1_500
+    size = os.path.getsize(path)
+    row = 1_100 + int(np.flatnonzero(log.y[1_100:1_400] == 0)[0])  # (in the middle MiB)
+    _padded(path, log, np.where(np.arange(log.y.size) == row, 1.0, log.y))
+    assert os.path.getsize(path) == size
+    with pytest.raises(ValueError, match="was written for other data: the first 1,500 rows of"):
+        stream_file(path, checkpoint=tmp_path / "ck.h5", resume=True, **kw)
+    _padded(path, log, log.y)  # (the rows it absorbed: resumed)
+    resumed = stream_file(path, checkpoint=tmp_path / "ck.h5", resume=True, **kw)
+    assert resumed.options["stream"]["rows"] == 3_000
+
+
+def test_a_refused_resume_names_the_settings_that_differ(clicks, tmp_path, capsys):
+    """Issue 56: the refusal printed the checkpoint's and the run's dictionaries."""
+    from fastcep.cli import main
+
+    log, _ = clicks
+    path = tmp_path / "few.svm"
+    _svmlight(path, log.X[:500], log.y[:500])
+    stream_file(path, batch_rows=250, forget=1e-3, n_features=1024, checkpoint=tmp_path / "ck.h5")
+    argv = ["glm", "stream", str(path), "-o", str(tmp_path / "m.h5"), "--checkpoint", str(tmp_path / "ck.h5")]
+    assert main([*argv, "--resume", "--width", "1024", "--batch-rows", "300", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "{" not in err
+    want = (
+        "other settings (batch_rows 250 in the checkpoint, 300 now; forget 0.001 in the checkpoint, 0.0 now)"
+    )
+    assert want in err
+
+
+def test_write_csr_refuses_a_broken_structure():
+    """Issue 56: a row pointer that falls corrupted the heap in scipy's sort (the process died:
+    "munmap_chunk(): invalid pointer"), and negative or too large columns were written into a
+    file that the reader then refused. Run in a child process, so that a crash fails the test."""
+    import json
+    import subprocess
+    import sys
+
+    code = """if True:
+        import json, numpy as np, scipy.sparse as sp, tempfile, os
+        from fastcep.io.csr import CSRWriter, write_csr
+        out, folder = [], tempfile.mkdtemp()
+        for ptr, ind in (([0, 2, 1, 3], [1, 2, 3]), ([0, 1, 2, 3], [1, -2, 3]), ([0, 1, 2, 3], [1, 20, 3])):
+            X = sp.csr_array((np.ones(3), np.array(ind), np.array(ptr)), shape=(3, 10))
+            for how in ("write_csr", "append"):
+                path = os.path.join(folder, "x.h5")
+                try:
+                    if how == "write_csr":
+                        write_csr(path, X, np.zeros(3))
+                    else:
+                        with CSRWriter(path) as w:
+                            w.append(sp.csr_array(np.ones((2, 10))), np.zeros(2))
+                            w.append(X, np.zeros(3))
+                    out.append("written")
+                except ValueError as exc:
+                    out.append(str(exc) + (" (no file)" if not os.path.exists(path) else ""))
+        print(json.dumps(out))
+    """
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2_000:]
+    falls, negative, beyond = (json.loads(run.stdout)[k : k + 2] for k in (0, 2, 4))
+    head = (
+        "write_csr: X is not a valid sparse matrix: ",
+        "CSRWriter.append: X is not a valid sparse matrix: ",
+    )
+    falling = "the pointers of row {} (indptr[1] = 2, indptr[2] = 1) do not rise from 0 within its 3 indices"
+    assert falls == [f"{head[0]}{falling.format(1)}. (no file)", f"{head[1]}{falling.format(3)}. (no file)"]
+    assert negative == [
+        f"{h}row {r} holds column -2, outside 0..9. (no file)" for h, r in zip(head, (1, 3), strict=True)
+    ]
+    assert beyond == [
+        f"{h}row {r} holds column 20, outside 0..9. (no file)" for h, r in zip(head, (1, 3), strict=True)
+    ]
 
 
 def test_stream_labels_are_checked_by_line(tmp_path):

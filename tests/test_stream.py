@@ -203,7 +203,7 @@ def test_checkpoint_mismatch_and_corruption_are_refused(tmp_path, gaussian):
     fastcep.stream(
         **src, model="cp_gaussian", rank=3, batch_size=1000, checkpoint=ck, max_batches=2, checkpoint_every=1
     )
-    with pytest.raises(ValueError, match=r"other settings \(rank: checkpoint 3 vs now 4"):
+    with pytest.raises(ValueError, match=r"other settings \(rank 3 in the checkpoint, 4 now"):
         fastcep.stream(**src, model="cp_gaussian", rank=4, batch_size=1000, checkpoint=ck, resume=True)
     with pytest.raises(ValueError, match="batch_size"):
         fastcep.stream(**src, model="cp_gaussian", rank=3, batch_size=999, checkpoint=ck, resume=True)

@@ -29,10 +29,10 @@ _PNG = b"\x89PNG\r\n\x1a\n"
 def fix(path, wanted):
     """What ``path`` is and what to do with it, where a ``wanted`` file ("tensor", "model",
     "glm-model", "table" or None: any fastcep file) was asked for; None if nothing to add."""
-    from ..io import file_kind
+    from ..io.files import checked_kind
 
-    kind = file_kind(path)
-    if kind in ("missing", "folder", "hdf5-stream", _FORMAT.get(wanted)) or (
+    kind = checked_kind(path)  # (a damaged file: its error says so, and HDF5 never parses it)
+    if kind in ("missing", "folder", "hdf5-stream", "damaged", _FORMAT.get(wanted)) or (
         kind in ("table", "hdf5") and wanted == "table"
     ):
         return None
@@ -139,10 +139,11 @@ def read_table(path, columns, delimiter):
 
 
 def existing_kind(path):
-    """``io.file_kind`` of ``path``, with "png" for a PNG image."""
-    from ..io import file_kind
+    """``io.files.checked_kind`` of ``path`` (HDF5 never parses a damaged file), with "png" for a
+    PNG image."""
+    from ..io.files import checked_kind
 
-    kind = file_kind(path)
+    kind = checked_kind(path)
     if kind == "binary":
         with open(path, "rb") as fh:
             if fh.read(len(_PNG)) == _PNG:

@@ -8,8 +8,11 @@ import os
 import time
 import warnings
 
+import numpy as np
+
 from .. import _validation as V
 from .._loop import ConvergenceWarning, ProgressLine, outside_the_package
+from ..io.checkpoint import settings_differ
 from ..io.csr import CSRReader
 from ..io.files import FileFormatError
 from ..io.kinds import KIND_WORDS, file_kind
@@ -17,17 +20,18 @@ from ..io.prefetch import read_ahead
 from ..io.sources import stream_words
 from ..io.svmlight import binary_labels, iter_svmlight
 from ..likelihoods import resolve as resolve_likelihood
+from ..tensor.layout import entries_digest
 from .result import RegressionResult
 
 #: rows a batch holds by default
 BATCH_ROWS = 10_000
-#: bytes at each end of the file its identity is taken from
+#: bytes at each end of the file that checkpoints before row digests are bound to
 IDENTITY_BYTES = 1 << 20
 
 
 def identity(path):
-    """What a checkpoint is bound to: the file's size and a digest of its first and last MiB
-    (cheap for any length; a file rewritten in place with the same size and ends would pass)."""
+    """What a checkpoint written before row digests is bound to: the file's size and a digest of
+    its first and last MiB (a file rewritten in place with the same size and ends passes)."""
     h = hashlib.sha256()
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
@@ -35,6 +39,18 @@ def identity(path):
         fh.seek(max(size - IDENTITY_BYTES, 0))
         h.update(fh.read(IDENTITY_BYTES))
     return f"{size}:{h.hexdigest()}"
+
+
+def rows_digest(previous, part):
+    """The digest of a stream's rows up to the end of the block ``part`` (``SparseRows``), from
+    the digest of the rows before it (``previous``, "" at the start): the block's nonzeros as the
+    entries (row, column, value) of a matrix of its shape (``tensor.layout.entries_digest``, as
+    a CP stream's checkpoint binds its entries) and its labels, chained to ``previous``."""
+    X = part.X
+    coords = np.column_stack([np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)), X.indices])
+    h = hashlib.sha256((previous + entries_digest(X.shape, [(coords, X.data)])).encode())
+    h.update(np.ascontiguousarray(part.y, dtype=np.float64).tobytes())
+    return h.hexdigest()
 
 
 def open_rows(path, batch_rows, n_features=None, index_base=0, func="stream_file"):
@@ -118,9 +134,9 @@ def stream_file(
         A regression model file written every ``checkpoint_every`` batches and at the end (a
         model that ``glm evaluate`` reads, and that a stream resumes from bit for bit).
     resume : bool
-        Start from ``checkpoint`` if it exists (else afresh): its rows are skipped, and the file,
-        batch size and forgetting must be the checkpoint's; the stream then ends with the bits of
-        an uninterrupted one.
+        Start from ``checkpoint`` if it exists (else afresh): its rows are read again but not
+        absorbed, and their digest (``rows_digest``), the batch size and the forgetting must be
+        the checkpoint's; the stream then ends with the bits of an uninterrupted one.
     progress : bool
         A progress line on stderr: rows, rows/s, batches.
     client : distributed.Client or None
@@ -135,8 +151,8 @@ def stream_file(
     Returns
     -------
     RegressionResult
-        ``options["stream"]``: the file's identity, the batch size, the forgetting, the rows
-        streamed, the batches whose sweeps stopped at ``max_iter`` and the seconds.
+        ``options["stream"]``: the batch size, the forgetting, the rows streamed and their digest
+        (``rows_sha256``), the batches whose sweeps stopped at ``max_iter`` and the seconds.
     """
     from ..io.glm_model import load_glm_model, save_glm_model
 
@@ -165,16 +181,11 @@ def stream_file(
             "write the rows to a file first, or stream without a checkpoint"
         )
     width, n_rows, blocks = open_rows(path, batch_rows, n_features, index_base, func)
-    file_id = identity(path) if once is None else f"{once}:{os.fspath(path)}"
-    source = {"file": file_id, "batch_rows": batch_rows, "forget": forget}
-    if resume and os.path.exists(checkpoint):  # (resume=True without a checkpoint yet: a fresh start)
+    source = {"batch_rows": batch_rows, "forget": forget}
+    resumed = resume and os.path.exists(checkpoint)  # (resume=True without a checkpoint yet: a fresh start)
+    if resumed:
         res = load_glm_model(checkpoint).result
-        held = res.options.get("stream")
-        if not isinstance(held, dict) or any(held.get(k) != v for k, v in source.items()):
-            raise ValueError(
-                f"{func}: the checkpoint {os.fspath(checkpoint)!r} is of another stream (file, batch_rows or "
-                f"forget differ: {held} against {source}); start afresh without resume"
-            )
+        _check_resume(res.options.get("stream"), source, path, checkpoint, func)
     elif init is not None:
         if not isinstance(init, RegressionResult):
             raise TypeError(f"{func}: init must be a RegressionResult, got {type(init).__name__}.")
@@ -190,15 +201,24 @@ def stream_file(
         out = glm_stream.stream(client, path, res, batch_rows, max_iter, tol, passes, func)
         out.options["stream"].update(source)
         return out
-    stream = dict(res.options.get("stream") or {}, **source) if resume else dict(source)
+    stream = dict(res.options["stream"], **source) if resumed else dict(source)
+    stream.pop("file", None)  # (a checkpoint's before row digests: bound by rows_sha256 from here)
     stream.setdefault("rows", 0)
     stream.setdefault("stopped_at_max_iter", 0)
     res.options["stream"] = stream
     start = stream["rows"]
+    held, digest, skipped = stream.pop("rows_sha256", None), "", 0
     line = ProgressLine("glm stream") if progress else None
     t0, rows, batch = time.perf_counter(), 0, 0
-    with contextlib.closing(read_ahead(blocks(start))) as parts:  # (closed: the reading thread stops)
+    # (a resumed stream reads its first rows again, for their digest: the checkpoint's must match)
+    with contextlib.closing(read_ahead(blocks(0))) as parts:  # (closed: the reading thread stops)
         for part in parts:
+            digest = rows_digest(digest, part)
+            if skipped < start:
+                skipped += part.y.size
+                if skipped >= start:
+                    _check_rows(held, digest, skipped, start, path, checkpoint, func)
+                continue
             y = binary_labels(part, path, func) if res.likelihood.binary else part.y
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
@@ -210,6 +230,7 @@ def stream_file(
                     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             rows += part.y.size
             stream["rows"] += part.y.size
+            stream["rows_sha256"] = digest
             batch += 1
             if checkpoint is not None and batch % checkpoint_every == 0:
                 save_glm_model(res, checkpoint)
@@ -217,6 +238,9 @@ def stream_file(
                 secs = time.perf_counter() - t0
                 of = f" of {n_rows - start:,}" if n_rows is not None else ""
                 line.update(f"{rows:,}{of} rows, {rows / max(secs, 1e-9):,.0f} rows/s, {batch} batches")
+    if skipped < start:
+        _check_rows(held, digest, skipped, start, path, checkpoint, func)
+    stream.setdefault("rows_sha256", digest)
     if rows == 0 and start == 0:
         raise FileFormatError(f"{func}: {os.fspath(path)!r} holds no rows.")
     if checkpoint is not None:
@@ -233,3 +257,48 @@ def stream_file(
             stacklevel=outside_the_package(),
         )
     return res
+
+
+def _check_resume(held, source, path, checkpoint, func):
+    """Refuse a checkpoint (its ``options["stream"]``: ``held``) of a stream with other settings
+    than ``source``'s; a checkpoint written before row digests is checked against the file's
+    ``identity``, with a warning."""
+    where = f"{func}: the checkpoint {os.fspath(checkpoint)!r}"
+    if not isinstance(held, dict) or "rows" not in held:
+        raise ValueError(f"{where} is not a stream's checkpoint (a model without a stream's position)")
+    detail = settings_differ(held, source, tuple(source))
+    if detail:
+        raise ValueError(
+            f"{where} is of another stream, with other settings ({detail}); resume with its settings, or "
+            "start afresh without resume"
+        )
+    if "rows_sha256" not in held:
+        if held.get("file") != identity(path):
+            raise ValueError(
+                f"{where} is of another stream, over another file; resume on its file, or start afresh "
+                "without resume"
+            )
+        warnings.warn(
+            f"{where} predates row digests: fastcep checks only that {os.fspath(path)!r} has the size "
+            "and the first and last MiB of the file it was written for",
+            UserWarning,
+            stacklevel=outside_the_package(),
+        )
+
+
+def _check_rows(held, digest, rows, start, path, checkpoint, func):
+    """Refuse a resume whose file's first ``start`` rows (read: ``rows``, their digest ``digest``)
+    are not those the checkpoint absorbed (their digest ``held``; None: a checkpoint written
+    before row digests, checked by ``_check_resume``)."""
+    where = f"{func}: the checkpoint {os.fspath(checkpoint)!r}"
+    if rows != start:
+        held_rows = f"holds only {rows:,}" if rows < start else "has no batch that ends there"
+        raise ValueError(
+            f"{where} has absorbed {start:,} rows, and {os.fspath(path)!r} {held_rows}: it was written for "
+            "other data; resume on the same data, or start afresh without resume"
+        )
+    if held is not None and held != digest:
+        raise ValueError(
+            f"{where} was written for other data: the first {start:,} rows of {os.fspath(path)!r} differ "
+            "from the rows it absorbed; resume on the same data, or start afresh without resume"
+        )

@@ -2,53 +2,65 @@
 
 A checkpoint holds the arrays of the ``StreamState``, the per-batch trace, the run's settings
 (JSON), the digest of the data it was written for (``data_sha256``: the stream's
-``tensor.layout.entries_digest``, so that it resumes only on the same entries, wherever they are) and
-(version 2) the digest of its own contents (``files.sign``), (version 3) with a learned
-prior its ``StreamPrior`` under ``prior/`` (the hyper-posterior under ``prior/hyper``) and
-(version 4) with a generic model's learned likelihood parameters the attribute ``likelihood``:
-JSON {"name": ..., parameter: value, ...}, their current values (``StreamState.likelihood``).
-Reading checks the digest, the settings, the data and every field: shapes, finite numbers,
-positive definite precisions and covariances, a positive noise posterior, a position within the
-stream.
+``tensor.layout.entries_digest``, so that it resumes only on the same entries, wherever they are)
+and (version 2) the digest of its own contents (``files.sign``), (version 3) with a learned prior
+its ``StreamPrior`` under ``prior/`` (the hyper-posterior under ``prior/hyper``) and (version 4)
+with a generic model's learned likelihood parameters the attribute ``likelihood``: JSON {"name":
+..., parameter: value, ...}, their current values (``StreamState.likelihood``), and (version 5; a
+cluster fit's checkpoint, version 2) the seal: a user block of 512 bytes before HDF5's superblock
+that holds the format's name, the length and the SHA-256 of the rest of the file
+(``fastcep.io.files``: checked before h5py opens the file, so that a damaged checkpoint is refused
+before HDF5 parses it). Reading checks the digest, the settings, the data and every field: shapes,
+finite numbers, positive definite precisions and covariances, a positive noise posterior, a position
+within the stream.
 """
 
 import json
 import os
 import warnings
 
-import h5py
 import numpy as np
 
 from ..results import HyperState, StreamPrior, StreamState, hyper_problems
-from .files import FileFormatError, atomic_h5, json_default, sign, verify
+from .files import FileFormatError, atomic_h5, is_sealed, json_default, open_verified, sign, verify
 from .formats import CHECKPOINT_FORMAT, FIT_CHECKPOINT_FORMAT
 
 #: arrays of the stream state in a checkpoint (the per-batch trace is stored beside them)
 _STATE_ARRAYS = ("P_Lam", "P_eta", "M", "S", "seen", "noise")
 #: version 2: the digests of the contents and of the data; version 3: the learned prior;
-#: version 4: the learned likelihood parameters
-CHECKPOINT_FORMAT_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+#: version 4: the learned likelihood parameters; version 5: the seal (``files.SEAL_BYTES``)
+CHECKPOINT_FORMAT_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
+#: the first sealed version
+SEALED_VERSION = 5
 
 
-def _opened(path, func, fmt, versions, newest):
+def _opened(path, func, fmt, versions, newest, sealed_from):
     """(the checkpoint file at ``path`` open for reading, its format version, the maker of its
     errors): a FileFormatError naming the path when it is not a readable HDF5 file of format
-    ``fmt`` in one of ``versions``."""
+    ``fmt`` in one of ``versions``, is damaged (``files.open_verified``), or is of a version from
+    ``sealed_from`` on without its seal."""
 
     def bad(why):
         return FileFormatError(f"{func}: cannot resume from checkpoint {path!r}: {why}.")
 
     try:
-        f = h5py.File(path, "r")
+        f = open_verified(path, bad)
     except OSError as exc:
         raise bad(f"not a readable HDF5 file ({exc})") from exc
-    version = int(f.attrs.get("format_version", -1))
+    try:
+        version = int(f.attrs.get("format_version", -1))
+        held = f.attrs.get("format")
+    except (KeyError, OSError, ValueError, TypeError, RuntimeError) as exc:
+        f.close()
+        raise bad(f"missing or unreadable content ({exc})") from exc
     why = None
-    if f.attrs.get("format") != fmt:
-        why = f"format attribute {f.attrs.get('format')!r}, not {fmt!r}"
+    if held != fmt:
+        why = f"format attribute {held!r}, not {fmt!r}"
     elif version not in versions:
         why = f"format version {version}, this fastcep reads {newest}"
+    elif version >= sealed_from and not is_sealed(f):
+        why = "its seal is missing"
     if why is not None:
         f.close()
         raise bad(why)
@@ -79,17 +91,48 @@ def write_checkpoint(path, state, options, trace_lists, data_digest):
             g.create_dataset(name, data=np.asarray(values, dtype=np.float64))
         sign(f)
 
-    atomic_h5(path, write)
+    atomic_h5(path, write, seal=CHECKPOINT_FORMAT)
 
 
-def read_checkpoint(path, options, resume_keys=(), data_digest=None, likelihood=None):
+def settings_differ(saved, now, keys, absent=None):
+    """The settings of ``keys`` that differ between a checkpoint's (``saved``) and a run's
+    (``now``), in words on one line: "rank 3 in the checkpoint, 4 now; ..." ("" if none). A
+    setting left out of either is its value in ``absent`` (a default that is not written)."""
+    absent = absent or {}
+    out = []
+    for k in keys:
+        a, b = saved.get(k, absent.get(k)), now.get(k, absent.get(k))
+        if json.dumps(a, default=json_default) != json.dumps(b, default=json_default):
+            out.append(f"{k} {_words(a)} in the checkpoint, {_words(b)} now")
+    return "; ".join(out)
+
+
+def _words(value):
+    """A setting's value as a message shows it: a likelihood {"name": ..., parameter: value}
+    as name(parameter=value, ...), a parameter None as "learned", another None as "unset"."""
+    if value is None:
+        return "unset"
+    if isinstance(value, dict):
+        inner = ", ".join(
+            f"{k}={'learned' if v is None else _words(v)}" for k, v in value.items() if k != "name"
+        )
+        return f"{value['name']}({inner})" if "name" in value else f"({inner})"
+    if isinstance(value, (list, tuple)):
+        return f"({', '.join(_words(v) for v in value)})"
+    return str(value)
+
+
+def read_checkpoint(path, options, resume_keys=(), data_digest=None, likelihood=None, absent=None):
     """A checkpoint's ``(StreamState, trace lists)``. With ``options`` (None: read without
-    comparing) the settings of ``resume_keys`` must match it, and with ``data_digest`` the data it
-    was written for. ``likelihood``: the run's likelihood with learned parameters (a generic
-    model's), whose current values the checkpoint must hold (the state's ``likelihood`` is it with
-    them filled in); None: the state's likelihood is read as the built-in it names, if any."""
+    comparing) the settings of ``resume_keys`` must match it (``absent``: the values of settings
+    left out, ``settings_differ``), and with ``data_digest`` the data it was written for.
+    ``likelihood``: the run's likelihood with learned parameters (a generic model's), whose current
+    values the checkpoint must hold (the state's ``likelihood`` is it with them filled in); None:
+    the state's likelihood is read as the built-in it names, if any."""
     path = os.fspath(path)
-    f, version, bad = _opened(path, "stream", CHECKPOINT_FORMAT, READABLE_VERSIONS, CHECKPOINT_FORMAT_VERSION)
+    f, version, bad = _opened(
+        path, "stream", CHECKPOINT_FORMAT, READABLE_VERSIONS, CHECKPOINT_FORMAT_VERSION, SEALED_VERSION
+    )
     with f:
         try:
             if not verify(f, "checkpoint", path) and version >= 2:
@@ -109,9 +152,8 @@ def read_checkpoint(path, options, resume_keys=(), data_digest=None, likelihood=
     if not isinstance(saved, dict):
         raise bad("its settings are not a JSON object")
     options = saved if options is None else options  # None: read without comparing
-    diff = [k for k in resume_keys if json.dumps(saved.get(k)) != json.dumps(options.get(k))]
-    if diff:
-        detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {options.get(k)!r}" for k in diff)
+    detail = settings_differ(saved, options, resume_keys, absent)
+    if detail:
         raise bad(f"it was written by a run with other settings ({detail})")
     if data_digest is not None:
         if saved_data is None:
@@ -261,8 +303,9 @@ def _check_prior(prior, Kmodes, R, n_obj, covariance):
 
 
 # ----------------------------------------------------------------- a cluster fit's checkpoints
-#: version of a fit checkpoint's layout
-FIT_CHECKPOINT_VERSION = 1
+#: version of a fit checkpoint's layout (2: the seal)
+FIT_CHECKPOINT_VERSION = 2
+FIT_READABLE_VERSIONS = (1, 2)
 
 
 def write_fit_checkpoint(path, arrays, position, options, trace, data_digest):
@@ -283,14 +326,14 @@ def write_fit_checkpoint(path, arrays, position, options, trace, data_digest):
             f.create_dataset(f"trace/{name}", data=getattr(trace, name))
         sign(f)
 
-    atomic_h5(path, write)
+    atomic_h5(path, write, seal=FIT_CHECKPOINT_FORMAT)
 
 
 def _read_fit(path, func, read):
     """``(read(f), bad)``: the cluster fit checkpoint at ``path`` opened and its checksum checked,
     ``read(f)`` of it, and the maker of its errors; a file that is not one, or whose content is
     missing, a FileFormatError naming the path."""
-    f, _, bad = _opened(path, func, FIT_CHECKPOINT_FORMAT, (FIT_CHECKPOINT_VERSION,), FIT_CHECKPOINT_VERSION)
+    f, _, bad = _opened(path, func, FIT_CHECKPOINT_FORMAT, FIT_READABLE_VERSIONS, FIT_CHECKPOINT_VERSION, 2)
     with f:
         try:
             if not verify(f, "checkpoint", path):
@@ -327,13 +370,8 @@ def read_fit_checkpoint(path, options, keys, data_digest, shapes, func="fit"):
         )
 
     (saved, saved_data, position, arrays, trace), bad = _read_fit(os.fspath(path), func, read)
-    diff = [
-        k
-        for k in keys
-        if json.dumps(saved.get(k), default=json_default) != json.dumps(options.get(k), default=json_default)
-    ]
-    if diff:
-        detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {options.get(k)!r}" for k in diff)
+    detail = settings_differ(saved, options, keys)
+    if detail:
         raise bad(f"it was written by a fit with other settings ({detail})")
     if saved_data != data_digest:
         raise bad("it was written for other data; resume on the same data, or fit again without resume")

@@ -7,8 +7,11 @@ beyond 2**31 columns), ``data`` (nnz,) float64, ``y`` (n,) float64, each chunked
 ``format``, ``format_version``, ``n_rows``, ``n_features``, ``nnz`` and ``source`` (what it was
 converted from). Each row's indices are sorted and distinct, its values finite and nonzero.
 ``CSRWriter`` appends blocks of rows (the file appears, renamed from a temporary file, only when
-it is complete); ``CSRReader`` owns the open file, checks its metadata on open and every block it
-reads, and reads rows by ranges, never the whole file unless asked.
+it is complete), their structure checked from the raw arrays first (``structure_problem``);
+``CSRReader`` owns the open file, checks its metadata on open (the type and size of every
+attribute and dataset, ``files.check_types``, and the row pointers' ends) and every block it
+reads, and reads rows by ranges, never the whole file unless asked. A sparse-row file has no
+digest (it is large, and read in blocks).
 """
 
 import os
@@ -27,6 +30,59 @@ CSR_CHUNK_ROWS = 1 << 16
 CSR_CHUNK_NNZ = 1 << 20
 #: the kind named in the errors ("... is not a valid fastcep sparse-row file: ...")
 KIND = "sparse-row"
+
+
+def _first(bad):
+    """The position of the first True of a boolean array, or None."""
+    hit = np.flatnonzero(bad)
+    return int(hit[0]) if hit.size else None
+
+
+def _compressed_problem(ptr, ind, n_data, major, minor, names, first):
+    """Why compressed rows (or columns) are invalid: pointers ``ptr`` of ``major`` rows into
+    ``ind`` (``n_data`` values), indices within 0..minor-1; ``names``: (a row's, an index's),
+    rows numbered from ``first``; None if valid."""
+    ptr, ind = np.asarray(ptr), np.asarray(ind)
+    if ptr.ndim != 1 or ind.ndim != 1 or ptr.dtype.kind not in "iu" or ind.dtype.kind not in "iu":
+        return "its indptr and indices are not 1-D integer arrays"
+    if ptr.size != major + 1:
+        return f"its indptr holds {ptr.size} pointers for {major} {names[0]}s"
+    end = min(ind.size, n_data)
+    ptr = ptr.astype(np.int64)
+    r = _first(np.concatenate([[ptr[0] != 0], (np.diff(ptr) < 0) | (ptr[1:] > end)]))
+    if r is not None:
+        r = max(r - 1, 0)
+        held = f"indptr[{r}] = {ptr[r]}, indptr[{r + 1}] = {ptr[r + 1]}"
+        return f"the pointers of {names[0]} {first + r} ({held}) do not rise from 0 within its {end} indices"
+    ind = ind[: ptr[-1]]
+    k = _first((ind < 0) | (ind >= minor))
+    if k is not None:
+        r = int(np.searchsorted(ptr, k, "right") - 1)
+        return f"{names[0]} {first + r} holds {names[1]} {int(ind[k])}, outside 0..{minor - 1}"
+    return None
+
+
+def structure_problem(X, first=0):
+    """Why the structure of a scipy.sparse matrix ``X`` is invalid, read from its raw arrays (so
+    that scipy's compiled routines never see it: a falling row pointer corrupts the heap in its
+    sort): pointers that start at 0 and rise within the indices, indices within the shape; rows
+    numbered from ``first``. None if valid."""
+    m, d = X.shape
+    if X.format == "csr":
+        return _compressed_problem(X.indptr, X.indices, X.data.size, m, d, ("row", "column"), first)
+    if X.format == "csc":
+        return _compressed_problem(X.indptr, X.indices, X.data.size, d, m, ("column", "row"), 0)
+    if X.format == "bsr":
+        (R, C), blocks = X.blocksize, X.data.shape[0]
+        names = ("block row", "block column")
+        return _compressed_problem(X.indptr, X.indices, blocks, m // R, d // C, names, 0)
+    if X.format == "coo":
+        rows, cols = (np.asarray(a) for a in X.coords)
+        k = _first((rows < 0) | (rows >= m) | (cols < 0) | (cols >= d))
+        if k is not None:
+            where = f"row {int(rows[k])}, column {int(cols[k])}"
+            return f"its entry {k} is at {where}, outside its shape {(m, d)}"
+    return None  # (dok, lil, dia: built through scipy's own checks)
 
 
 class CSRWriter:
@@ -49,6 +105,7 @@ class CSRWriter:
         self.n = self.nnz = 0
         self._width = 0  # (largest column + 1 so far)
         self._file = self._atomic = None
+        self.func = "CSRWriter.append"  # (what the errors of ``append`` start with)
 
     def __enter__(self):
         self._atomic = AtomicH5(self.path)
@@ -64,25 +121,28 @@ class CSRWriter:
     def append(self, X, y):
         """Append a block of rows: X (m, width) sparse, y (m,)."""
         if not sp.issparse(X):
-            raise TypeError(f"CSRWriter.append: X must be scipy.sparse, not {type(X).__name__}.")
+            raise TypeError(f"{self.func}: X must be scipy.sparse, not {type(X).__name__}.")
+        why = structure_problem(X, self.n)  # (before scipy's compiled code reads the structure)
+        if why is not None:
+            raise ValueError(f"{self.func}: X is not a valid sparse matrix: {why}.")
         X = sp.csr_array(X, dtype=np.float64)
         X.sum_duplicates()
         X.eliminate_zeros()
         y = np.asarray(y, dtype=np.float64)
         m = X.shape[0]
         if y.shape != (m,):
-            raise ValueError(f"CSRWriter.append: y of shape {y.shape} for {m} rows.")
+            raise ValueError(f"{self.func}: y of shape {y.shape} for {m} rows.")
         if self.n_features is not None and X.shape[1] > self.n_features:
             cols = X.indices[X.indices >= self.n_features]
             if cols.size:
                 raise ValueError(
-                    f"CSRWriter.append: column {int(cols[0])} is beyond the file's {self.n_features} columns."
+                    f"{self.func}: column {int(cols[0])} is beyond the file's {self.n_features} columns."
                 )
         for name, values in (("value", X.data), ("label", y)):
             bad = np.flatnonzero(~np.isfinite(values))
             if bad.size:
                 row = int(bad[0]) if name == "label" else int(np.searchsorted(X.indptr, bad[0], "right") - 1)
-                raise ValueError(f"CSRWriter.append: a non-finite {name} in row {self.n + row}.")
+                raise ValueError(f"{self.func}: a non-finite {name} in row {self.n + row}.")
         if m == 0:
             return
         f = self._file
@@ -121,6 +181,12 @@ def write_csr(path, X, y, n_features=None, source=""):
     """Write labelled sparse rows X (n, d), y (n,) to ``path`` (atomically); ``n_features``
     defaults to X's width."""
     with CSRWriter(path, X.shape[1] if n_features is None else n_features, source) as w:
+        w.func = "write_csr"
+        if not sp.issparse(X):
+            raise TypeError(f"write_csr: X must be scipy.sparse, not {type(X).__name__}.")
+        why = structure_problem(X)
+        if why is not None:
+            raise ValueError(f"write_csr: X is not a valid sparse matrix: {why}.")
         X = sp.csr_array(X)
         for lo in range(0, X.shape[0], CSR_CHUNK_ROWS):
             w.append(X[lo : lo + CSR_CHUNK_ROWS], np.asarray(y)[lo : lo + CSR_CHUNK_ROWS])
@@ -139,6 +205,11 @@ class CSRReader(H5Owner):
         self._file = open_h5(self.path, KIND, "CSRReader")
         try:
             self._check()
+        except (OSError, RuntimeError, KeyError, TypeError, AttributeError, ValueError) as exc:
+            self._file.close()
+            if isinstance(exc, FileFormatError):
+                raise
+            raise self._bad(f"missing or unreadable content ({type(exc).__name__}: {exc})") from exc
         except BaseException:
             self._file.close()
             raise
@@ -174,6 +245,14 @@ class CSRReader(H5Owner):
             )
         if f["indices"].dtype.kind not in "iu" or f["indptr"].dtype.kind not in "iu":
             raise self._bad("its indptr and indices are not integers")
+        try:
+            ends = (int(f["indptr"][0]), int(f["indptr"][self.n]))
+        except (OSError, RuntimeError) as exc:
+            raise self._bad(f"its row pointers cannot be read ({exc})") from exc
+        if ends != (0, self.nnz):
+            raise self._bad(
+                f"its row pointers run from {ends[0]} to {ends[1]}, not from 0 to its {self.nnz} nonzeros"
+            )
 
     def __repr__(self):
         return f"CSRReader({self.path!r}, n={self.n}, n_features={self.n_features}, nnz={self.nnz})"
@@ -186,10 +265,12 @@ class CSRReader(H5Owner):
         f = self._file
         try:
             ptr = np.asarray(f["indptr"][start : stop + 1], dtype=np.int64)
+            r = _first(np.concatenate([[ptr[0] < 0], (np.diff(ptr) < 0) | (ptr[1:] > self.nnz)]))
+            if r is not None:
+                r = start + max(r - 1, 0)
+                held = f"indptr[{r}] = {ptr[r - start]}, indptr[{r + 1}] = {ptr[r - start + 1]}"
+                raise self._bad(f"the pointers of row {r} ({held}) do not rise within 0..{self.nnz}")
             lo, hi = int(ptr[0]), int(ptr[-1])
-            if lo < 0 or hi > self.nnz or np.any(np.diff(ptr) < 0):
-                why = f"its row pointers of rows {start}..{stop - 1} do not rise within 0..{self.nnz}"
-                raise self._bad(why)
             indices = np.asarray(f["indices"][lo:hi], dtype=np.int64)
             data = np.asarray(f["data"][lo:hi], dtype=np.float64)
             y = np.asarray(f["y"][start:stop], dtype=np.float64)

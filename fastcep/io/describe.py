@@ -4,13 +4,12 @@ described here, read by its own reader, so that the command line only prints."""
 import os
 from typing import NamedTuple
 
-import h5py
 import numpy as np
 
 from . import formats as F
 from .checkpoint import fit_checkpoint_position, read_checkpoint
 from .csr import CSRReader
-from .files import FileFormatError
+from .files import FileFormatError, check_seal, open_verified, sealed_kind, unsealed_hdf5
 from .glm_model import load_glm_model
 from .model import load_model
 from .sources import refuse_stream
@@ -191,11 +190,14 @@ def describe(path):
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such file {path!r}")
     refuse_stream(path, "a fastcep file")
-    try:
-        with h5py.File(path, "r") as f:
+    fmt = sealed_kind(path)  # (a sealed file's format from its seal: HDF5 never parses a damaged one)
+    if fmt == "damaged":
+        check_seal(path, "sealed")  # (its FileFormatError says what is wrong)
+    if fmt is None:
+        if not unsealed_hdf5(path):
+            raise NotFastcepFileError(f"{path!r} is not an HDF5 file (no HDF5 signature at its start)")
+        with open_verified(path, lambda why: FileFormatError(f"{path!r} is damaged: {why}.")) as f:
             fmt = f.attrs.get("format")
-    except OSError as exc:
-        raise NotFastcepFileError(f"{path!r} is not an HDF5 file ({exc})") from None
     describer = _DESCRIBERS.get(fmt) if isinstance(fmt, str) else None
     if describer is None:
         raise NotFastcepFileError(f"{path!r} is not a fastcep file (format attribute {fmt!r})")

@@ -15,6 +15,18 @@ a failed or killed writer never leaves a half-written file, and the previous fil
 - **Checksums.** Model files and checkpoints carry a SHA-256 digest of every dataset and
   attribute (``sign``), checked when they are read (``verify``): a flipped byte is an error, never
   changed numbers.
+- **Seals.** A damaged file can crash HDF5 itself (a flipped bit in an attribute's type
+  segfaulted ``fastcep.load``, another hung it), before any digest is read. So model files and
+  checkpoints are sealed (``AtomicH5(path, seal=format)``): they start with an HDF5 user block of
+  ``SEAL_BYTES`` bytes (HDF5's superblock follows it; h5py opens such a file as any other) that
+  holds, as ASCII lines padded with NUL bytes, ``fastcep sealed HDF5 file``, ``seal: 1`` (the
+  seal's version), ``format: <the file's format>``, ``bytes: <length of the rest of the file>``
+  and ``sha256: <its SHA-256>``, written after HDF5 has closed the temporary file and before the
+  rename. The seal is checked from plain bytes before h5py opens the file (``check_seal``), so
+  that any change, anywhere, is refused before HDF5 parses a byte. Files written before seals
+  (HDF5's signature at their start) are read as before, after a check of the type and size of
+  every attribute and dataset with h5py's low-level API (``check_types``), as are the large data
+  files (tensors, sparse rows), which carry no digest.
 - **Permissions** follow the umask, as for any file the user creates (a temporary file is
   created 0600).
 """
@@ -29,6 +41,7 @@ import tempfile
 
 import h5py
 import numpy as np
+from h5py import h5a, h5d, h5s, h5t
 
 #: the prefix of every temporary file (followed by the writer's process id and a dash)
 TMP_PREFIX = ".tmp-fastcep-"
@@ -49,19 +62,300 @@ def bad_file(kind, path, why):
     return FileFormatError(f"{os.fspath(path)!r} is not a valid fastcep {kind} file: {why}.")
 
 
+# ----------------------------------------------------------------------------- seals
+#: the size of a sealed file's user block (the seal; HDF5's superblock starts after it)
+SEAL_BYTES = 512
+#: the first line of a seal, and the version of its layout
+SEAL_MAGIC = b"fastcep sealed HDF5 file\n"
+SEAL_VERSION = 1
+#: what every HDF5 file starts with (at offset 0, or after a user block)
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+_SEAL = re.compile(
+    rb"fastcep sealed HDF5 file\nseal: (\d{1,4})\nformat: (fastcep-[a-z0-9-]{1,40})\n"
+    rb"bytes: (\d{1,19})\nsha256: ([0-9a-f]{64})\n"
+)
+#: bytes hashed at a time
+_BLOCK = 1 << 20
+
+
+def _seal_block(fmt, size, digest):
+    text = f"fastcep sealed HDF5 file\nseal: {SEAL_VERSION}\nformat: {fmt}\nbytes: {size}\nsha256: {digest}\n"
+    return text.encode().ljust(SEAL_BYTES, b"\0")
+
+
+def _tail_digest(fh):
+    """(bytes, SHA-256 hex) of what follows the seal in the open binary file ``fh``."""
+    h, n = hashlib.sha256(), 0
+    fh.seek(SEAL_BYTES)
+    while block := fh.read(_BLOCK):
+        h.update(block)
+        n += len(block)
+    return n, h.hexdigest()
+
+
+def write_seal(fh, fmt):
+    """Seal the complete HDF5 file open in ``fh`` (binary, read and write; HDF5 has closed it):
+    its user block gets the digest of the bytes after it (see the module's text)."""
+    size, digest = _tail_digest(fh)
+    fh.seek(0)
+    fh.write(_seal_block(fmt, size, digest))
+
+
+def reseal(path):
+    """Seal again a sealed file that was changed in place (an edit with h5py, say), under its
+    format."""
+    with open(path, "r+b") as fh:
+        m = _SEAL.match(fh.read(SEAL_BYTES))
+        if m is None:
+            raise ValueError(f"reseal: {os.fspath(path)!r} is not a sealed fastcep file.")
+        write_seal(fh, m.group(2).decode())
+
+
+def _read_seal(fh, bad):
+    """The format named by the seal of the binary file ``fh`` after checking it against the
+    bytes, or None for a file without a seal (HDF5's signature at its start, or not HDF5 at
+    all); ``bad(why)`` for a damaged seal or contents."""
+    head = fh.read(SEAL_BYTES)
+    if head.startswith(HDF5_SIGNATURE):
+        return None
+    fh.seek(SEAL_BYTES)
+    if not head.startswith(SEAL_MAGIC[:8]) and fh.read(len(HDF5_SIGNATURE)) != HDF5_SIGNATURE:
+        return None  # (not HDF5 as fastcep writes it: h5py's own error, or another's file)
+    m = _SEAL.match(head)
+    if m is None:
+        raise bad("its seal (its first 512 bytes) is damaged (the file is corrupt)")
+    version, fmt, size, digest = int(m.group(1)), m.group(2).decode(), int(m.group(3)), m.group(4).decode()
+    if version != SEAL_VERSION:
+        raise bad(f"its seal is of version {version}; this fastcep reads {SEAL_VERSION} (a newer fastcep?)")
+    if head != _seal_block(fmt, size, digest):
+        raise bad("its seal (its first 512 bytes) is damaged (the file is corrupt)")
+    held, actual = _tail_digest(fh)
+    if held != size:
+        why = f"{held:,} bytes after its seal, which names {size:,}: truncated, extended or corrupt"
+        raise bad(f"its checksum does not match its contents ({why})")
+    if actual != digest:
+        raise bad("its checksum does not match its contents (the file is corrupt)")
+    return fmt
+
+
+def check_seal(path, kind):
+    """The format a sealed file names, its seal checked against every byte of it (before h5py
+    opens it); None for a file without a seal. FileFormatError (``bad_file``) if it is damaged."""
+    path = os.fspath(path)
+    with open(path, "rb") as fh:
+        return _read_seal(fh, lambda why: bad_file(kind, path, why))
+
+
+def unsealed_hdf5(path):
+    """True if the file at ``path`` starts with HDF5's signature (an HDF5 file without a seal: a
+    data file, or a file written before seals)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE
+    except OSError:
+        return False
+
+
+def sealed_kind(path):
+    """What a sealed file is, from its seal alone: its format, "damaged" if the seal does not
+    match the bytes, None if the file has no seal (or is not a regular file, or cannot be read)."""
+    try:
+        if not os.path.isfile(path):
+            return None
+        return check_seal(path, "sealed")
+    except FileFormatError:
+        return "damaged"
+    except OSError:
+        return None
+
+
+def checked_kind(path):
+    """``kinds.file_kind`` of ``path``, for a file checked first so that HDF5 cannot crash or hang
+    on it: a sealed file's format from its seal; "damaged" for a file that fails its seal or
+    (unsealed HDF5) the checks of ``open_verified``."""
+    from .kinds import file_kind
+
+    if not os.path.isfile(path):  # (a folder, a device, a FIFO: never opened here)
+        return file_kind(path)
+    kind = sealed_kind(path)
+    if kind is None and unsealed_hdf5(path):
+        try:
+            open_verified(path, FileFormatError).close()
+        except FileFormatError:
+            kind = "damaged"
+    return file_kind(path) if kind is None else kind
+
+
+# --------------------------------------------------------------- the checks of an unsealed file
+#: what starts a global heap collection (HDF5's store of variable-length strings), version 1
+_HEAP_SIGNATURE = b"GCOL\x01\x00\x00\x00"
+#: files up to this size have every byte searched for heaps; larger ones (data files) their first
+#: and last ``_HEAP_SPAN`` bytes, where fastcep's writers put their metadata (attributes last)
+_HEAP_SCAN_ALL = 1 << 26
+_HEAP_SPAN = 1 << 22
+
+
+def _heap_problem(data, at, whole):
+    """Why the global heap collection at ``data[at:]`` would stop HDF5's parser (its objects must
+    chain to the collection's end: a zeroed or flipped object size made it loop forever,
+    measured), or None; ``whole``: ``data`` runs to the end of the file (else a collection cut
+    by its end is not checked)."""
+    length = int.from_bytes(data[at + 8 : at + 16], "little") if at + 16 <= len(data) else None
+    if length is None or at + length > len(data):
+        return "a heap that runs past the end of the file" if whole else None
+    if length < 4096:
+        return f"a heap of {length} bytes"
+    p, end = at + 16, at + length
+    while p + 16 <= end:
+        index = int.from_bytes(data[p : p + 2], "little")
+        held = int.from_bytes(data[p + 8 : p + 16], "little")
+        need = held if index == 0 else 16 + (-(-held // 8) * 8)
+        if need < 16 or p + need > end:
+            return f"a heap object of {held} bytes at byte {p}"
+        p += need
+    return None
+
+
+def check_heaps(fh, bad):
+    """Before HDF5 opens the binary file ``fh``: each global heap collection found in it (its
+    variable-length strings: every text attribute) is whole (``_heap_problem``). ``bad(why)``."""
+    size = os.fstat(fh.fileno()).st_size
+    spans = [(0, size)] if size <= _HEAP_SCAN_ALL else [(0, _HEAP_SPAN), (size - _HEAP_SPAN, size)]
+    for lo, hi in spans:
+        fh.seek(lo)
+        data = fh.read(hi - lo)
+        at = data.find(_HEAP_SIGNATURE)
+        while at >= 0:
+            why = _heap_problem(data, at, hi == size)
+            if why is not None:
+                raise bad(f"its store of strings is damaged ({why}; the file is corrupt)")
+            at = data.find(_HEAP_SIGNATURE, at + 1)
+
+
+# --------------------------------------------------------------- the types of an unsealed file
+def _known_types():
+    """The HDF5 types fastcep writes: UTF-8 strings of any length (h5py's ``str``), bool, int32,
+    int64, float64."""
+    types = [h5t.py_create(np.dtype(t)) for t in ("<f8", "<i8", "<i4", "|b1")]
+    return [h5t.py_create(h5py.string_dtype(), logical=True), *types]
+
+
+#: the largest attribute (elements) fastcep writes: a shape, a string
+_MAX_ATTR_POINTS = 1 << 16
+
+
+def _space_points(space, max_rank):
+    """The elements of a dataspace (None if it is not scalar or simple of rank <= max_rank)."""
+    kind = space.get_simple_extent_type()
+    if kind == h5s.SCALAR:
+        return 1
+    if kind != h5s.SIMPLE or space.get_simple_extent_ndims() > max_rank:
+        return None
+    return space.get_simple_extent_npoints()
+
+
+def _type_problem(tid, known):
+    """Why an HDF5 type is not one fastcep writes, or None."""
+    if not any(tid == t for t in known):
+        return f"of an HDF5 type fastcep does not write (class {tid.get_class()}, {tid.get_size()} bytes)"
+    return None
+
+
+def check_types(f, bad):
+    """Before reading a value of an unsealed HDF5 file ``f``: every attribute and dataset is of a
+    type fastcep writes (``_known_types``), of a scalar or simple dataspace of a plausible rank,
+    and its storage the size its type and space say (h5py's low-level API: a damaged type is
+    what crashed HDF5's conversions). ``bad(why)`` for the first that is not."""
+    known = _known_types()
+    objects = [("/", f.id)]
+
+    def add(name, obj):
+        objects.append((name, obj.id))
+
+    try:
+        f.visititems(add)
+        for name, oid in objects:
+            _check_object(name, oid, known, bad)
+    except (KeyError, OSError, ValueError, TypeError, RuntimeError) as exc:
+        if isinstance(exc, FileFormatError):
+            raise
+        raise bad(f"its structure cannot be read ({type(exc).__name__}: {exc}; the file is corrupt)") from exc
+
+
+def _check_object(name, oid, known, bad):
+    """``check_types`` of one object (its id ``oid``, its name ``name``)."""
+    vlen = known[0]
+    for i in range(h5a.get_num_attrs(oid)):
+        attr = h5a.open(oid, index=i)
+        what = f"the attribute {attr.name.decode(errors='replace')!r} of {name!r}"
+        tid = attr.get_type()
+        why = _type_problem(tid, known)
+        points = _space_points(attr.get_space(), 1)
+        if why is None and (points is None or points > _MAX_ATTR_POINTS):
+            why = "of a dataspace fastcep does not write"
+        if why is None:
+            per = 16 if tid == vlen else tid.get_size()  # (a string: its length and heap address)
+            if attr.get_storage_size() != points * per:
+                why = f"of {attr.get_storage_size()} bytes where its type and shape need {points * per}"
+        if why is not None:
+            raise bad(f"{what} is {why} (the file is corrupt)")
+    if isinstance(oid, h5d.DatasetID):
+        tid = oid.get_type()
+        why = _type_problem(tid, known)
+        points = _space_points(oid.get_space(), 4)
+        if why is None and points is None:
+            why = "of a dataspace fastcep does not write"
+        layout = oid.get_create_plist().get_layout()
+        if why is None and layout in (h5d.CONTIGUOUS, h5d.COMPACT) and tid != vlen:
+            size = oid.get_storage_size()
+            if size not in (0, points * tid.get_size()):
+                why = f"stored in {size} bytes where its type and shape need {points * tid.get_size()}"
+        if why is not None:
+            raise bad(f"the dataset {name!r} is {why} (the file is corrupt)")
+
+
+def open_verified(path, bad):
+    """An existing HDF5 file opened for reading, nothing parsed by HDF5 before it was checked:
+    a sealed file's seal against its bytes (``check_seal``; then h5py opens that very file), an
+    unsealed one's heaps of strings (``check_heaps``) and then its types (``check_types``).
+    ``bad(why)`` for a file that fails, or is not HDF5."""
+    path = os.fspath(path)
+    with open(path, "rb") as fh:
+        fmt = _read_seal(fh, bad)
+        if fmt is None:
+            check_heaps(fh, bad)
+        try:
+            f = h5py.File(path, "r")
+        except OSError as exc:
+            raise bad(f"cannot be opened as HDF5 ({exc})") from exc
+        try:
+            if fmt is not None:
+                held, opened = os.fstat(fh.fileno()), os.fstat(f.id.get_vfd_handle())
+                if (held.st_dev, held.st_ino) != (opened.st_dev, opened.st_ino):
+                    raise bad("it was replaced while it was read; read it again")
+            else:
+                check_types(f, bad)
+        except BaseException:
+            f.close()
+            raise
+    return f
+
+
+def is_sealed(f):
+    """True if the open file ``f`` was sealed (read through ``open_verified``, its seal checked)."""
+    return f.userblock_size == SEAL_BYTES
+
+
 def open_h5(path, kind, func):
-    """An existing HDF5 file opened for reading: FileNotFoundError naming ``func`` if it is
-    missing, FileFormatError (``bad_file``) if it is not HDF5."""
+    """An existing HDF5 file opened for reading (``open_verified``): FileNotFoundError naming
+    ``func`` if it is missing, FileFormatError (``bad_file``) if it is not HDF5 or is damaged."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{func}: no such file {path!r}.")
     if not os.path.isfile(path):
         why = "not a regular file (a pipe or a device?), and HDF5 is read by seeking: write it to a file"
         raise bad_file(kind, path, why)
-    try:
-        return h5py.File(path, "r")
-    except OSError as exc:
-        raise bad_file(kind, path, f"cannot be opened as HDF5 ({exc})") from exc
+    return open_verified(path, lambda why: bad_file(kind, path, why))
 
 
 class H5Owner:
@@ -255,10 +549,12 @@ def _naming(exc, path, why=None):
 class AtomicH5:
     """``with AtomicH5(path) as f:`` an ``h5py.File`` open for writing on a temporary file beside
     ``path``, renamed to ``path`` when the block ends without an error (see the module's text).
-    ``check()`` raises ``NoRoomError`` as soon as a write has failed."""
+    ``seal``: the file's format, to seal it (a user block of ``SEAL_BYTES``, filled in once HDF5
+    has closed the file). ``check()`` raises ``NoRoomError`` as soon as a write has failed."""
 
-    def __init__(self, path):
+    def __init__(self, path, seal=None):
         self.path = os.fspath(path)
+        self.seal = seal
         self.file = None
         self._tmp = self._raw = self._guard = None
 
@@ -281,7 +577,8 @@ class AtomicH5:
             os.fchmod(fd, 0o666 & ~_umask())
             self._raw = os.fdopen(fd, "w+b", buffering=0)
             self._guard = _GuardedFile(self._raw)
-            self.file = h5py.File(self._guard, "w")
+            block = {} if self.seal is None else {"userblock_size": SEAL_BYTES}
+            self.file = h5py.File(self._guard, "w", **block)
         except BaseException:
             self._discard()
             raise
@@ -315,6 +612,9 @@ class AtomicH5:
         try:
             self.file.close()
             self.check()
+            if self.seal is not None:
+                write_seal(self._guard, self.seal)  # (through the guard: a full disk is kept)
+                self.check()
             os.fsync(self._raw.fileno())
             self._raw.close()
             try:
@@ -327,10 +627,10 @@ class AtomicH5:
         return False
 
 
-def atomic_h5(path, write):
+def atomic_h5(path, write, seal=None):
     """Call ``write(h5py.File)`` on a temporary file beside ``path``, then rename it to ``path``
-    (``AtomicH5``)."""
-    with AtomicH5(path) as f:
+    (``AtomicH5``; ``seal``: the file's format, to seal it)."""
+    with AtomicH5(path, seal) as f:
         write(f)
 
 

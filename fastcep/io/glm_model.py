@@ -1,26 +1,27 @@
 """Regression model files: a fitted Bayesian regression (any built-in likelihood) and the names of its
 features (``save_glm_model``, ``load_glm_model``; written by ``fastcep glm fit``).
 
-Layout (format version 4). Root attributes: ``format`` ("fastcep-glm-model"), ``format_version``
-(2), ``model`` (the likelihood's name: "probit", "logistic", "gaussian", "poisson", "negbin",
-"student_t"), ``likelihood`` (its parameters, JSON, learned ones filled in), ``method``,
-``target`` (the target column's name, "" if unknown), ``n_iter``, ``converged``, ``stop_reason``
-and ``options`` (the fit's options, JSON).
-Datasets: ``features`` (d,) UTF-8 strings, the feature names in the order of the weights (absent
-when the columns have no names, as a model of svmlight or hashed data: version 4);
-``posterior/mean`` and ``posterior/var`` (d,) float64, the factorised Gaussian posterior of the
-weights; ``intercept/mean`` and ``intercept/var`` (scalars), present only for a fit with an
-intercept: the fitted intercept, which for a centred fit (version 3) is b_c, the intercept at the
-features' mean, beside ``center`` (d,) float64, the features' training means (absent for a fit
-not centred; ``RegressionResult.center``); ``trace/<column>`` (n_iter,), the fit's trace
-(``fastcep._loop.TRACE_FIELDS``); ``online/T``, ``online/N`` and ``online/seen`` (d, or d + 1 with the
-intercept's last), with attributes ``rows``, ``forget`` and ``pending``, present only for a result
-that has absorbed rows (``RegressionResult.update``): the natural parameters it absorbs into and
-the lazy forgetting's bookkeeping, so that a loaded result goes on absorbing rows bit for bit as
-the saved one would (a stream's checkpoint, version 4). The file is written to a temporary file
-beside the target and renamed over it (``fastcep.io.files.atomic_h5``). ``load_glm_model`` checks
-the format, the version, the model and method names, the shapes, that every number is finite and
-every variance positive.
+Layout (format version 5). Root attributes: ``format`` ("fastcep-glm-model"), ``format_version``,
+``model`` (the likelihood's name: "probit", "logistic", "gaussian", "poisson", "negbin",
+"student_t"), ``likelihood`` (its parameters, JSON, learned ones filled in), ``method``, ``target``
+(the target column's name, "" if unknown), ``n_iter``, ``converged``, ``stop_reason`` and
+``options`` (the fit's options, JSON). Datasets: ``features`` (d,) UTF-8 strings, the feature names
+in the order of the weights (absent when the columns have no names, as a model of svmlight or hashed
+data: version 4); ``posterior/mean`` and ``posterior/var`` (d,) float64, the factorised Gaussian
+posterior of the weights; ``intercept/mean`` and ``intercept/var`` (scalars), present only for a fit
+with an intercept: the fitted intercept, which for a centred fit (version 3) is b_c, the intercept
+at the features' mean, beside ``center`` (d,) float64, the features' training means (absent for a
+fit not centred; ``RegressionResult.center``); ``trace/<column>`` (n_iter,), the fit's trace
+(``fastcep._loop.TRACE_FIELDS``); ``online/T``, ``online/N`` and ``online/seen`` (d, or d + 1 with
+the intercept's last), with attributes ``rows``, ``forget`` and ``pending``, present only for a
+result that has absorbed rows (``RegressionResult.update``): the natural parameters it absorbs into
+and the lazy forgetting's bookkeeping, so that a loaded result goes on absorbing rows bit for bit as
+the saved one would (a stream's checkpoint, version 4). Version 5 files are sealed: a user block of
+512 bytes before HDF5's superblock holds the format's name, the length and the SHA-256 of the rest
+of the file (``fastcep.io.files``: checked before h5py opens the file). The file is written to a
+temporary file beside the target and renamed over it (``fastcep.io.files.atomic_h5``).
+``load_glm_model`` checks the format, the version, the model and method names, the shapes, that
+every number is finite and every variance positive.
 """
 
 import json
@@ -35,13 +36,15 @@ from .._models import REGRESSION_LIKELIHOODS, REGRESSION_METHODS
 from ..glm.result import RegressionResult
 from ..likelihoods import SHORTHANDS, Custom
 from ..results import GaussianPosterior
-from .files import FileFormatError, atomic_h5, bad_file, json_default, open_h5, sign, verify
+from .files import FileFormatError, atomic_h5, bad_file, is_sealed, json_default, open_h5, sign, verify
 from .formats import GLM_MODEL_FORMAT
 
-GLM_MODEL_FORMAT_VERSION = 4
+GLM_MODEL_FORMAT_VERSION = 5
 #: versions this fastcep reads (1: binary likelihoods only, no ``likelihood`` attribute; 2: no
-#: ``center``, every fit un-centred; 3: the feature names always present)
-READABLE_VERSIONS = (1, 2, 3, 4)
+#: ``center``, every fit un-centred; 3: the feature names always present; 4: no seal)
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
+#: the first sealed version
+SEALED_VERSION = 5
 #: the kind named in the errors ("... is not a valid fastcep regression model file: ...")
 KIND = "regression model"
 
@@ -118,7 +121,7 @@ def save_glm_model(result, path, features=None, target=""):
                 g.attrs[name] = online[name]
         sign(f)
 
-    atomic_h5(path, write)
+    atomic_h5(path, write, seal=GLM_MODEL_FORMAT)
 
 
 def _likelihood(path, model, params):
@@ -179,6 +182,7 @@ def _read(f, path):
         version in READABLE_VERSIONS,
         f"format version {version}, this fastcep reads {GLM_MODEL_FORMAT_VERSION}",
     )
+    _check(path, version < SEALED_VERSION or is_sealed(f), "its seal is missing")
     _check(path, verify(f, KIND, path), "its checksum is missing")
     n_iter = int(f.attrs["n_iter"])
     columns = {name: np.asarray(f["trace"][name]) for name in TRACE_FIELDS if name in f["trace"]}

@@ -125,11 +125,12 @@ def file_kind(path):
     return _text_kind(text, cut=cut and not text.endswith("\n"))
 
 
-def check_replaceable(path, kind, what, force_hint, kind_of=file_kind, words=KIND_WORDS):
+def check_replaceable(path, kind, what, force_hint, kind_of, words=KIND_WORDS):
     """Refuse to replace a file at ``path`` that holds something other than a file of ``kind``
     (a fastcep format): a data file, another kind of model. A missing or empty file holds
     nothing to lose. ``what`` names the output, ``force_hint`` how to replace it anyway;
-    ``kind_of`` says what a file is (``file_kind``), ``words`` says it in words. Call it once
+    ``kind_of`` says what a file is (``files.checked_kind``, which never lets HDF5 parse a
+    damaged file), ``words`` says it in words. Call it once
     ``files.check_output`` has refused special files, so that nothing but a regular file is read."""
     found = kind_of(path)
     if found in ("missing", "empty", kind):

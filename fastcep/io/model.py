@@ -10,7 +10,10 @@ with a hierarchical prior its hyper-posterior under ``hyper/`` (attribute ``kind
 (version 5) the fitted likelihood in the attribute ``likelihood``: JSON {"name": the built-in's
 name (``fastcep.likelihoods.SHORTHANDS``), parameter: value, ...}, learned values filled in (a
 ``Custom`` likelihood, code, cannot be written). Files before version 5 have the likelihood of
-their model's name (cp_gaussian's variance from its noise posterior). Files are
+their model's name (cp_gaussian's variance from its noise posterior). Version 6 files are
+sealed: a user block of 512 bytes before HDF5's superblock holds the format's name, the length
+and the SHA-256 of the rest of the file (``fastcep.io.files``: checked before h5py opens the
+file, so that a damaged file is refused before HDF5 parses it). Files are
 written to a temporary file beside the target and renamed over it, so a killed writer never
 leaves a half-written model behind. Reading checks the digest and every field (``_check``): a
 model, method and covariance fastcep knows, shapes, finite numbers, positive (semi)definite
@@ -27,15 +30,18 @@ from .._models import CP_MODELS
 from ..likelihoods import SHORTHANDS, Custom
 from ..results import HyperState, hyper_problems
 from ..tensor.result import POINT_METHODS, CPResult
-from .files import atomic_h5, bad_file, json_default, open_h5, sign, verify
+from .files import atomic_h5, bad_file, is_sealed, json_default, open_h5, sign, verify
 from .formats import MODEL_FORMAT
 
 #: version 2: the trace's columns named for what they hold (``fastcep._loop.TRACE_FIELDS``);
 #: version 3: the digest of the contents (``files.sign``); version 4: the hyper-posterior of a
-#: hierarchical prior (``hyper/``); version 5: the fitted likelihood (``likelihood``)
-MODEL_FORMAT_VERSION = 5
-#: versions this fastcep reads (1 and 2 have no digest)
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+#: hierarchical prior (``hyper/``); version 5: the fitted likelihood (``likelihood``); version 6:
+#: the seal (``files.SEAL_BYTES``)
+MODEL_FORMAT_VERSION = 6
+#: versions this fastcep reads (1 and 2 have no digest; before 6, no seal)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+#: the first sealed version
+SEALED_VERSION = 6
 METHODS = ("cep1", "cep2", "lp", "vmp", "cp_wopt", "post")
 COVARIANCES = ("full", "diag")
 #: the arrays of a hyper-posterior (``HyperState`` after its kind)
@@ -87,7 +93,7 @@ def save_model(result, path):
                 gh.create_dataset(name, data=np.asarray(getattr(result.hyper, name), dtype=np.float64))
         sign(f)
 
-    atomic_h5(path, write)
+    atomic_h5(path, write, seal=MODEL_FORMAT)
 
 
 def load_model(path):
@@ -128,6 +134,8 @@ def _read(f, path):
     version = int(f.attrs.get("format_version", -1))
     if version not in READABLE_VERSIONS:
         raise bad_file("model", path, f"format version {version}, this fastcep reads {MODEL_FORMAT_VERSION}")
+    if version >= SEALED_VERSION and not is_sealed(f):
+        raise bad_file("model", path, "its seal is missing")
     if not verify(f, "model", path) and version >= 3:
         raise bad_file("model", path, "its checksum is missing")
     shape = tuple(_int(d, "shape") for d in f.attrs["shape"])

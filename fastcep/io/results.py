@@ -13,9 +13,9 @@ from ..glm.result import RegressionResult
 from ..results import register_writer
 from ..tensor.result import CPResult
 from .checkpoint import CHECKPOINT_FORMAT
-from .files import FileFormatError, check_output
+from .files import FileFormatError, check_output, checked_kind, open_h5
 from .glm_model import GLM_MODEL_FORMAT, load_glm_model, save_glm_model
-from .kinds import KIND_WORDS, check_replaceable, file_kind
+from .kinds import KIND_WORDS, check_replaceable
 from .model import MODEL_FORMAT, load_model, save_model
 from .tensor import TENSOR_FORMAT
 
@@ -58,7 +58,8 @@ def save(result, path, features=None, target="", force=False):
     regression = isinstance(result, RegressionResult)
     check_output(path, (), "output", "save")
     if not force:
-        check_replaceable(path, GLM_MODEL_FORMAT if regression else MODEL_FORMAT, "output", "force=True")
+        kind = GLM_MODEL_FORMAT if regression else MODEL_FORMAT
+        check_replaceable(path, kind, "output", "force=True", checked_kind)
     if regression:
         save_glm_model(result, path, result.features if features is None else features, target)
     else:
@@ -85,9 +86,11 @@ def load(path):
         corrupt, of another version, or inconsistent.
     """
     path = os.fspath(path)
-    kind = file_kind(path)
-    if kind == "missing":
+    if not os.path.exists(path):
         raise FileNotFoundError(f"load: no such file {path!r}.")
+    kind = checked_kind(path)  # (HDF5 never parses a damaged file)
+    if kind == "damaged":  # (its FileFormatError says what is wrong)
+        open_h5(path, "model", "load").close()
     if kind == GLM_MODEL_FORMAT:
         return load_glm_model(path).result
     if kind == MODEL_FORMAT:

@@ -3,7 +3,9 @@
 A tensor file holds ``coords`` (n, K) int32 or int64, 0-based, and ``values`` (n,) float64,
 both chunked along n (``TENSOR_CHUNK_ROWS`` rows), with the attributes ``format``
 ("fastcep-tensor"), ``format_version``, ``shape``, ``index_base`` (always 0), ``n`` and
-``binary``. ``TensorWriter`` appends blocks (the file appears, renamed from a temporary file,
+``binary``. A tensor file has no digest (it is large, and read in blocks): on open, the type and
+size of every attribute and dataset are checked (``files.check_types``) before any value is read.
+``TensorWriter`` appends blocks (the file appears, renamed from a temporary file,
 only when it is complete); ``TensorReader`` owns the open file, checks its metadata on open and
 every block it reads, and yields blocks aligned to the chunking.
 """
@@ -11,11 +13,10 @@ every block it reads, and yields blocks aligned to the chunking.
 import numbers
 import os
 
-import h5py
 import numpy as np
 
 from .._validation import param_error
-from .files import AtomicH5, H5Owner, bad_file
+from .files import AtomicH5, FileFormatError, H5Owner, bad_file, open_verified
 from .formats import TENSOR_FORMAT
 from .sources import refuse_stream
 
@@ -174,12 +175,15 @@ class TensorReader(H5Owner):
         if not os.path.exists(self.path):
             raise FileNotFoundError(f"no such tensor file {self.path!r}")
         refuse_stream(self.path, "a tensor file")
-        try:
-            self._file = h5py.File(self.path, "r")
-        except OSError as exc:
-            raise bad_file("tensor", self.path, f"cannot be opened as HDF5 ({exc})") from exc
+        self._file = open_verified(self.path, lambda why: bad_file("tensor", self.path, why))
         try:
             self._check()
+        except (OSError, RuntimeError, KeyError, TypeError, AttributeError, ValueError) as exc:
+            self._file.close()
+            if isinstance(exc, FileFormatError):
+                raise
+            why = f"missing or unreadable content ({type(exc).__name__}: {exc})"  # (a damaged file)
+            raise bad_file("tensor", self.path, why) from exc
         except BaseException:
             self._file.close()
             raise

@@ -109,6 +109,8 @@ _RESUME_KEYS = (
     "prior",
     "likelihood",
 )
+#: the values of the resume settings that a checkpoint leaves out (defaults; see ``options``)
+_ABSENT = {"method": "cep1", "probit_curvature": "full", "expect_under": "posterior", "prior": "fixed"}
 
 
 def first_scale(lik, y, R, K):
@@ -387,7 +389,9 @@ def absorb(
     # a checkpoint is bound to its data by content, not by path (one pass over the data)
     data_digest = src.identity() if checkpoint is not None else None
     if resume and os.path.exists(checkpoint):
-        state, trace = read_checkpoint(checkpoint, options, _RESUME_KEYS, data_digest, lik if learn else None)
+        state, trace = read_checkpoint(
+            checkpoint, options, _RESUME_KEYS, data_digest, lik if learn else None, _ABSENT
+        )
     elif init_state is not None:
         state = _check_stream_state(init_state, n_obj, R, covariance, func, lik if learn else None)
         held = "fixed" if state.prior is None else state.prior.hyper.kind
