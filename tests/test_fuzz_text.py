@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 
 #: the default run's sessions: the same examples every run, a few seconds
 SHORT = settings(
-    max_examples=40,
+    max_examples=30,
     deadline=None,
     derandomize=True,
     database=None,

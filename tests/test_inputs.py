@@ -8,6 +8,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -210,6 +211,28 @@ def test_damaged_gzip_is_one_clear_error_naming_gzip(data, tmp_path, capsys):
     assert code == 2 and len(err.splitlines()) == 1
     assert "cut.svm.gz' is gzip-compressed and cannot be decompressed" in err and "gzip -t" in err
     assert not (tmp_path / "cut.h5").exists()
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (b"1 3:1e308 3:1e308", "line 1: the values of index 3, which is repeated, sum to inf"),  # (kept: inf)
+        (b"1 1.0:2", "line 1: the index '1.0' is not an integer"),  # (read as index 1)
+        (b"1 1e1:2", "line 1: the index '1e1' is not an integer"),  # (read as index 10)
+    ],
+)
+def test_svmlight_numbers_python_refuses_are_refused(tmp_path, line, message):
+    (tmp_path / "r.svm").write_bytes(line + b"\n")
+    with pytest.raises(FileFormatError, match=message), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # (a repeated column)
+        read_svmlight(tmp_path / "r.svm")
+
+
+def test_svmlight_numbers_python_reads_are_read(tmp_path):
+    # ("cannot be read as svmlight": numpy's parse failed, and the slow path found nothing wrong)
+    (tmp_path / "r.svm").write_bytes(b"1_0 3:1_0 +2:.5\n")
+    rows = read_svmlight(tmp_path / "r.svm")
+    assert rows.y.tolist() == [10.0] and rows.X.toarray().tolist() == [[0.0, 0.0, 0.5, 10.0]]
 
 
 # ------------------------------------------------------------------ --skip-header

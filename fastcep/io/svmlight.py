@@ -195,7 +195,7 @@ def _parse(path, block, first_line, first_row, index_base, width):
     if over.size:
         k = int(np.searchsorted(X.indptr, over[0], side="right") - 1)
         index = int(X.indices[over[0]]) + index_base
-        why = f"the values of index {index}, which is repeated, sum to {X.data[over[0]]!r}"
+        why = f"the values of index {index}, which is repeated, sum to {float(X.data[over[0]])!r}"
         raise bad_line(path, lines[k], why, "a repeated column's values are summed")
     X.eliminate_zeros()
     if repeats.size:
