@@ -475,7 +475,7 @@ def test_post_refuses_options_that_do_not_apply(tmp_path, binary_split):
     fastcep.stream(
         **src, model="cp_probit", rank=2, method="post", batch_size=300, checkpoint=ck, max_batches=1
     )
-    with pytest.raises(ValueError, match="method: checkpoint 'post' vs now None"):  # a "cep1" run
+    with pytest.raises(ValueError, match="method post in the checkpoint, cep1 now"):  # a "cep1" run
         fastcep.stream(**src, model="cp_probit", rank=2, batch_size=300, checkpoint=ck, resume=True)
 
 

@@ -97,7 +97,7 @@ def test_probit_stream_inner_fit_options(tmp_path, binary, name):
     kw[name] = other
     fastcep.stream(**src, model="cp_probit", rank=2, checkpoint=ck, max_batches=2, checkpoint_every=1, **kw)
     del kw[name]
-    with pytest.raises(ValueError, match=f"{name}: checkpoint None vs now '{value}'"):
+    with pytest.raises(ValueError, match=f"{name} {other} in the checkpoint, {value} now"):
         fastcep.stream(**src, model="cp_probit", rank=2, checkpoint=ck, resume=True, **kw, **{name: value})
     with pytest.raises(ValueError, match=f"'{name}' parameter"):
         fastcep.stream(**src, model="cp_probit", rank=2, **{name: bad})

@@ -234,10 +234,13 @@ def check_heaps(fh, bad):
 
 # --------------------------------------------------------------- the types of an unsealed file
 def _known_types():
-    """The HDF5 types fastcep writes: UTF-8 strings of any length (h5py's ``str``), bool, int32,
-    int64, float64."""
-    types = [h5t.py_create(np.dtype(t)) for t in ("<f8", "<i8", "<i4", "|b1")]
-    return [h5t.py_create(h5py.string_dtype(), logical=True), *types]
+    """The HDF5 types of fastcep's files and of tables or tensors written by hand: h5py's strings
+    of any length (UTF-8 first, then ASCII), bool, and the integers and floats of numpy in
+    either byte order."""
+    numbers = [f"{order}{kind}{size}" for order in "<>" for kind in "iu" for size in (1, 2, 4, 8)]
+    numbers += [f"{order}f{size}" for order in "<>" for size in (2, 4, 8)]
+    strings = [h5t.py_create(h5py.string_dtype(code), logical=True) for code in ("utf-8", "ascii")]
+    return [*strings, *(h5t.py_create(np.dtype(t)) for t in (*numbers, "|b1"))]
 
 
 #: the largest attribute (elements) fastcep writes: a shape, a string
@@ -255,9 +258,11 @@ def _space_points(space, max_rank):
 
 
 def _type_problem(tid, known):
-    """Why an HDF5 type is not one fastcep writes, or None."""
-    if not any(tid == t for t in known):
-        return f"of an HDF5 type fastcep does not write (class {tid.get_class()}, {tid.get_size()} bytes)"
+    """Why an HDF5 type is not one fastcep reads (``_known_types``, or a string of a fixed
+    length), or None."""
+    fixed = tid.get_class() == h5t.STRING and not tid.is_variable_str()
+    if not (fixed or any(tid == t for t in known)):
+        return f"of an HDF5 type fastcep does not read (class {tid.get_class()}, {tid.get_size()} bytes)"
     return None
 
 
@@ -282,9 +287,13 @@ def check_types(f, bad):
         raise bad(f"its structure cannot be read ({type(exc).__name__}: {exc}; the file is corrupt)") from exc
 
 
+def _variable(tid):
+    """True for a string type of any length (stored as its length and a heap address)."""
+    return tid.get_class() == h5t.STRING and tid.is_variable_str()
+
+
 def _check_object(name, oid, known, bad):
     """``check_types`` of one object (its id ``oid``, its name ``name``)."""
-    vlen = known[0]
     for i in range(h5a.get_num_attrs(oid)):
         attr = h5a.open(oid, index=i)
         what = f"the attribute {attr.name.decode(errors='replace')!r} of {name!r}"
@@ -294,7 +303,7 @@ def _check_object(name, oid, known, bad):
         if why is None and (points is None or points > _MAX_ATTR_POINTS):
             why = "of a dataspace fastcep does not write"
         if why is None:
-            per = 16 if tid == vlen else tid.get_size()  # (a string: its length and heap address)
+            per = 16 if _variable(tid) else tid.get_size()
             if attr.get_storage_size() != points * per:
                 why = f"of {attr.get_storage_size()} bytes where its type and shape need {points * per}"
         if why is not None:
@@ -306,7 +315,7 @@ def _check_object(name, oid, known, bad):
         if why is None and points is None:
             why = "of a dataspace fastcep does not write"
         layout = oid.get_create_plist().get_layout()
-        if why is None and layout in (h5d.CONTIGUOUS, h5d.COMPACT) and tid != vlen:
+        if why is None and layout in (h5d.CONTIGUOUS, h5d.COMPACT) and not _variable(tid):
             size = oid.get_storage_size()
             if size not in (0, points * tid.get_size()):
                 why = f"stored in {size} bytes where its type and shape need {points * tid.get_size()}"
