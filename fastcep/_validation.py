@@ -75,6 +75,16 @@ def check_int(value, name, func, low=None, high=None):
     return v
 
 
+def prior_precisions(prior_var, d, func):
+    """Prior precisions (d,) from a checked scalar ``prior_var`` or an array, checked here."""
+    if np.ndim(prior_var) == 0:
+        return np.full(d, 1.0 / prior_var)
+    arr = np.asarray(prior_var, dtype=np.float64)
+    if arr.shape != (d,) or not np.all(np.isfinite(arr)) or not np.all(arr > 0):
+        raise param_error("prior_var", func, f"a float > 0 or an array of {d} floats > 0", prior_var)
+    return 1.0 / arr
+
+
 def check_seed(value, func):
     """``None``, an int >= 0 or a ``numpy.random.Generator``; returns a Generator."""
     return rng_from(Seed().check(value, "seed", func))

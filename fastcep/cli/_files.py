@@ -29,7 +29,7 @@ _PNG = b"\x89PNG\r\n\x1a\n"
 def fix(path, wanted):
     """What ``path`` is and what to do with it, where a ``wanted`` file ("tensor", "model",
     "glm-model", "table" or None: any fastcep file) was asked for; None if nothing to add."""
-    from ..io.files import checked_kind
+    from ..io.kinds import checked_kind
 
     kind = checked_kind(path)  # (a damaged file: its error says so, and HDF5 never parses it)
     if kind in ("missing", "folder", "hdf5-stream", "damaged", _FORMAT.get(wanted)) or (
@@ -139,9 +139,9 @@ def read_table(path, columns, delimiter):
 
 
 def existing_kind(path):
-    """``io.files.checked_kind`` of ``path`` (HDF5 never parses a damaged file), with "png" for a
+    """``io.kinds.checked_kind`` of ``path`` (HDF5 never parses a damaged file), with "png" for a
     PNG image."""
-    from ..io.files import checked_kind
+    from ..io.kinds import checked_kind
 
     kind = checked_kind(path)
     if kind == "binary":

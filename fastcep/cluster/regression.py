@@ -298,7 +298,7 @@ def fit(client, X, y, likelihood, model, method, o, start, func="fit"):
     digest = data_digest(o, parts, func)
     if any(st[1] != d for st in stats):
         raise ValueError(f"{func}: the partitions of X have different numbers of columns.")
-    prior_T = E.prior_precisions(o["prior_var"], d, func)
+    prior_T = V.prior_precisions(o["prior_var"], d, func)
     intercept = o["fit_intercept"]
     center = E.feature_means(n, [st[2] for st in stats]) if intercept and o["center"] and not sparse else None
     if intercept:

@@ -112,16 +112,6 @@ class StaleWatch:
         return accept and not settled_with_refusals, halt
 
 
-def prior_precisions(prior_var, d, func):
-    """Prior precisions (d,) from a checked scalar ``prior_var`` or an array, checked here."""
-    if np.ndim(prior_var) == 0:
-        return np.full(d, 1.0 / prior_var)
-    arr = np.asarray(prior_var, dtype=np.float64)
-    if arr.shape != (d,) or not np.all(np.isfinite(arr)) or not np.all(arr > 0):
-        raise V.param_error("prior_var", func, f"a float > 0 or an array of {d} floats > 0", prior_var)
-    return 1.0 / arr
-
-
 def flat_messages(X, tau, nu):
     """tau, nu <- the flat start: precision FLAT_PRECISION where x != 0 (exactly 0 where the
     factor does not involve the weight), shift 0; blockwise, with no full-size temporary."""
@@ -379,7 +369,7 @@ def fit_regression(
         check_scale(s, "y", func)
     n, d = X.shape
     offset = check_offset(o.get("offset"), n, func)
-    prior_T = prior_precisions(o["prior_var"], d, func)
+    prior_T = V.prior_precisions(o["prior_var"], d, func)
     intercept = o["fit_intercept"]
     # (sparse features are not centred: it would fill every row)
     center = feature_means(n, [column_stats(X)]) if intercept and o["center"] and not sparse and n else None

@@ -129,7 +129,6 @@ class RegressionResult:
         take ``fastcep.fit``'s defaults)."""
         from .. import _options as O
         from .._loop import Trace
-        from .engine import prior_precisions
 
         func = "RegressionResult.prior"
         method = O.spec("method", "regression").constraint.check(method, "method", func)
@@ -143,7 +142,7 @@ class RegressionResult:
         defaults = O.defaults("regression", method)
         options = {**{name: defaults[name] for name in names}, **given}
         likelihood = resolve_likelihood(model, func)
-        prior_precisions(options["prior_var"], d, func)  # (an array's shape and values)
+        V.prior_precisions(options["prior_var"], d, func)  # (an array's shape and values)
         var = np.array(np.broadcast_to(np.asarray(options["prior_var"], dtype=np.float64), (d,)))
         b = GaussianPosterior(0.0, float(options["intercept_var"])) if options["fit_intercept"] else None
         opts = dict(options, classes=None, center=False)

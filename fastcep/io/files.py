@@ -169,23 +169,6 @@ def sealed_kind(path):
         return None
 
 
-def checked_kind(path):
-    """``kinds.file_kind`` of ``path``, for a file checked first so that HDF5 cannot crash or hang
-    on it: a sealed file's format from its seal; "damaged" for a file that fails its seal or
-    (unsealed HDF5) the checks of ``open_verified``."""
-    from .kinds import file_kind
-
-    if not os.path.isfile(path):  # (a folder, a device, a FIFO: never opened here)
-        return file_kind(path)
-    kind = sealed_kind(path)
-    if kind is None and unsealed_hdf5(path):
-        try:
-            open_verified(path, FileFormatError).close()
-        except FileFormatError:
-            kind = "damaged"
-    return file_kind(path) if kind is None else kind
-
-
 # --------------------------------------------------------------- the checks of an unsealed file
 #: what starts a global heap collection (HDF5's store of variable-length strings), version 1
 _HEAP_SIGNATURE = b"GCOL\x01\x00\x00\x00"

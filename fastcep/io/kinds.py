@@ -6,6 +6,7 @@ import re
 
 import h5py
 
+from .files import FileFormatError, open_verified, sealed_kind, unsealed_hdf5
 from .formats import (
     CHECKPOINT_FORMAT,
     CSR_FORMAT,
@@ -125,11 +126,26 @@ def file_kind(path):
     return _text_kind(text, cut=cut and not text.endswith("\n"))
 
 
+def checked_kind(path):
+    """``file_kind`` of ``path``, for a file checked first so that HDF5 cannot crash or hang
+    on it: a sealed file's format from its seal; "damaged" for a file that fails its seal or
+    (unsealed HDF5) the checks of ``open_verified``."""
+    if not os.path.isfile(path):  # (a folder, a device, a FIFO: never opened here)
+        return file_kind(path)
+    kind = sealed_kind(path)
+    if kind is None and unsealed_hdf5(path):
+        try:
+            open_verified(path, FileFormatError).close()
+        except FileFormatError:
+            kind = "damaged"
+    return file_kind(path) if kind is None else kind
+
+
 def check_replaceable(path, kind, what, force_hint, kind_of, words=KIND_WORDS):
     """Refuse to replace a file at ``path`` that holds something other than a file of ``kind``
     (a fastcep format): a data file, another kind of model. A missing or empty file holds
     nothing to lose. ``what`` names the output, ``force_hint`` how to replace it anyway;
-    ``kind_of`` says what a file is (``files.checked_kind``, which never lets HDF5 parse a
+    ``kind_of`` says what a file is (``checked_kind``, which never lets HDF5 parse a
     damaged file), ``words`` says it in words. Call it once
     ``files.check_output`` has refused special files, so that nothing but a regular file is read."""
     found = kind_of(path)

@@ -13,9 +13,9 @@ from ..glm.result import RegressionResult
 from ..results import register_writer
 from ..tensor.result import CPResult
 from .checkpoint import CHECKPOINT_FORMAT
-from .files import FileFormatError, check_output, checked_kind, open_h5
+from .files import FileFormatError, check_output, open_h5
 from .glm_model import GLM_MODEL_FORMAT, load_glm_model, save_glm_model
-from .kinds import KIND_WORDS, check_replaceable
+from .kinds import KIND_WORDS, check_replaceable, checked_kind
 from .model import MODEL_FORMAT, load_model, save_model
 from .tensor import TENSOR_FORMAT
 
