@@ -13,9 +13,9 @@ ROWS_KINDS = ("svmlight", CSR_FORMAT)
 
 def is_rows(path):
     """Whether ``path`` holds labelled sparse rows (``ROWS_KINDS``)."""
-    from ..io.kinds import file_kind
+    from ..io.files import checked_kind
 
-    return file_kind(path) in ROWS_KINDS
+    return checked_kind(path) in (*ROWS_KINDS, "damaged")  # (damaged: the sparse-row reader says so)
 
 
 def table_data(path, target, features, delimiter, binary=True):
@@ -50,7 +50,7 @@ def rows_data(args, binary, width=None):
     likelihood (from 0/1 or -1/1; an error names the line or row of another label)."""
 
     from ..io.csr import CSRReader
-    from ..io.kinds import file_kind
+    from ..io.files import checked_kind
     from ..io.svmlight import binary_labels, read_svmlight, widened
 
     if getattr(args, "features", None):
@@ -58,7 +58,7 @@ def rows_data(args, binary, width=None):
             "--features names a table's columns; sparse rows have none (their columns are numbers)"
         )
     n_features = width if width is not None else getattr(args, "width", None)
-    if file_kind(args.data) == "svmlight":
+    if checked_kind(args.data) == "svmlight":
         part = read_svmlight(args.data, n_features, args.index_base)
     else:
         with CSRReader(args.data) as r:
