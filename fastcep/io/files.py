@@ -24,9 +24,10 @@ a failed or killed writer never leaves a half-written file, and the previous fil
   and ``sha256: <its SHA-256>``, written after HDF5 has closed the temporary file and before the
   rename. The seal is checked from plain bytes before h5py opens the file (``check_seal``), so
   that any change, anywhere, is refused before HDF5 parses a byte. Files written before seals
-  (HDF5's signature at their start) are read as before, after a check of the type and size of
-  every attribute and dataset with h5py's low-level API (``check_types``), as are the large data
-  files (tensors, sparse rows), which carry no digest.
+  (HDF5's signature at their start) are read as before, after checks of their heaps of strings
+  from plain bytes (``check_heaps``) and of the type and size of every attribute and dataset
+  with h5py's low-level API (``check_types``), as are the large data files (tensors, sparse
+  rows), which carry no digest.
 - **Permissions** follow the umask, as for any file the user creates (a temporary file is
   created 0600).
 """
@@ -188,9 +189,10 @@ def checked_kind(path):
 # --------------------------------------------------------------- the checks of an unsealed file
 #: what starts a global heap collection (HDF5's store of variable-length strings), version 1
 _HEAP_SIGNATURE = b"GCOL\x01\x00\x00\x00"
-#: files up to this size have every byte searched for heaps; larger ones (data files) their first
-#: and last ``_HEAP_SPAN`` bytes, where fastcep's writers put their metadata (attributes last)
-_HEAP_SCAN_ALL = 1 << 26
+#: files up to this size have every byte searched for heaps; larger ones their first and last
+#: ``_HEAP_SPAN`` bytes, where fastcep's writers put their attributes (a model's and a checkpoint's
+#: first, a data file's last)
+_HEAP_SCAN_ALL = 1 << 23
 _HEAP_SPAN = 1 << 22
 
 
