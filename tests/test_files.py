@@ -351,6 +351,22 @@ def test_a_changed_checkpoint_fails_its_checksum(partial_checkpoint):
         fastcep.stream("X.h5", checkpoint="ck.h5", resume=True, **STREAM)
 
 
+def test_every_byte_of_a_checkpoint_s_seal_counts(partial_checkpoint, tmp_path):
+    """Issue 56: a checkpoint's first 512 bytes (its seal: format, length, digest) are checked
+    before HDF5 reads the file; a flip in the format's name once passed (the digest covered only
+    the bytes after the seal)."""
+    from fastcep.io import read_checkpoint
+
+    good = partial_checkpoint.read_bytes()
+    flipped = tmp_path / "flipped.h5"
+    for pos in range(512):
+        data = bytearray(good)
+        data[pos] ^= 1 << (pos % 8)
+        flipped.write_bytes(bytes(data))
+        with pytest.raises(fastcep.FileFormatError):
+            read_checkpoint(flipped, None)
+
+
 def test_a_refused_resume_names_the_settings_that_differ(workdir, partial_checkpoint, capsys):
     """Issue 56: "... (method: checkpoint None vs now 'post', prior_var: checkpoint 1.0 vs now 2.0,
     ..., prior: checkpoint 'wishart' vs now None)": internal values (a default is left out: None)."""

@@ -19,10 +19,10 @@ TABLE_KINDS = ("table", "hdf5", "numbers", "text")
 def data_kind(path):
     """What regression data ``path`` holds: "rows" (``ROWS_KINDS``) or "table" (``TABLE_KINDS``);
     any other file (missing, empty, damaged, a model, ...) is a UserError saying what it is."""
-    from ..io.kinds import KIND_WORDS, file_kind
+    from ..io.kinds import KIND_WORDS, checked_kind
     from ..io.sources import refuse_stream
 
-    kind = file_kind(path)
+    kind = checked_kind(path)  # (HDF5 never parses a damaged file)
     if kind in ROWS_KINDS:
         return "rows"
     if kind in TABLE_KINDS:
@@ -31,8 +31,8 @@ def data_kind(path):
         raise UserError(f"no such data file {path!r}")
     if kind == "hdf5-stream":
         refuse_stream(path, "an HDF5 table or sparse-row file")
-    if kind in ("damaged-hdf5", "unreadable"):
-        raise UserError(f"{path!r} is {KIND_WORDS[kind]}")
+    if kind in ("damaged", "damaged-hdf5", "unreadable"):  # (damaged: a seal or heap that fails its check)
+        raise UserError(f"{path!r} is {KIND_WORDS['damaged-hdf5' if kind == 'damaged' else kind]}")
     words = {"empty": "empty", "folder": "a folder"}.get(kind) or KIND_WORDS.get(kind, kind)
     raise with_fix(f"{path!r} is {words}, not regression data", path, "table")
 
@@ -78,7 +78,7 @@ def rows_data(args, binary, width=None):
     likelihood (from 0/1 or -1/1; an error names the line or row of another label)."""
 
     from ..io.csr import CSRReader
-    from ..io.kinds import file_kind
+    from ..io.kinds import checked_kind
     from ..io.svmlight import binary_labels, read_svmlight, widened
 
     if getattr(args, "features", None):
@@ -86,7 +86,7 @@ def rows_data(args, binary, width=None):
             "--features names a table's columns; sparse rows have none (their columns are numbers)"
         )
     n_features = width if width is not None else getattr(args, "width", None)
-    if file_kind(args.data) == "svmlight":
+    if checked_kind(args.data) == "svmlight":
         part = read_svmlight(args.data, n_features, args.index_base)
     else:
         with CSRReader(args.data) as r:

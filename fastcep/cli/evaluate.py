@@ -14,9 +14,9 @@ from ._plots import check_plot, draw_binary, draw_continuous, save_plot
 
 
 def cmd_evaluate(args):
-    from ..io import file_kind
+    from ..io.kinds import checked_kind
 
-    if file_kind(args.model) == TENSOR_FORMAT and file_kind(args.tensor) == MODEL_FORMAT:
+    if checked_kind(args.model) == TENSOR_FORMAT and checked_kind(args.tensor) == MODEL_FORMAT:
         raise UserError(
             f"the model file comes first: `fastcep evaluate {shlex.quote(args.tensor)} "
             f"{shlex.quote(args.model)}`"

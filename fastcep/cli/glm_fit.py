@@ -23,10 +23,10 @@ def on_workers(args):
     """Whether the rows' file is read on the cluster's workers: a sparse-row HDF5 file given with
     --scheduler and no --width (svmlight text, or rows widened to a width, are read here)."""
     from ..io.formats import CSR_FORMAT
-    from ..io.kinds import file_kind
+    from ..io.kinds import checked_kind
 
     widened = getattr(args, "width", None) is not None
-    return bool(args.scheduler) and not widened and file_kind(args.data) == CSR_FORMAT
+    return bool(args.scheduler) and not widened and checked_kind(args.data) == CSR_FORMAT
 
 
 def cmd_glm_fit(args):

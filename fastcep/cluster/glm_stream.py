@@ -30,7 +30,7 @@ from .._loop import ConvergenceWarning, Trace
 from .._threads import num_threads
 from ..glm.result import RegressionResult
 from ..io.csr import CSRReader
-from ..io.kinds import file_kind
+from ..io.kinds import checked_kind
 from . import cuts, n_workers, require, worker_threads
 from .stream import SHARD_DAMPING, Shards
 
@@ -75,7 +75,7 @@ def shard_pass(data, cavity, batch_rows, max_iter, tol):
 
 def refusals(path, forget, checkpoint, resume, init, func):
     why = None
-    if file_kind(os.fspath(path)) != "fastcep-csr":
+    if checked_kind(os.fspath(path)) not in ("fastcep-csr", "damaged"):  # (damaged: the reader says so)
         why = "svmlight text (its rows cannot be read by range): convert it with `fastcep convert` first"
     elif forget:
         why = f"forget={forget} (a drifting rate has no fixed point the shards can share)"

@@ -15,7 +15,7 @@ from .._loop import ConvergenceWarning, ProgressLine, outside_the_package
 from ..io.checkpoint import settings_differ
 from ..io.csr import CSRReader
 from ..io.files import FileFormatError
-from ..io.kinds import KIND_WORDS, file_kind
+from ..io.kinds import KIND_WORDS, checked_kind
 from ..io.prefetch import read_ahead
 from ..io.sources import stream_words
 from ..io.svmlight import binary_labels, iter_svmlight
@@ -58,10 +58,10 @@ def open_rows(path, batch_rows, n_features=None, index_base=0, func="stream_file
     svmlight text (``n_features`` needed, else the file is read once for its largest index) or a
     sparse-row HDF5 file; ``blocks`` yields ``SparseRows`` of ``batch_rows`` from a row on."""
     path = os.fspath(path)
-    kind = file_kind(path)
+    kind = checked_kind(path)
     if kind == "missing":
         raise FileNotFoundError(f"{func}: no such file {path!r}.")
-    if kind == "fastcep-csr":
+    if kind in ("fastcep-csr", "damaged"):  # (a damaged file: the reader says what is wrong)
         with CSRReader(path) as r:
             width, n = r.n_features, r.n
         if n_features is not None and n_features != width:

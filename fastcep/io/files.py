@@ -21,12 +21,14 @@ a failed or killed writer never leaves a half-written file, and the previous fil
   ``SEAL_BYTES`` bytes (HDF5's superblock follows it; h5py opens such a file as any other) that
   holds, as ASCII lines padded with NUL bytes, ``fastcep sealed HDF5 file``, ``seal: 1`` (the
   seal's version), ``format: <the file's format>``, ``bytes: <length of the rest of the file>``
-  and ``sha256: <its SHA-256>``, written after HDF5 has closed the temporary file and before the
-  rename. The seal is checked from plain bytes before h5py opens the file (``check_seal``), so
-  that any change, anywhere, is refused before HDF5 parses a byte. Files written before seals
-  (HDF5's signature at their start) are read as before, after a check of the type and size of
-  every attribute and dataset with h5py's low-level API (``check_types``), as are the large data
-  files (tensors, sparse rows), which carry no digest.
+  and ``sha256: <the SHA-256 of the lines before it and the rest of the file>``, written after
+  HDF5 has closed the temporary file and before the rename. The seal is checked from plain
+  bytes before h5py opens the file (``check_seal``), so that any change, anywhere, is refused
+  before HDF5 parses a byte. Files written before seals
+  (HDF5's signature at their start) are read as before, after checks of their heaps of strings
+  from plain bytes (``check_heaps``) and of the type and size of every attribute and dataset
+  with h5py's low-level API (``check_types``), as are the large data files (tensors, sparse
+  rows), which carry no digest.
 - **Permissions** follow the umask, as for any file the user creates (a temporary file is
   created 0600).
 """
@@ -78,25 +80,31 @@ _SEAL = re.compile(
 _BLOCK = 1 << 20
 
 
+def _seal_fields(fmt, size):
+    """The seal's lines before its digest (which covers them too)."""
+    return f"fastcep sealed HDF5 file\nseal: {SEAL_VERSION}\nformat: {fmt}\nbytes: {size}\n".encode()
+
+
 def _seal_block(fmt, size, digest):
-    text = f"fastcep sealed HDF5 file\nseal: {SEAL_VERSION}\nformat: {fmt}\nbytes: {size}\nsha256: {digest}\n"
-    return text.encode().ljust(SEAL_BYTES, b"\0")
+    return (_seal_fields(fmt, size) + f"sha256: {digest}\n".encode()).ljust(SEAL_BYTES, b"\0")
 
 
-def _tail_digest(fh):
-    """(bytes, SHA-256 hex) of what follows the seal in the open binary file ``fh``."""
-    h, n = hashlib.sha256(), 0
+def _digest(fh, fields):
+    """SHA-256 (hex) of a seal's ``fields`` and the bytes after the seal in the open binary file
+    ``fh``."""
+    h = hashlib.sha256(fields)
     fh.seek(SEAL_BYTES)
     while block := fh.read(_BLOCK):
         h.update(block)
-        n += len(block)
-    return n, h.hexdigest()
+    return h.hexdigest()
 
 
 def write_seal(fh, fmt):
     """Seal the complete HDF5 file open in ``fh`` (binary, read and write; HDF5 has closed it):
-    its user block gets the digest of the bytes after it (see the module's text)."""
-    size, digest = _tail_digest(fh)
+    its user block gets the format, the length of the bytes after it and the digest of both and
+    those bytes (see the module's text)."""
+    size = fh.seek(0, os.SEEK_END) - SEAL_BYTES
+    digest = _digest(fh, _seal_fields(fmt, size))
     fh.seek(0)
     fh.write(_seal_block(fmt, size, digest))
 
@@ -129,11 +137,11 @@ def _read_seal(fh, bad):
         raise bad(f"its seal is of version {version}; this fastcep reads {SEAL_VERSION} (a newer fastcep?)")
     if head != _seal_block(fmt, size, digest):
         raise bad("its seal (its first 512 bytes) is damaged (the file is corrupt)")
-    held, actual = _tail_digest(fh)
+    held = fh.seek(0, os.SEEK_END) - SEAL_BYTES
     if held != size:
         why = f"{held:,} bytes after its seal, which names {size:,}: truncated, extended or corrupt"
         raise bad(f"its checksum does not match its contents ({why})")
-    if actual != digest:
+    if _digest(fh, _seal_fields(fmt, size)) != digest:
         raise bad("its checksum does not match its contents (the file is corrupt)")
     return fmt
 
@@ -172,9 +180,10 @@ def sealed_kind(path):
 # --------------------------------------------------------------- the checks of an unsealed file
 #: what starts a global heap collection (HDF5's store of variable-length strings), version 1
 _HEAP_SIGNATURE = b"GCOL\x01\x00\x00\x00"
-#: files up to this size have every byte searched for heaps; larger ones (data files) their first
-#: and last ``_HEAP_SPAN`` bytes, where fastcep's writers put their metadata (attributes last)
-_HEAP_SCAN_ALL = 1 << 26
+#: files up to this size have every byte searched for heaps; larger ones their first and last
+#: ``_HEAP_SPAN`` bytes, where fastcep's writers put their attributes (a model's and a checkpoint's
+#: first, a data file's last)
+_HEAP_SCAN_ALL = 1 << 23
 _HEAP_SPAN = 1 << 22
 
 
@@ -325,6 +334,7 @@ def open_verified(path, bad):
                 held, opened = os.fstat(fh.fileno()), os.fstat(f.id.get_vfd_handle())
                 if (held.st_dev, held.st_ino) != (opened.st_dev, opened.st_ino):
                     raise bad("it was replaced while it was read; read it again")
+                f._fastcep_seal = fmt  # (what ``is_sealed`` asks)
             else:
                 check_types(f, bad)
         except BaseException:
@@ -334,8 +344,8 @@ def open_verified(path, bad):
 
 
 def is_sealed(f):
-    """True if the open file ``f`` was sealed (read through ``open_verified``, its seal checked)."""
-    return f.userblock_size == SEAL_BYTES
+    """True if the open file ``f`` was opened by ``open_verified`` after its seal was checked."""
+    return getattr(f, "_fastcep_seal", None) is not None
 
 
 def open_h5(path, kind, func):

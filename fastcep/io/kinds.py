@@ -26,6 +26,7 @@ KIND_WORDS = {
     "hdf5": "an HDF5 file that is not fastcep's",
     "unreadable": "a file that cannot be read",
     "damaged-hdf5": "a damaged HDF5 file (cut short or corrupt: h5py cannot open it)",
+    "damaged": "a damaged file (it fails its checksum or its checks: cut short or corrupt)",
     "hdf5-stream": "HDF5 through a pipe or device (HDF5 is read by seeking: write it to a file)",
     TENSOR_FORMAT: "a fastcep tensor",
     MODEL_FORMAT: "a fastcep CP model",
